@@ -1,0 +1,45 @@
+"""Provider metadata for Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
+
+Kept free of imports so that ``airflow providers list`` and DAG parsing pay nothing for it. Later
+capabilities add their hooks, triggers, extra links and connection types to the lists below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_resilient import __version__
+
+PACKAGE_NAME = "airflow-provider-resilient"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider's description, in the shape of Airflow's ``provider_info.schema.json``."""
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "Resilient ML training on Google Cloud",
+        "description": (
+            "Operators, sensors and triggers that run ML training on Vertex AI and Cloud TPU and make it "
+            "finish despite crashes, stockouts, internal errors, preemptions and maintenance events: "
+            "failures are classified, retried by rule and resumed from the latest complete checkpoint."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Resilient Vertex AI training",
+                "external-doc-url": "https://cloud.google.com/vertex-ai/docs/training/understanding-training-service",
+                "tags": ["gcp"],
+            },
+            {
+                "integration-name": "Resilient Cloud TPU training",
+                "external-doc-url": "https://cloud.google.com/tpu/docs/maintenance-events",
+                "tags": ["gcp"],
+            },
+        ],
+        "operators": [],
+        "sensors": [],
+        "hooks": [],
+        "triggers": [],
+        "extra-links": [],
+        "connection-types": [],
+    }

@@ -1,0 +1,62 @@
+"""The package as users meet it: cheap imports, provider registration, `airflow providers list`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient.get_provider_info import get_provider_info
+
+PURE_IMPORT_CHECK = """
+import sys
+import airflow_provider_resilient.policy, airflow_provider_resilient.checkpoints
+assert 'airflow' not in sys.modules, 'airflow was imported'
+# google / google.cloud may exist as namespace stubs created by *-nspkg.pth files at start-up;
+# no real google module may be imported.
+loaded = sorted(m for m in sys.modules if m.startswith(('google.', 'gcsfs', 'grpc', 'proto'))
+                and m != 'google.cloud')
+assert not loaded, loaded
+print('ok')
+"""
+
+
+def test_policy_and_checkpoints_import_neither_airflow_nor_google():
+    out = subprocess.run([sys.executable, "-c", PURE_IMPORT_CHECK], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_provider_info_matches_airflows_schema():
+    import jsonschema
+    from airflow import __file__ as airflow_init
+
+    schema = json.loads((Path(airflow_init).parent / "provider_info.schema.json").read_text())
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == "airflow-provider-resilient"
+
+
+def test_provider_is_registered_through_the_entry_point():
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="apache_airflow_provider")
+           if ep.value.startswith("airflow_provider_resilient")]
+    assert len(eps) == 1
+    assert eps[0].load()()["package-name"] == "airflow-provider-resilient"
+
+
+@pytest.mark.airflow_cli
+def test_airflow_providers_list_shows_it_with_a_fresh_airflow_home(tmp_path: Path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow_home")}
+    airflow = Path(sys.executable).parent / "airflow"
+    out = subprocess.run([str(airflow), "providers", "list", "--output", "json"], capture_output=True, text=True,
+                         env=env, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = {p["package_name"]: p for p in json.loads(out.stdout)}
+    assert "airflow-provider-resilient" in listed
+    assert listed["airflow-provider-resilient"]["version"] == "0.1.0"
