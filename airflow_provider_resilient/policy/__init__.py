@@ -1,0 +1,73 @@
+"""Pure failure policy: classify a failure, then decide what to do about it.
+
+No Airflow and no Google imports here (checked by a test): the operators, triggers and the supervisor
+feed platform observations in through :mod:`.classify` and carry out the :class:`Decision` that
+:func:`decide` returns. See ``shared/DESIGN.md`` ("Three layers of retry, one set of rules") for the
+table these defaults come from.
+"""
+
+from .classify import (
+    PREFLIGHT_EXIT_CODE,
+    START_ERROR_EXIT_CODES,
+    TRANSIENT_EXIT_CODES,
+    classify_ai_platform_job,
+    classify_create_error,
+    classify_error_message,
+    classify_exit_status,
+    classify_tpu_audit_entry,
+    classify_tpu_node,
+    classify_vertex_job,
+)
+from .decide import DEFAULT_POLICY, Attempt, Decision, Incident, decide, record_incident
+from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
+from .history import format_history, history_from_json, history_to_json
+from .rules import (
+    DEFAULT_BUDGETS,
+    DEFAULT_QUEUE_TIMEOUT_SECONDS,
+    DEFAULT_RULES,
+    Backoff,
+    Budget,
+    DecisionAction,
+    Fallback,
+    RetryPolicy,
+    Rule,
+    RuleAction,
+    is_permanent,
+)
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "DEFAULT_POLICY",
+    "DEFAULT_QUEUE_TIMEOUT_SECONDS",
+    "DEFAULT_RULES",
+    "PERMANENT_CLASSES",
+    "PREFLIGHT_EXIT_CODE",
+    "START_ERROR_EXIT_CODES",
+    "TRANSIENT_EXIT_CODES",
+    "Attempt",
+    "Backoff",
+    "Budget",
+    "Decision",
+    "DecisionAction",
+    "Failure",
+    "FailureClass",
+    "Fallback",
+    "Incident",
+    "Platform",
+    "RetryPolicy",
+    "Rule",
+    "RuleAction",
+    "classify_ai_platform_job",
+    "classify_create_error",
+    "classify_error_message",
+    "classify_exit_status",
+    "classify_tpu_audit_entry",
+    "classify_tpu_node",
+    "classify_vertex_job",
+    "decide",
+    "format_history",
+    "history_from_json",
+    "history_to_json",
+    "is_permanent",
+    "record_incident",
+]

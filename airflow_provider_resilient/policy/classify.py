@@ -1,0 +1,476 @@
+"""Classifiers: raw platform observations in, :class:`~.failures.Failure` records out.
+
+One function per source of evidence:
+
+* :func:`classify_exit_status` -- a worker process's exit status (our TPU worker runner, emulator).
+* :func:`classify_error_message` -- an error text of Vertex AI or legacy AI Platform Training.
+* :func:`classify_vertex_job` -- a Vertex AI CustomJob / HyperparameterTuningJob state + ``error``.
+* :func:`classify_ai_platform_job` -- a legacy AI Platform Training ``Job`` state + ``errorMessage``.
+* :func:`classify_create_error` -- an error returned by a create call (quota, stockout, bad request).
+* :func:`classify_tpu_node` -- a Cloud TPU node's state, health and symptoms.
+* :func:`classify_tpu_audit_entry` -- a Cloud Audit Logs entry about a TPU node.
+
+Rules of the module: pure functions, no I/O, no Airflow or Google imports. Enum arguments are accepted
+as proto-plus enums, as their names (with or without the ``JOB_STATE_`` prefix) or as numbers. Nothing
+raises on odd input: what cannot be recognised becomes ``FailureClass.UNKNOWN`` carrying the raw text,
+so the retry rules' documented default applies.
+
+The message patterns are the exact texts of seeds 000, 001 and 003 (English versions as quoted in
+``shared/REFERENCE.md``):
+
+* ``The replica workerpool0-0 exited with a non-zero status of 139. Termination reason: Error.``
+* ``The replica workerpool0-0 ran out of memory and exited with a non-zero status of 137.``
+* ``Resources are insufficient in region: us-central1. Try a different region or use a different
+  accelerator.``
+* ``Internal error occurred for the current attempt.``
+* legacy: ``The replica master 0 exited with a non-zero status of 1.``
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .failures import Failure, FailureClass, Platform
+
+#: Seed 003 / 001: "potentially transient" exit codes the platform retries the job for.
+#: SIGABRT as ExitCode 6 (or 134 = 128 + 6 in custom containers), SIGSEGV as 11 (or 139).
+TRANSIENT_EXIT_CODES: frozenset[int] = frozenset({6, 134, 11, 139})
+#: Signals behind the transient exit codes.
+TRANSIENT_SIGNALS: frozenset[int] = frozenset({6, 11})
+#: Exit codes meaning the container or command never started: 126 not executable, 127 not found,
+#: 128 invalid exit argument / runtime start failure.
+START_ERROR_EXIT_CODES: frozenset[int] = frozenset({126, 127, 128})
+#: SIGKILL (137 = 128 + 9): the kernel's OOM killer or the infrastructure stopping the VM.
+SIGKILL = 9
+#: SIGTERM (143 = 128 + 15): a graceful stop, e.g. ahead of maintenance or preemption.
+SIGTERM = 15
+#: The exit code our worker runner uses when its preflight checks fail (seed 004's environment
+#: pre-check). 78 is ``EX_CONFIG`` of sysexits.h: "something was found in an unconfigured or
+#: misconfigured state".
+PREFLIGHT_EXIT_CODE = 78
+
+_EXIT_RE = re.compile(
+    r"The replica (?P<replica>.+?) exited with a non-zero status of (?P<code>-?\d+)"
+    r"(?:\.\s*Termination reason:\s*(?P<reason>[A-Za-z_]+))?",
+)
+_OOM_RE = re.compile(
+    r"(?:The replica (?P<replica>.+?) )?ran out of memory"
+    r"(?: and exited with a non-zero status of (?P<code>-?\d+))?",
+    re.IGNORECASE,
+)
+_STOCKOUT_RE = re.compile(
+    r"Resources are insufficient in region:?\s*(?P<region>[a-z0-9-]*)"
+    r"|no more capacity in the zone|ZONE_RESOURCE_POOL_EXHAUSTED|insufficient capacity",
+    re.IGNORECASE,
+)
+_INTERNAL_RE = re.compile(r"Internal error occurred for the current attempt", re.IGNORECASE)
+_QUOTA_RE = re.compile(
+    r"quota metrics? exceeds? quota limits?:?\s*(?P<metric>[\w./-]+)?"
+    r"|Quota exceeded for quota metric '(?P<metric2>[^']+)'"
+    r"|exceed(?:s|ed)? (?:the )?quota",
+    re.IGNORECASE,
+)
+_START_ERROR_RE = re.compile(r"Termination reason:\s*StartError", re.IGNORECASE)
+
+# google.rpc.Code numbers.
+RPC_OK = 0
+RPC_UNKNOWN = 2
+RPC_INVALID_ARGUMENT = 3
+RPC_DEADLINE_EXCEEDED = 4
+RPC_NOT_FOUND = 5
+RPC_ALREADY_EXISTS = 6
+RPC_PERMISSION_DENIED = 7
+RPC_RESOURCE_EXHAUSTED = 8
+RPC_FAILED_PRECONDITION = 9
+RPC_ABORTED = 10
+RPC_OUT_OF_RANGE = 11
+RPC_UNIMPLEMENTED = 12
+RPC_INTERNAL = 13
+RPC_UNAVAILABLE = 14
+RPC_UNAUTHENTICATED = 16
+
+_PERMANENT_RPC_CODES = frozenset(
+    {RPC_INVALID_ARGUMENT, RPC_NOT_FOUND, RPC_PERMISSION_DENIED, RPC_FAILED_PRECONDITION,
+     RPC_OUT_OF_RANGE, RPC_UNIMPLEMENTED, RPC_UNAUTHENTICATED}
+)
+_RETRYABLE_RPC_CODES = frozenset(
+    {RPC_UNKNOWN, RPC_DEADLINE_EXCEEDED, RPC_ABORTED, RPC_INTERNAL, RPC_UNAVAILABLE}
+)
+_HTTP_TO_RPC = {400: RPC_INVALID_ARGUMENT, 401: RPC_UNAUTHENTICATED, 403: RPC_PERMISSION_DENIED,
+                404: RPC_NOT_FOUND, 409: RPC_ALREADY_EXISTS, 429: RPC_RESOURCE_EXHAUSTED,
+                500: RPC_INTERNAL, 503: RPC_UNAVAILABLE, 504: RPC_DEADLINE_EXCEEDED}
+
+_VERTEX_STATES = ("UNSPECIFIED", "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING",
+                  "CANCELLED", "PAUSED", "EXPIRED", "UPDATING", "PARTIALLY_SUCCEEDED")
+_TPU_STATES = {0: "STATE_UNSPECIFIED", 1: "CREATING", 2: "READY", 3: "RESTARTING", 4: "REIMAGING",
+               5: "DELETING", 6: "REPAIRING", 8: "STOPPED", 9: "STOPPING", 10: "STARTING",
+               11: "PREEMPTED", 12: "TERMINATED", 13: "HIDING", 14: "HIDDEN", 15: "UNHIDING",
+               16: "UNKNOWN"}
+_TPU_HEALTH = {0: "HEALTH_UNSPECIFIED", 1: "HEALTHY", 3: "TIMEOUT", 4: "UNHEALTHY_TENSORFLOW",
+               5: "UNHEALTHY_MAINTENANCE"}
+_TPU_SYMPTOMS = {0: "SYMPTOM_TYPE_UNSPECIFIED", 1: "LOW_MEMORY", 2: "OUT_OF_MEMORY",
+                 3: "EXECUTE_TIMED_OUT", 4: "MESH_BUILD_FAIL", 5: "HBM_OUT_OF_MEMORY", 6: "PROJECT_ABUSE"}
+
+
+def _enum_name(value: Any, by_number: Mapping[int, str] | None = None, prefix: str = "") -> str:
+    """Normalise a proto-plus enum, a name or a number to a bare upper-case name."""
+    if value is None:
+        return ""
+    name = getattr(value, "name", None)
+    if isinstance(name, str):
+        text = name
+    elif isinstance(value, int) and by_number is not None:
+        text = by_number.get(value, str(value))
+    else:
+        text = str(value)
+    text = text.strip().upper()
+    if prefix and text.startswith(prefix):
+        text = text[len(prefix):]
+    return text
+
+
+def vertex_state_name(state: Any) -> str:
+    """``JobState`` as a bare name (``FAILED``), from a proto-plus enum, ``JOB_STATE_FAILED``, or 5."""
+    return _enum_name(state, dict(enumerate(_VERTEX_STATES)), "JOB_STATE_")
+
+
+def exit_code_signal(exit_code: int | None) -> int | None:
+    """The signal behind an exit status, if any.
+
+    ``-n`` (Python's ``returncode`` for a process killed by signal ``n``) and ``128 + n`` (a shell or
+    container runtime reporting signal ``n``, for ``n`` from 1 to 64) both give ``n``. Raw 6 and 11 are
+    the seeds' "ExitCode 6" / "ExitCode 11" forms of SIGABRT and SIGSEGV.
+    """
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if 129 <= exit_code <= 192:
+        return exit_code - 128
+    if exit_code in TRANSIENT_SIGNALS:
+        return exit_code
+    return None
+
+
+def classify_exit_status(
+    exit_code: int | None,
+    *,
+    platform: Platform = Platform.TPU,
+    signal: int | None = None,
+    worker_id: str | None = None,
+    worker_restarts: int | None = None,
+    message: str = "",
+    timestamp: float | None = None,
+    preflight_exit_code: int = PREFLIGHT_EXIT_CODE,
+) -> Failure | None:
+    """Classify a worker process's exit status.
+
+    Args:
+        exit_code: the status as reported: ``0`` success; ``6``/``11`` raw signal numbers; ``134``/
+            ``139`` (``128 + n``); negative ``-n`` as Python's ``subprocess`` reports signal ``n``.
+        signal: the killing signal when known separately; overrides the one derived from ``exit_code``.
+        preflight_exit_code: the code our worker runner exits with when preflight fails.
+
+    Returns:
+        ``None`` for a clean exit (code 0 and no signal), otherwise a :class:`Failure`:
+        6/134/11/139 -> TRANSIENT_CRASH (seed 003); the preflight code -> PREFLIGHT_FAILURE (seed 004);
+        126/127/128 -> CONTAINER_START_ERROR; SIGKILL (137) and SIGTERM (143) -> WORKER_FAILURE (the
+        infrastructure or the OOM killer; an explicit "ran out of memory" text is needed for
+        OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR.
+    """
+    sig = signal if signal is not None else exit_code_signal(exit_code)
+    if (exit_code is None or exit_code == 0) and sig is None:
+        return None
+    common: dict[str, Any] = {
+        "platform": platform, "exit_code": exit_code, "signal": sig, "worker_id": worker_id,
+        "worker_restarts": worker_restarts, "message": message, "timestamp": timestamp,
+    }
+    if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
+        cls = FailureClass.TRANSIENT_CRASH
+    elif exit_code == preflight_exit_code:
+        cls = FailureClass.PREFLIGHT_FAILURE
+    elif exit_code in START_ERROR_EXIT_CODES:
+        cls = FailureClass.CONTAINER_START_ERROR
+    elif sig in (SIGKILL, SIGTERM):
+        cls = FailureClass.WORKER_FAILURE
+    else:
+        cls = FailureClass.PERMANENT_USER_ERROR
+    return Failure(failure_class=cls, **common)
+
+
+def classify_error_message(
+    message: str | None,
+    *,
+    platform: Platform = Platform.VERTEX_AI,
+    rpc_code: int | None = None,
+    timestamp: float | None = None,
+) -> Failure:
+    """Classify a Vertex AI or AI Platform Training error text (and its ``google.rpc`` code).
+
+    The texts are matched first (they are documented, seeds 000/001/003); the rpc code is only a
+    fallback, since Google does not document which code each failure carries. Unrecognised text with
+    no telling code -> UNKNOWN.
+    """
+    text = (message or "").strip()
+    base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc_code,
+                            "timestamp": timestamp}
+    if m := _OOM_RE.search(text):
+        code = int(m["code"]) if m["code"] else None
+        return Failure(FailureClass.OUT_OF_MEMORY, exit_code=code, signal=exit_code_signal(code),
+                       worker_id=m["replica"], **base)
+    if m := _EXIT_RE.search(text):
+        code = int(m["code"])
+        reason = m["reason"]
+        if reason and reason.lower() == "starterror":
+            return Failure(FailureClass.CONTAINER_START_ERROR, exit_code=code, terminate_reason=reason,
+                           worker_id=m["replica"], **base)
+        by_code = classify_exit_status(code, platform=platform, worker_id=m["replica"], message=text,
+                                       timestamp=timestamp)
+        cls = by_code.failure_class if by_code else FailureClass.UNKNOWN
+        return Failure(cls, exit_code=code, signal=exit_code_signal(code), terminate_reason=reason,
+                       worker_id=m["replica"], **base)
+    if _START_ERROR_RE.search(text):
+        return Failure(FailureClass.CONTAINER_START_ERROR, terminate_reason="StartError", **base)
+    if m := _STOCKOUT_RE.search(text):
+        return Failure(FailureClass.CAPACITY_STOCKOUT, region=m["region"] or None, **base)
+    if _INTERNAL_RE.search(text):
+        return Failure(FailureClass.INTERNAL_ERROR, **base)
+    if m := _QUOTA_RE.search(text):
+        return Failure(FailureClass.QUOTA_EXCEEDED, quota_metric=m["metric"] or m["metric2"], **base)
+    code = _as_rpc_code(rpc_code)
+    if code == RPC_RESOURCE_EXHAUSTED:
+        return Failure(FailureClass.CAPACITY_STOCKOUT, **base)
+    if code in _RETRYABLE_RPC_CODES:
+        return Failure(FailureClass.INTERNAL_ERROR, **base)
+    if code == RPC_DEADLINE_EXCEEDED:
+        return Failure(FailureClass.HANG, **base)
+    return Failure(FailureClass.UNKNOWN, **base)
+
+
+def _as_rpc_code(code: int | None) -> int | None:
+    """A google.rpc code; HTTP statuses (>= 100) are mapped to the matching rpc code."""
+    if code is None:
+        return None
+    code = int(code)
+    if code >= 100:
+        if code in _HTTP_TO_RPC:
+            return _HTTP_TO_RPC[code]
+        return RPC_INTERNAL if code >= 500 else RPC_INVALID_ARGUMENT
+    return code
+
+
+def classify_vertex_job(
+    state: Any,
+    error_code: int | None = None,
+    error_message: str | None = None,
+    *,
+    started: bool | None = None,
+    timestamp: float | None = None,
+) -> Failure | None:
+    """Classify a Vertex AI CustomJob or HyperparameterTuningJob from its state and ``error``.
+
+    Args:
+        state: ``JobState`` (proto-plus enum, ``"JOB_STATE_FAILED"``, ``"FAILED"`` or ``5``).
+        error_code: ``job.error.code`` (a ``google.rpc.Code`` number), if set.
+        error_message: ``job.error.message``, if set.
+        started: whether the job ever reached RUNNING (``job.start_time`` set); tells an EXPIRED job
+            that never got capacity from one that ran past ``scheduling.timeout``.
+
+    Returns:
+        ``None`` unless the state is a failure: SUCCEEDED, PARTIALLY_SUCCEEDED and the non-terminal
+        states (QUEUED, PENDING, RUNNING, CANCELLING, UPDATING, PAUSED) are not failures. CANCELLED ->
+        CANCELLED; EXPIRED -> QUEUE_TIMEOUT when it never started (FLEX_START ``max_wait_duration``),
+        otherwise PERMANENT_USER_ERROR (``scheduling.timeout`` reached: raise it or checkpoint); FAILED ->
+        :func:`classify_error_message`; an unknown state -> UNKNOWN.
+    """
+    name = vertex_state_name(state)
+    if name in ("SUCCEEDED", "PARTIALLY_SUCCEEDED", "QUEUED", "PENDING", "RUNNING", "CANCELLING",
+                "UPDATING", "PAUSED"):
+        return None
+    message = (error_message or "").strip()
+    if name == "CANCELLED":
+        return Failure(FailureClass.CANCELLED, Platform.VERTEX_AI, message=message or "CustomJob was cancelled",
+                       rpc_code=error_code, timestamp=timestamp)
+    if name == "EXPIRED":
+        if started:
+            return Failure(FailureClass.PERMANENT_USER_ERROR, Platform.VERTEX_AI, rpc_code=error_code,
+                           message=message or "Job ran longer than scheduling.timeout and expired.",
+                           terminate_reason="EXPIRED", timestamp=timestamp)
+        return Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, rpc_code=error_code,
+                       message=message or "Job expired before it got resources (max_wait_duration).",
+                       terminate_reason="EXPIRED", timestamp=timestamp)
+    if name == "FAILED":
+        return classify_error_message(message, platform=Platform.VERTEX_AI, rpc_code=error_code,
+                                      timestamp=timestamp)
+    return Failure(FailureClass.UNKNOWN, Platform.VERTEX_AI, message=f"unexpected job state {name!r}: {message}",
+                   rpc_code=error_code, timestamp=timestamp)
+
+
+def classify_ai_platform_job(
+    state: str | None, error_message: str | None = None, *, timestamp: float | None = None
+) -> Failure | None:
+    """Classify a legacy AI Platform Training ``Job`` (``state``, ``errorMessage``).
+
+    States QUEUED, PREPARING, RUNNING, SUCCEEDED, CANCELLING are not failures (``None``); CANCELLED ->
+    CANCELLED; FAILED -> :func:`classify_error_message` (e.g. ``The replica master 0 exited with a
+    non-zero status of 1.`` -> PERMANENT_USER_ERROR); anything else -> UNKNOWN.
+    """
+    name = _enum_name(state)
+    if name in ("QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "CANCELLING", "STATE_UNSPECIFIED"):
+        return None
+    if name == "CANCELLED":
+        return Failure(FailureClass.CANCELLED, Platform.AI_PLATFORM, message=error_message or "Job was cancelled",
+                       timestamp=timestamp)
+    if name == "FAILED":
+        return classify_error_message(error_message, platform=Platform.AI_PLATFORM, timestamp=timestamp)
+    return Failure(FailureClass.UNKNOWN, Platform.AI_PLATFORM, message=f"unexpected job state {name!r}",
+                   timestamp=timestamp)
+
+
+def classify_create_error(
+    code: int | None, message: str | None, *, platform: Platform = Platform.VERTEX_AI,
+    timestamp: float | None = None,
+) -> Failure:
+    """Classify an error returned by a create call (CreateCustomJob, CreateNode, CreateQueuedResource).
+
+    Args:
+        code: the ``google.rpc.Code`` number, or an HTTP status (values >= 100 are read as HTTP: 429 is
+            RESOURCE_EXHAUSTED, 5xx INTERNAL/UNAVAILABLE, 4xx a bad request).
+        message: the error's text.
+
+    RESOURCE_EXHAUSTED naming quota -> QUOTA_EXCEEDED (with the metric); any other RESOURCE_EXHAUSTED or
+    a stockout text -> CAPACITY_STOCKOUT; INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, UNKNOWN ->
+    INTERNAL_ERROR (only reached after the hook's own API retries); INVALID_ARGUMENT, PERMISSION_DENIED,
+    NOT_FOUND, FAILED_PRECONDITION, UNAUTHENTICATED -> PERMANENT_USER_ERROR (the request itself is
+    wrong); others -> UNKNOWN.
+    """
+    rpc = _as_rpc_code(code)
+    text = (message or "").strip()
+    base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc, "timestamp": timestamp}
+    if m := _QUOTA_RE.search(text):
+        return Failure(FailureClass.QUOTA_EXCEEDED, quota_metric=m["metric"] or m["metric2"], **base)
+    if m := _STOCKOUT_RE.search(text):
+        return Failure(FailureClass.CAPACITY_STOCKOUT, region=m["region"] or None, **base)
+    if rpc == RPC_RESOURCE_EXHAUSTED:
+        return Failure(FailureClass.CAPACITY_STOCKOUT, **base)
+    if rpc in _RETRYABLE_RPC_CODES:
+        return Failure(FailureClass.INTERNAL_ERROR, **base)
+    if rpc in _PERMANENT_RPC_CODES:
+        return Failure(FailureClass.PERMANENT_USER_ERROR, **base)
+    return Failure(FailureClass.UNKNOWN, **base)
+
+
+def classify_tpu_node(
+    state: Any,
+    health: Any = None,
+    symptoms: Iterable[Any] = (),
+    health_description: str | None = None,
+    *,
+    timestamp: float | None = None,
+) -> Failure | None:
+    """Classify a Cloud TPU node from ``Node.state``, ``Node.health`` and ``Node.symptoms``.
+
+    Args:
+        state: ``Node.State`` (proto-plus enum, name or number).
+        health: ``Node.Health`` (proto-plus enum, name or number), if reported.
+        symptoms: ``Symptom`` messages, ``SymptomType`` values or names.
+        health_description: ``Node.health_description`` (e.g. "The TPU had a maintenance event at ...").
+
+    Returns:
+        ``None`` for a node that is fine or on its way up (READY with HEALTHY or no health, CREATING,
+        STARTING, REIMAGING). PREEMPTED -> PREEMPTION; TERMINATED, REPAIRING, RESTARTING or health
+        UNHEALTHY_MAINTENANCE -> MAINTENANCE_EVENT (seed 002; ``node_state`` tells recovering from
+        terminated); symptom OUT_OF_MEMORY / HBM_OUT_OF_MEMORY -> OUT_OF_MEMORY; PROJECT_ABUSE ->
+        PERMANENT_USER_ERROR; health TIMEOUT / UNHEALTHY_TENSORFLOW or another symptom -> NODE_UNHEALTHY;
+        STOPPING, STOPPED, DELETING, HIDING, HIDDEN -> CANCELLED (someone else stopped or removed it);
+        UNKNOWN / unrecognised -> UNKNOWN.
+    """
+    state_name = _enum_name(state, _TPU_STATES)
+    health_name = _enum_name(health, _TPU_HEALTH)
+    symptom_names = tuple(_symptom_name(s) for s in symptoms)
+    symptom_names = tuple(s for s in symptom_names if s and s != "SYMPTOM_TYPE_UNSPECIFIED")
+    base: dict[str, Any] = {"platform": Platform.TPU, "node_state": state_name or None,
+                            "node_health": health_name or None, "symptoms": symptom_names,
+                            "message": health_description or "", "timestamp": timestamp}
+    if state_name == "PREEMPTED":
+        return Failure(FailureClass.PREEMPTION, **base)
+    if state_name in ("TERMINATED", "REPAIRING", "RESTARTING") or health_name == "UNHEALTHY_MAINTENANCE":
+        return Failure(FailureClass.MAINTENANCE_EVENT, **base)
+    if state_name in ("STOPPING", "STOPPED", "DELETING", "HIDING", "HIDDEN"):
+        return Failure(FailureClass.CANCELLED, **base)
+    if {"OUT_OF_MEMORY", "HBM_OUT_OF_MEMORY"} & set(symptom_names):
+        return Failure(FailureClass.OUT_OF_MEMORY, **base)
+    if "PROJECT_ABUSE" in symptom_names:
+        return Failure(FailureClass.PERMANENT_USER_ERROR, **base)
+    if health_name in ("TIMEOUT", "UNHEALTHY_TENSORFLOW") or symptom_names:
+        return Failure(FailureClass.NODE_UNHEALTHY, **base)
+    if state_name in ("READY", "CREATING", "STARTING", "REIMAGING", "UNHIDING", "STATE_UNSPECIFIED", ""):
+        return None
+    return Failure(FailureClass.UNKNOWN, **base)
+
+
+def _symptom_name(symptom: Any) -> str:
+    kind = getattr(symptom, "symptom_type", symptom)
+    if isinstance(symptom, Mapping):
+        kind = symptom.get("symptom_type", symptom.get("symptomType"))
+    return _enum_name(kind, _TPU_SYMPTOMS)
+
+
+def _get(mapping: Any, *keys: str) -> Any:
+    """``mapping[k1][k2]...`` accepting camelCase or snake_case keys; None where absent."""
+    current = mapping
+    for key in keys:
+        if not isinstance(current, Mapping):
+            return None
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+        current = current.get(key, current.get(snake))
+    return current
+
+
+def classify_tpu_audit_entry(entry: Mapping[str, Any]) -> Failure | None:
+    """Classify a Cloud Audit Logs entry about a TPU node (seed 002).
+
+    Args:
+        entry: a LogEntry as a mapping (``LogEntry.to_dict()``, the REST JSON, or the high-level
+            client's ``entry.to_api_repr()``), camelCase or snake_case keys. The fields read are
+            ``protoPayload.methodName``, ``protoPayload.resourceName``,
+            ``protoPayload.metadata.terminateReason``, ``protoPayload.status``, ``severity``.
+
+    Returns:
+        ``tpu.nodes.terminate`` -> MAINTENANCE_EVENT with node_state TERMINATED and the terminate reason
+        (PREEMPTION when the reason says preempted); ``tpu.nodes.restart`` -> MAINTENANCE_EVENT with
+        node_state RESTARTING; a CreateNode / CreateQueuedResource entry with an error status (severity
+        ERROR or worse) -> :func:`classify_create_error` (a stockout or a quota error); anything else
+        -> ``None``.
+    """
+    payload = _get(entry, "protoPayload")
+    if not isinstance(payload, Mapping):
+        return None
+    method = str(_get(payload, "methodName") or "")
+    resource = str(_get(payload, "resourceName") or "")
+    node = resource.rsplit("/", 1)[-1] if resource else None
+    reason = _get(payload, "metadata", "terminateReason")
+    message = f"{method} on {resource}" + (f": {reason}" if reason else "")
+    if method == "tpu.nodes.terminate":
+        preempted = isinstance(reason, str) and "preempt" in reason.lower()
+        return Failure(FailureClass.PREEMPTION if preempted else FailureClass.MAINTENANCE_EVENT,
+                       Platform.TPU, message=message, terminate_reason=reason,
+                       node_state="PREEMPTED" if preempted else "TERMINATED", worker_id=None)
+    if method == "tpu.nodes.restart":
+        return Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, message=message,
+                       terminate_reason=reason, node_state="RESTARTING")
+    status = _get(payload, "status")
+    severity = _enum_name(_get(entry, "severity"))
+    failed = bool(status and (_get(status, "code") or _get(status, "message"))) or severity in (
+        "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
+    if failed and (method.endswith("CreateNode") or method.endswith("CreateQueuedResource")):
+        code = _get(status, "code") if status else None
+        failure = classify_create_error(code if isinstance(code, int) else None,
+                                        str(_get(status, "message") or "") if status else message,
+                                        platform=Platform.TPU)
+        return Failure(failure.failure_class, Platform.TPU, message=failure.message or message,
+                       rpc_code=failure.rpc_code, region=failure.region, quota_metric=failure.quota_metric,
+                       terminate_reason=node)
+    return None

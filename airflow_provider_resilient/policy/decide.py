@@ -1,0 +1,242 @@
+"""``decide(history, failure, now) -> Decision``: the one pure function behind every retry.
+
+Theory of operation:
+
+* The **attempt history** is a tuple of :class:`Attempt` records, oldest first. An attempt is one
+  submitted resource (a CustomJob, a TPU node run); it carries the :class:`Incident` list -- each
+  failure observed during it and the :class:`Decision` taken. WAIT and RESTART_WORKERS decisions keep
+  the attempt open; RESUBMIT / RECREATE_NODE end it and the caller opens the next one.
+* **Budgets are counted from the history alone** -- there is no counter anywhere else -- so a task retry
+  or a "Clear" that reloads the history from the task state store continues the count where it was.
+* ``decide`` never mutates anything and reads no clock: ``now`` (seconds since the epoch) and ``seed``
+  (for backoff jitter) are inputs, so the same history, failure, time and seed give the same decision.
+  The caller appends ``Incident(failure, decision)`` to the current attempt.
+* Odd input never raises: a failure no rule matches gets GIVE_UP with the reason "no rule matched".
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from .failures import Failure, Platform
+from .rules import Budget, DecisionAction, Fallback, RetryPolicy, Rule, RuleAction
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do about one failure.
+
+    Attributes:
+        action: the :class:`DecisionAction`.
+        rule: the name of the rule that matched ("" when none did).
+        reason: one human-readable sentence for logs and the attempt history.
+        delay_seconds: wait this long before carrying out the action (backoff); 0 for FAIL / GIVE_UP.
+        budget: the budget this decision used, if any.
+        budget_used: uses of that budget including this one (0 when no budget was used).
+        budget_limit: the budget's ``max_retries`` (None when it is only time-limited).
+        fallback_index: index into ``RetryPolicy.fallbacks`` that the next attempt must use (-1: the
+            original target); carried over unchanged when no fail-over happens.
+        failed_over: True when this decision moved to a new fallback (uses no budget).
+        decided_at: the ``now`` it was decided at, seconds since the epoch (time-limited budgets
+            measure their streak from it).
+    """
+
+    action: DecisionAction
+    rule: str
+    reason: str
+    delay_seconds: float = 0.0
+    budget: str | None = None
+    budget_used: int = 0
+    budget_limit: int | None = None
+    fallback_index: int = -1
+    failed_over: bool = False
+    decided_at: float | None = None
+
+    @property
+    def counts_against_budget(self) -> bool:
+        return self.budget is not None and not self.failed_over and not self.action.is_terminal
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A failure observed during an attempt and the decision taken about it."""
+
+    failure: Failure
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One submitted resource and what happened to it.
+
+    Attributes:
+        number: 1-based attempt number within the run.
+        resource_name: the CustomJob / node resource name; None when the create call itself failed.
+        fallback_index: which ``RetryPolicy.fallbacks`` entry it ran on (-1: the original target).
+        started_at: when it was submitted, seconds since the epoch.
+        ended_at: when it ended (None while it runs).
+        resumed_from_step: checkpoint step it resumed from (None: from scratch).
+        resumed_from_uri: checkpoint URI it resumed from.
+        incidents: failures observed during it, in order, each with its decision.
+    """
+
+    number: int
+    resource_name: str | None = None
+    fallback_index: int = -1
+    started_at: float | None = None
+    ended_at: float | None = None
+    resumed_from_step: int | None = None
+    resumed_from_uri: str | None = None
+    incidents: tuple[Incident, ...] = field(default_factory=tuple)
+
+    def with_incident(self, incident: Incident) -> Attempt:
+        """A copy with ``incident`` appended."""
+        return Attempt(self.number, self.resource_name, self.fallback_index, self.started_at, self.ended_at,
+                       self.resumed_from_step, self.resumed_from_uri, (*self.incidents, incident))
+
+
+def _incidents(history: Sequence[Attempt]) -> list[tuple[int, Incident]]:
+    return [(a.number, inc) for a in history for inc in a.incidents]
+
+
+def _budget_use(history: Sequence[Attempt], budget_name: str, budget: Budget, failure: Failure,
+                now: float) -> tuple[int, float | None]:
+    """(uses so far, seconds since the current streak started) for ``budget_name``."""
+    incidents = _incidents(history)
+    if budget.per_worker:
+        current = history[-1].number if history else None
+        used = sum(1 for number, inc in incidents
+                   if number == current and inc.decision.budget == budget_name
+                   and inc.decision.counts_against_budget and inc.failure.worker_id == failure.worker_id)
+        used = max(used, failure.worker_restarts or 0)
+    else:
+        used = sum(1 for _, inc in incidents
+                   if inc.decision.budget == budget_name and inc.decision.counts_against_budget)
+    streak_start: float | None = None
+    for _, inc in reversed(incidents):
+        if inc.decision.budget != budget_name or not inc.decision.counts_against_budget:
+            break
+        start = inc.decision.decided_at if inc.decision.decided_at is not None else inc.failure.timestamp
+        if start is not None:
+            streak_start = start
+    elapsed = None if streak_start is None else max(0.0, now - streak_start)
+    return used, elapsed
+
+
+def _current_fallback(history: Sequence[Attempt]) -> int:
+    indexes = [a.fallback_index for a in history]
+    indexes += [inc.decision.fallback_index for _, inc in _incidents(history)]
+    return max(indexes, default=-1)
+
+
+def _next_fallback(history: Sequence[Attempt], failure: Failure,
+                   fallbacks: Sequence[Fallback]) -> tuple[int, Fallback] | None:
+    start = _current_fallback(history) + 1
+    for index in range(start, len(fallbacks)):
+        if failure.failure_class in fallbacks[index].on:
+            return index, fallbacks[index]
+    return None
+
+
+def _platform_action(action: RuleAction, platform: Platform) -> DecisionAction:
+    """RESTART_WORKERS and RECREATE_NODE exist only on TPU; elsewhere a new attempt is RESUBMIT."""
+    if platform != Platform.TPU and action in (RuleAction.RESTART_WORKERS, RuleAction.RECREATE_NODE):
+        return DecisionAction.RESUBMIT
+    return DecisionAction(action.value)
+
+
+def _jitter(seed: int | str, history: Sequence[Attempt], rule: Rule) -> float:
+    # A string seed makes random.Random deterministic across processes (no hash randomisation).
+    key = f"{seed}:{sum(len(a.incidents) for a in history)}:{len(history)}:{rule.name}"
+    return random.Random(key).random()
+
+
+def decide(
+    history: Sequence[Attempt],
+    failure: Failure,
+    now: float,
+    *,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    seed: int | str = 0,
+) -> Decision:
+    """Decide what to do about ``failure``, given everything that happened before.
+
+    Args:
+        history: the attempts so far, oldest first; the last one is the attempt ``failure`` belongs to.
+        failure: the classified failure (see :mod:`.classify`).
+        now: the current time in seconds since the epoch (for time-limited budgets).
+        policy: the rules, budgets, backoff and fallbacks.
+        seed: seeds the backoff jitter; the same inputs and seed give the same decision.
+
+    Returns:
+        A :class:`Decision`. FAIL for a permanent failure; GIVE_UP when the matching rule's budget is
+        spent (or no rule matched); otherwise the rule's action, mapped to the platform (RESUBMIT off TPU
+        for RESTART_WORKERS / RECREATE_NODE), with a backoff delay.
+    """
+    current_fallback = _current_fallback(history)
+    for rule in policy.effective_rules:
+        if not rule.matches(failure):
+            continue
+        if rule.fail_over and (nxt := _next_fallback(history, failure, policy.fallbacks)):
+            index, fallback = nxt
+            action = DecisionAction.RECREATE_NODE if failure.platform == Platform.TPU else DecisionAction.RESUBMIT
+            return Decision(
+                action, rule.name,
+                f"{failure.failure_class.value}: failing over to fallback {index + 1}/{len(policy.fallbacks)} "
+                f"({fallback.describe()})",
+                delay_seconds=0.0, fallback_index=index, failed_over=True, decided_at=now,
+            )
+        if rule.action == RuleAction.FAIL:
+            return Decision(DecisionAction.FAIL, rule.name,
+                            f"not retried (rule {rule.name}): {failure.summary()}",
+                            fallback_index=current_fallback, decided_at=now)
+        assert rule.budget is not None  # Rule.__post_init__ guarantees it
+        budget = policy.budget(rule.budget)
+        used, elapsed = _budget_use(history, rule.budget, budget, failure, now)
+        spent = (budget.max_retries is not None and used >= budget.max_retries) or (
+            budget.max_seconds is not None and elapsed is not None and elapsed >= budget.max_seconds)
+        if spent:
+            if rule.fall_through:
+                continue
+            limit = (f"{used}/{budget.max_retries} retries" if budget.max_retries is not None
+                     else f"{elapsed:.0f}s of {budget.max_seconds:.0f}s")
+            return Decision(DecisionAction.GIVE_UP, rule.name,
+                            f"budget {rule.budget} is spent ({limit}); giving up on {failure.summary()}",
+                            budget=rule.budget, budget_used=used,
+                            budget_limit=budget.max_retries, fallback_index=current_fallback, decided_at=now)
+        backoff = budget.backoff or policy.backoff
+        delay = backoff.delay(used, _jitter(seed, history, rule))
+        action = _platform_action(rule.action, failure.platform)
+        limit_text = f"{used + 1}/{budget.max_retries}" if budget.max_retries is not None else f"{used + 1}"
+        return Decision(
+            action, rule.name,
+            f"{failure.failure_class.value}: {action.value.replace('_', ' ')} in {delay:.0f}s "
+            f"(rule {rule.name}, budget {rule.budget} {limit_text})",
+            delay_seconds=delay, budget=rule.budget, budget_used=used + 1,
+            budget_limit=budget.max_retries, fallback_index=current_fallback, decided_at=now,
+        )
+    return Decision(DecisionAction.GIVE_UP, "", f"no rule matched {failure.summary()}; giving up",
+                    fallback_index=current_fallback, decided_at=now)
+
+
+def record_incident(history: Sequence[Attempt], failure: Failure, decision: Decision,
+                    now: float) -> tuple[Attempt, ...]:
+    """The history with ``Incident(failure, decision)`` appended to its last attempt.
+
+    When the decision ends the attempt (RESUBMIT, RECREATE_NODE, FAIL, GIVE_UP) the attempt is closed
+    with ``ended_at=now``. Opening the next attempt is the caller's job, once it has submitted it (it
+    knows the resource name and the checkpoint it resumed from).
+
+    Raises:
+        ValueError: when ``history`` is empty (an incident belongs to an attempt).
+    """
+    if not history:
+        raise ValueError("record_incident: the history has no attempt to record the incident in")
+    last = history[-1].with_incident(Incident(failure, decision))
+    if decision.action.starts_new_attempt or decision.action.is_terminal:
+        last = replace(last, ended_at=now)
+    return (*history[:-1], last)

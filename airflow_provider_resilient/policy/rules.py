@@ -1,0 +1,425 @@
+"""The retry policy: an ordered list of named rules, budgets beside them, backoff and fallbacks.
+
+Theory of operation (after Kubernetes' ``podFailurePolicy``): a :class:`Rule` is one
+:class:`RuleAction` plus matchers (failure classes, exit codes In / NotIn, a message pattern,
+platforms, node states). An empty matcher matches anything. :func:`.decide.decide` walks the rules in
+order; the first rule that matches *and* still has budget wins. A rule may name a :class:`Budget`
+(counted from the attempt history alone); when it is spent, the decision is GIVE_UP -- unless the rule
+says ``fall_through``, in which case matching continues with the next rule. That is how escalation is
+written: "restart the worker in place up to 5 times, then retry the whole job up to 3 times" is two
+rules on the same class.
+
+A rule with ``fail_over`` first moves the next attempt to the next unused :class:`Fallback` (another
+region, zone, machine type, accelerator or scheduling strategy) whose ``on`` set names the failure's
+class. Fail-overs are free -- bounded by the number of fallbacks -- and only when none is left does the
+rule's own action and budget apply.
+
+Example, with ``fallbacks=(Fallback(region="europe-west4"), Fallback(strategy="SPOT"))``::
+
+    attempt 1  us-central1        stockout -> fail over to europe-west4       (rule capacity-stockout)
+    attempt 2  europe-west4       stockout -> fail over to SPOT               (rule capacity-stockout)
+    attempt 3  europe-west4 SPOT  stockout -> resubmit after 120 s backoff    (budget stockout 1/3)
+    attempt 4  europe-west4 SPOT  exit 139 -> resubmit from checkpoint        (budget transient_crash 1/3)
+    attempt 5  europe-west4 SPOT  exit 1   -> fail                            (rule permanent-user-error)
+
+User rules are put in front of the defaults (so they win); a user rule with the name of a default rule
+replaces it. Everything here is pure data: no clock, no I/O, no Airflow or Google imports.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
+
+
+class RuleAction(enum.StrEnum):
+    """What a rule tells the supervisor to do. A closed set.
+
+    Effect on budgets: every action but FAIL counts one use of the rule's budget (if it names one);
+    a fail-over counts against no budget.
+    """
+
+    RESUBMIT = "resubmit"
+    """Submit a new attempt (a new CustomJob; on TPU, rerun the workload on the same node) resuming
+    from the latest complete checkpoint."""
+    RESTART_WORKERS = "restart_workers"
+    """Restart the failed worker's process in place, on the same VM (TPU worker runner). Off TPU the
+    platform does this itself (seed 003), so the decision becomes RESUBMIT."""
+    RECREATE_NODE = "recreate_node"
+    """Delete the TPU node and create it afresh -- new hardware, the isolation of seed 004 -- then resume
+    from the checkpoint. Off TPU every new attempt already gets fresh VMs, so this becomes RESUBMIT."""
+    WAIT = "wait"
+    """Submit nothing; look again after the delay (a maintenance event recovering on its own, seed 002)."""
+    FAIL = "fail"
+    """Stop: the failure is permanent. No budget is used; Airflow should not retry the task."""
+
+
+class DecisionAction(enum.StrEnum):
+    """What :func:`.decide.decide` returns: the rule actions plus GIVE_UP (a budget is spent)."""
+
+    RESUBMIT = "resubmit"
+    RESTART_WORKERS = "restart_workers"
+    RECREATE_NODE = "recreate_node"
+    WAIT = "wait"
+    FAIL = "fail"
+    GIVE_UP = "give_up"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for FAIL and GIVE_UP: the run ends here."""
+        return self in (DecisionAction.FAIL, DecisionAction.GIVE_UP)
+
+    @property
+    def starts_new_attempt(self) -> bool:
+        """True when the decision ends the current attempt and starts another (resubmit / re-create)."""
+        return self in (DecisionAction.RESUBMIT, DecisionAction.RECREATE_NODE)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter and a cap.
+
+    The n-th retry under a budget (n = 0 for the first) waits
+    ``min(max_seconds, initial_seconds * multiplier ** n)``, reduced by a random fraction of up to
+    ``jitter`` of itself (so ``jitter=0.25`` gives 75 % to 100 % of the nominal delay).
+
+    Raises:
+        ValueError: on a negative time, ``multiplier < 1`` or ``jitter`` outside [0, 1].
+    """
+
+    initial_seconds: float = 30.0
+    multiplier: float = 2.0
+    max_seconds: float = 600.0
+    jitter: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.initial_seconds < 0 or self.max_seconds < 0:
+            raise ValueError("Backoff.initial_seconds and Backoff.max_seconds must be >= 0 seconds")
+        if self.multiplier < 1:
+            raise ValueError(f"Backoff.multiplier must be >= 1, got {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"Backoff.jitter must be within [0, 1], got {self.jitter}")
+
+    def delay(self, retry_index: int, unit_random: float) -> float:
+        """Seconds to wait before retry number ``retry_index`` (0-based); ``unit_random`` in [0, 1)."""
+        nominal = min(self.max_seconds, self.initial_seconds * self.multiplier ** max(0, retry_index))
+        return max(0.0, nominal * (1.0 - self.jitter * unit_random))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much retrying a rule may do, counted from the attempt history.
+
+    Attributes:
+        max_retries: at most this many decisions under the budget per run (``None``: no count limit).
+        max_seconds: the budget is spent once this many seconds have passed since the first decision of
+            the current unbroken streak under it (quota waits, maintenance waits). ``None``: no time limit.
+        per_worker: count only decisions for the same ``worker_id`` within the current attempt (a new
+            attempt starts the workers' counters afresh), and take the worker's reported
+            ``worker_restarts`` into account.
+        backoff: the delay schedule for decisions under this budget (``None``: the policy's default).
+
+    Raises:
+        ValueError: when a limit is negative or neither limit is set.
+    """
+
+    max_retries: int | None = None
+    max_seconds: float | None = None
+    per_worker: bool = False
+    backoff: Backoff | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_retries is None and self.max_seconds is None:
+            raise ValueError("a Budget needs max_retries or max_seconds (or both)")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise ValueError(f"Budget.max_retries must be >= 0, got {self.max_retries}")
+        if self.max_seconds is not None and self.max_seconds < 0:
+            raise ValueError(f"Budget.max_seconds must be >= 0 seconds, got {self.max_seconds}")
+
+
+_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One alternative target for the next attempt. Set only the fields that change.
+
+    Attributes:
+        region: Vertex AI region, e.g. ``europe-west4``.
+        zone: Cloud TPU zone, e.g. ``us-central2-b``.
+        machine_type: e.g. ``n1-highmem-16`` (a larger machine is the out-of-memory ladder).
+        accelerator_type: Vertex ``NVIDIA_L4`` or TPU ``v5litepod-16``.
+        accelerator_count: accelerators per replica.
+        strategy: Vertex AI ``Scheduling.Strategy`` name: STANDARD, SPOT or FLEX_START.
+        on: the failure classes that consume this fallback (default: stockouts and queue timeouts).
+            Add ``FailureClass.OUT_OF_MEMORY`` to a ``machine_type`` fallback to climb a memory ladder.
+
+    Raises:
+        ValueError: when no field is set or ``strategy`` is not a known name.
+    """
+
+    region: str | None = None
+    zone: str | None = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    strategy: str | None = None
+    on: frozenset[FailureClass] = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUEUE_TIMEOUT})
+
+    def __post_init__(self) -> None:
+        if not self.changes():
+            raise ValueError("a Fallback must set at least one of region, zone, machine_type, "
+                             "accelerator_type, accelerator_count, strategy")
+        if self.strategy is not None and self.strategy.upper() not in _STRATEGIES:
+            raise ValueError(f"Fallback.strategy {self.strategy!r} is not one of {', '.join(_STRATEGIES)}")
+        object.__setattr__(self, "on", frozenset(FailureClass(c) for c in self.on))
+
+    def changes(self) -> dict[str, Any]:
+        """The fields this fallback sets, e.g. ``{"region": "europe-west4"}``."""
+        keys = ("region", "zone", "machine_type", "accelerator_type", "accelerator_count", "strategy")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.changes().items())
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named rule: an action and what it matches.
+
+    Attributes:
+        name: unique within a policy; shown in logs and the attempt history.
+        action: what to do when it matches.
+        classes: failure classes matched (empty: any).
+        exit_codes: exit codes matched (empty: any).
+        exit_codes_not_in: exit codes excluded.
+        message_pattern: a regular expression searched in ``Failure.message`` (None: any).
+        platforms: platforms matched (empty: any).
+        node_states: TPU node states matched (empty: any).
+        budget: the name of the :class:`Budget` that limits it; required for every action but FAIL.
+        fall_through: when the budget is spent, continue with the next matching rule instead of giving up.
+        fail_over: move to the next unused :class:`Fallback` for this class before using the budget.
+        source: where the rule comes from (a seed number, or "user").
+    """
+
+    name: str
+    action: RuleAction
+    classes: frozenset[FailureClass] = frozenset()
+    exit_codes: frozenset[int] = frozenset()
+    exit_codes_not_in: frozenset[int] = frozenset()
+    message_pattern: str | None = None
+    platforms: frozenset[Platform] = frozenset()
+    node_states: frozenset[str] = frozenset()
+    budget: str | None = None
+    fall_through: bool = False
+    fail_over: bool = False
+    source: str = "user"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("Rule.name must not be empty")
+        object.__setattr__(self, "action", RuleAction(self.action))
+        object.__setattr__(self, "classes", frozenset(FailureClass(c) for c in self.classes))
+        object.__setattr__(self, "platforms", frozenset(Platform(p) for p in self.platforms))
+        object.__setattr__(self, "node_states", frozenset(s.upper() for s in self.node_states))
+        object.__setattr__(self, "exit_codes", frozenset(self.exit_codes))
+        object.__setattr__(self, "exit_codes_not_in", frozenset(self.exit_codes_not_in))
+        if self.action != RuleAction.FAIL and not self.budget:
+            raise ValueError(f"Rule {self.name!r}: action {self.action.value} needs a budget name")
+        if self.message_pattern is not None:
+            try:
+                re.compile(self.message_pattern)
+            except re.error as exc:
+                raise ValueError(f"Rule {self.name!r}: message_pattern is not a valid regex: {exc}") from exc
+
+    def matches(self, failure: Failure) -> bool:
+        """Whether every non-empty matcher accepts ``failure``."""
+        if self.classes and failure.failure_class not in self.classes:
+            return False
+        if self.platforms and failure.platform not in self.platforms:
+            return False
+        if self.exit_codes and failure.exit_code not in self.exit_codes:
+            return False
+        if self.exit_codes_not_in and failure.exit_code in self.exit_codes_not_in:
+            return False
+        if self.node_states and (failure.node_state or "").upper() not in self.node_states:
+            return False
+        return not (self.message_pattern is not None
+                    and not re.search(self.message_pattern, failure.message or ""))
+
+
+FC = FailureClass
+A = RuleAction
+
+#: The seed rules, in order. Each rule's ``source`` names the seed it comes from.
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("cancelled", A.FAIL, frozenset({FC.CANCELLED}), source="a user's cancel is never undone"),
+    Rule("container-start-error", A.FAIL, frozenset({FC.CONTAINER_START_ERROR}),
+         source="bad image, entrypoint or command: retrying cannot help"),
+    Rule("out-of-memory", A.FAIL, frozenset({FC.OUT_OF_MEMORY}), fail_over=True,
+         source="seed 003: 'ran out of memory'; climbs a machine_type ladder when fallbacks name it"),
+    Rule("permanent-user-error", A.FAIL, frozenset({FC.PERMANENT_USER_ERROR}),
+         source="seed 003: a common error is permanent and shuts down the whole job"),
+    Rule("transient-crash", A.RESUBMIT, frozenset({FC.TRANSIENT_CRASH, FC.HANG}), budget="transient_crash",
+         source="seed 003: exit 6/134/11/139 are retried up to three times; hangs share the budget"),
+    Rule("internal-error", A.RESUBMIT, frozenset({FC.INTERNAL_ERROR}), budget="internal_error",
+         source="seed 003: internal errors restart the job twice (three attempts in total)"),
+    Rule("capacity-stockout", A.RESUBMIT, frozenset({FC.CAPACITY_STOCKOUT}), budget="stockout",
+         fail_over=True, source="seed 003: stockouts are retried up to three times"),
+    Rule("quota-wait", A.RESUBMIT, frozenset({FC.QUOTA_EXCEEDED}), budget="quota_wait",
+         source="seed 003: a job may wait until enough quota frees; bounded by the queue timeout"),
+    Rule("worker-restart", A.RESTART_WORKERS, frozenset({FC.WORKER_FAILURE}), platforms=frozenset({Platform.TPU}),
+         budget="worker_restarts", fall_through=True,
+         source="seed 000/003: a worker is restarted in place up to five times"),
+    Rule("worker-job-retry", A.RESUBMIT, frozenset({FC.WORKER_FAILURE}), budget="worker_job_retries",
+         source="seed 000/003: then the whole job is retried up to three times"),
+    Rule("maintenance-terminated", A.RECREATE_NODE, frozenset({FC.MAINTENANCE_EVENT}),
+         node_states=frozenset({"TERMINATED"}), budget="recreate_node",
+         source="seed 002: a TPU that does not recover is deleted and re-created, resuming from a checkpoint"),
+    Rule("maintenance-wait", A.WAIT, frozenset({FC.MAINTENANCE_EVENT}), budget="maintenance_wait",
+         fall_through=True, source="seed 002: most maintenance events recover automatically"),
+    Rule("maintenance-recreate", A.RECREATE_NODE, frozenset({FC.MAINTENANCE_EVENT}), budget="recreate_node",
+         source="seed 002: not back in time -> delete and re-create the TPU"),
+    Rule("preemption", A.RECREATE_NODE, frozenset({FC.PREEMPTION}), budget="preemption",
+         source="spot capacity reclaimed: re-create and resume"),
+    Rule("node-unhealthy", A.RECREATE_NODE, frozenset({FC.NODE_UNHEALTHY}), budget="recreate_node",
+         source="seed 004: isolate faulty hardware and re-issue the job"),
+    Rule("preflight-failure", A.RECREATE_NODE, frozenset({FC.PREFLIGHT_FAILURE}), budget="preflight",
+         source="seed 004: a failed environment pre-check isolates the node; 1 to 3 re-issues"),
+    Rule("queue-timeout", A.FAIL, frozenset({FC.QUEUE_TIMEOUT}), fail_over=True,
+         source="seed 004: queuing over 30 minutes exits; fail over when fallbacks exist"),
+    Rule("unknown", A.RESUBMIT, frozenset(), budget="unknown",
+         source="documented default: an unrecognised failure is retried once from the checkpoint"),
+)
+
+#: Default budgets, by name. Counts are retries on top of the platform's own (seed 003 already retried
+#: three times before it reports a transient crash or stockout).
+DEFAULT_BUDGETS: Mapping[str, Budget] = {
+    "transient_crash": Budget(max_retries=3),
+    "internal_error": Budget(max_retries=2),
+    "stockout": Budget(max_retries=3, backoff=Backoff(initial_seconds=120.0, max_seconds=1800.0)),
+    "quota_wait": Budget(max_seconds=1800.0, backoff=Backoff(initial_seconds=60.0, max_seconds=600.0)),
+    "worker_restarts": Budget(max_retries=5, per_worker=True, backoff=Backoff(initial_seconds=0.0)),
+    "worker_job_retries": Budget(max_retries=3),
+    "maintenance_wait": Budget(max_seconds=900.0, backoff=Backoff(initial_seconds=30.0, multiplier=1.0,
+                                                                   max_seconds=30.0, jitter=0.0)),
+    "recreate_node": Budget(max_retries=3),
+    "preemption": Budget(max_retries=3),
+    "preflight": Budget(max_retries=3),
+    "unknown": Budget(max_retries=1),
+}
+
+#: Seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically".
+DEFAULT_QUEUE_TIMEOUT_SECONDS = 1800.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The whole retry configuration of one operator: rules, budgets, backoff, fallbacks.
+
+    Attributes:
+        rules: user rules, tried before the defaults. A rule named like a default replaces it.
+        budgets: overrides of :data:`DEFAULT_BUDGETS` by name, plus budgets for user rules.
+        backoff: the delay schedule for budgets without their own.
+        fallbacks: alternative targets, consumed in order by rules with ``fail_over``.
+        queue_timeout_seconds: how long a job may stay QUEUED / a queued resource WAITING_FOR_RESOURCES
+            before it is a QUEUE_TIMEOUT (seed 004: 30 minutes); also caps the ``quota_wait`` budget
+            unless that budget is overridden.
+        include_default_rules: False to use only ``rules``.
+
+    Raises:
+        ValueError: at construction, naming the field, when a rule names an unknown budget, two rules
+            share a name, a seed-bounded budget is out of range (``preflight``: 1 to 3, seed 004), or
+            the queue timeout is not positive.
+    """
+
+    rules: tuple[Rule, ...] = ()
+    budgets: Mapping[str, Budget] = field(default_factory=dict)
+    backoff: Backoff = field(default_factory=Backoff)
+    fallbacks: tuple[Fallback, ...] = ()
+    queue_timeout_seconds: float = DEFAULT_QUEUE_TIMEOUT_SECONDS
+    include_default_rules: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
+        object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        if self.queue_timeout_seconds <= 0:
+            raise ValueError(f"RetryPolicy.queue_timeout_seconds must be > 0 seconds, got "
+                             f"{self.queue_timeout_seconds}")
+        names = [r.name for r in self.rules]
+        if len(names) != len(set(names)):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"RetryPolicy.rules: rule names must be unique, repeated: {dupes}")
+        merged = dict(DEFAULT_BUDGETS)
+        if "quota_wait" not in self.budgets:
+            merged["quota_wait"] = replace(DEFAULT_BUDGETS["quota_wait"], max_seconds=self.queue_timeout_seconds)
+        merged.update(self.budgets)
+        preflight = merged["preflight"].max_retries
+        if preflight is None or not 1 <= preflight <= 3:
+            raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 1 to 3 "
+                             f"(seed 004: 'restart count 1~3'), got {preflight}")
+        object.__setattr__(self, "_budgets", merged)
+        for rule in self.effective_rules:
+            if rule.budget is not None and rule.budget not in merged:
+                raise ValueError(f"RetryPolicy: rule {rule.name!r} names budget {rule.budget!r}, which is not "
+                                 f"defined; known budgets: {', '.join(sorted(merged))}")
+
+    @property
+    def effective_rules(self) -> tuple[Rule, ...]:
+        """User rules first, then the default rules not replaced by a user rule of the same name."""
+        if not self.include_default_rules:
+            return self.rules
+        own = {r.name for r in self.rules}
+        return self.rules + tuple(r for r in DEFAULT_RULES if r.name not in own)
+
+    @property
+    def effective_budgets(self) -> Mapping[str, Budget]:
+        """Default budgets updated with the user's."""
+        budgets: Mapping[str, Budget] = object.__getattribute__(self, "_budgets")
+        return budgets
+
+    def budget(self, name: str) -> Budget:
+        return self.effective_budgets[name]
+
+    def rule(self, name: str) -> Rule:
+        """The effective rule called ``name``.
+
+        Raises:
+            KeyError: naming the valid rule names.
+        """
+        for r in self.effective_rules:
+            if r.name == name:
+                return r
+        raise KeyError(f"no rule {name!r}; rules are: {', '.join(r.name for r in self.effective_rules)}")
+
+    @classmethod
+    def from_counts(
+        cls,
+        *,
+        transient_retries: int | None = None,
+        internal_retries: int | None = None,
+        stockout_retries: int | None = None,
+        worker_restarts: int | None = None,
+        job_retries: int | None = None,
+        node_recreates: int | None = None,
+        preflight_retries: int | None = None,
+        fallbacks: Iterable[Fallback] = (),
+        queue_timeout_seconds: float = DEFAULT_QUEUE_TIMEOUT_SECONDS,
+    ) -> RetryPolicy:
+        """The default rules with some budget counts changed -- the common case, without Budget objects."""
+        counts = {"transient_crash": transient_retries, "internal_error": internal_retries,
+                  "stockout": stockout_retries, "worker_restarts": worker_restarts,
+                  "worker_job_retries": job_retries, "recreate_node": node_recreates,
+                  "preflight": preflight_retries}
+        budgets = {name: replace(DEFAULT_BUDGETS[name], max_retries=n) for name, n in counts.items() if n is not None}
+        return cls(budgets=budgets, fallbacks=tuple(fallbacks), queue_timeout_seconds=queue_timeout_seconds)
+
+
+def is_permanent(failure_class: FailureClass) -> bool:
+    """Whether the class can never be fixed by retrying the same spec."""
+    return failure_class in PERMANENT_CLASSES
