@@ -1,0 +1,10 @@
+"""Checkpoint discovery: the newest complete checkpoint under a ``gs://`` or local prefix.
+
+Pure apart from the listing it does through fsspec; imports neither Airflow nor Google libraries
+(gcsfs is loaded by fsspec only when a ``gs://`` prefix is looked at).
+"""
+
+from .discovery import find_latest_checkpoint
+from .formats import Checkpoint, CheckpointFormat, judge_directory, parse_step
+
+__all__ = ["Checkpoint", "CheckpointFormat", "find_latest_checkpoint", "judge_directory", "parse_step"]

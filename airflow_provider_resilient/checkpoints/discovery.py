@@ -1,0 +1,176 @@
+"""Find the newest *complete* checkpoint under a prefix, over fsspec (``gs://`` via gcsfs, local paths).
+
+Cost model -- it lists by prefix and delimiter, never scans a bucket:
+
+1. one listing of the prefix itself (``ls``: on GCS one ``objects.list`` with ``delimiter=/``, paged);
+2. then one listing per candidate step directory, newest first, stopping at the first complete one.
+
+With N complete step directories that is 2 listings whatever N is; each torn or partial newer save
+adds one. ``max_candidates`` bounds the second phase. A TensorFlow ``checkpoint`` state file at the
+prefix costs one small read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .formats import (
+    ORBAX_METADATA,
+    TF_CHECKPOINT_RE,
+    TF_STATE_FILE,
+    Checkpoint,
+    CheckpointFormat,
+    judge_directory,
+    needs_orbax_metadata,
+    parse_step,
+    parse_tf_state,
+    tf_checkpoint_complete,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _filesystem(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        # Without this, gcsfs probes every bucket's type and waits ~60 s per call against an emulator.
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(prefix, **dict(storage_options or {}))
+    return fs, path
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def _uri(fs: Any, path: str) -> str:
+    return path if _is_local(fs) else str(fs.unstrip_protocol(path))
+
+
+def _mtime(entry: Mapping[str, Any] | None) -> datetime | None:
+    if not entry:
+        return None
+    for key in ("mtime", "updated", "LastModified", "last_modified", "timeCreated", "created"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _listing(fs: Any, path: str) -> list[Mapping[str, Any]]:
+    fs.invalidate_cache(path)  # a long-running watcher must see checkpoints written since its last look
+    try:
+        entries: list[Mapping[str, Any]] = fs.ls(path, detail=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return entries
+
+
+def _split(path: str, entries: list[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], dict[str, Any]]:
+    files: dict[str, Mapping[str, Any]] = {}
+    dirs: dict[str, Any] = {}
+    base_path = path.rstrip("/")
+    for entry in entries:
+        name = str(entry.get("name", "")).rstrip("/")
+        if not name or name == base_path:
+            continue  # GCS "directory placeholder" objects list themselves
+        base = posixpath.basename(name)
+        if entry.get("type") == "directory":
+            dirs[base] = entry
+        else:
+            files[base] = entry
+    return files, dirs
+
+
+def find_latest_checkpoint(
+    prefix: str,
+    *,
+    marker: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    fs: Any = None,
+    max_candidates: int = 100,
+) -> Checkpoint | None:
+    """The newest complete checkpoint directly under ``prefix``, or None if there is none.
+
+    Args:
+        prefix: ``gs://bucket/path/checkpoints`` or a local directory; its children are the step
+            directories (``step_N``, ``checkpoint-N``, ``ckpt_N``, ``N``) or TensorFlow checkpoint files.
+        marker: a completion marker file name the workload writes last (e.g. ``COMMITTED``); when set,
+            a step directory without it is never chosen, whatever its format.
+        storage_options: passed to fsspec (e.g. ``{"token": "anon"}`` or a project for gcsfs).
+        fs: an fsspec filesystem to use instead of resolving ``prefix`` (then ``prefix`` is a path in it).
+        max_candidates: how many step directories, newest first, to inspect before giving up.
+
+    Returns:
+        A :class:`Checkpoint` (step, uri, format, time) or None when the prefix is missing, empty or
+        holds only torn, partial and temporary saves.
+
+    Raises:
+        ValueError: when ``prefix`` is empty or ``max_candidates`` < 1.
+        Errors of the filesystem other than "not found" (permissions, network) propagate: the caller
+        must not mistake "cannot see" for "no checkpoint" and restart from step 0.
+    """
+    if not prefix:
+        raise ValueError("find_latest_checkpoint: prefix must be a gs:// URI or a local path, got ''")
+    if max_candidates < 1:
+        raise ValueError(f"find_latest_checkpoint: max_candidates must be >= 1, got {max_candidates}")
+    if fs is None:
+        fs, path = _filesystem(prefix, storage_options)
+    else:
+        path = fs._strip_protocol(prefix)
+    path = path.rstrip("/") or "/"
+
+    files, dirs = _split(path, _listing(fs, path))
+    best = _latest_tensorflow(fs, path, files, marker)
+
+    candidates = sorted(((step, name) for name in dirs if (step := parse_step(name)) is not None), reverse=True)
+    for step, name in candidates[:max_candidates]:
+        if best is not None and step <= best.step:
+            break
+        step_path = f"{path}/{name}"
+        inner_files, inner_dirs = _split(step_path, _listing(fs, step_path))
+        content = None
+        if needs_orbax_metadata(inner_files):
+            content = fs.cat_file(f"{step_path}/{ORBAX_METADATA}")
+        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content)
+        if verdict.complete:
+            proof = inner_files.get(verdict.proof) if verdict.proof else None
+            return Checkpoint(step, _uri(fs, step_path), verdict.format, _mtime(proof))
+        log.info("Skipping checkpoint %s: %s", _uri(fs, step_path), verdict.why)
+    return best
+
+
+def _latest_tensorflow(fs: Any, path: str, files: Mapping[str, Mapping[str, Any]],
+                       marker: str | None) -> Checkpoint | None:
+    """The newest complete checkpoint named by a TensorFlow ``checkpoint`` state file at ``path``."""
+    if TF_STATE_FILE not in files or (marker is not None and marker not in files):
+        return None
+    try:
+        content = fs.cat_file(f"{path}/{TF_STATE_FILE}").decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    for prefix_name in parse_tf_state(content):
+        base = posixpath.basename(prefix_name)
+        match = TF_CHECKPOINT_RE.match(base)
+        if match and tf_checkpoint_complete(base, files):
+            return Checkpoint(int(match["step"]), _uri(fs, f"{path}/{base}"), CheckpointFormat.TENSORFLOW,
+                              _mtime(files.get(f"{base}.index")))
+        log.info("Skipping TensorFlow checkpoint %s: index or data shards missing", base)
+    return None
