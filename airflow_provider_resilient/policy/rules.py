@@ -348,6 +348,7 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))
         object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        object.__setattr__(self, "budgets", dict(self.budgets))
         if self.queue_timeout_seconds <= 0:
             raise ValueError(f"RetryPolicy.queue_timeout_seconds must be > 0 seconds, got "
                              f"{self.queue_timeout_seconds}")
@@ -355,15 +356,11 @@ class RetryPolicy:
         if len(names) != len(set(names)):
             dupes = sorted({n for n in names if names.count(n) > 1})
             raise ValueError(f"RetryPolicy.rules: rule names must be unique, repeated: {dupes}")
-        merged = dict(DEFAULT_BUDGETS)
-        if "quota_wait" not in self.budgets:
-            merged["quota_wait"] = replace(DEFAULT_BUDGETS["quota_wait"], max_seconds=self.queue_timeout_seconds)
-        merged.update(self.budgets)
+        merged = self.effective_budgets
         preflight = merged["preflight"].max_retries
         if preflight is None or not 1 <= preflight <= 3:
             raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 1 to 3 "
                              f"(seed 004: 'restart count 1~3'), got {preflight}")
-        object.__setattr__(self, "_budgets", merged)
         for rule in self.effective_rules:
             if rule.budget is not None and rule.budget not in merged:
                 raise ValueError(f"RetryPolicy: rule {rule.name!r} names budget {rule.budget!r}, which is not "
@@ -379,9 +376,11 @@ class RetryPolicy:
 
     @property
     def effective_budgets(self) -> Mapping[str, Budget]:
-        """Default budgets updated with the user's."""
-        budgets: Mapping[str, Budget] = object.__getattribute__(self, "_budgets")
-        return budgets
+        """Default budgets updated with the user's; ``quota_wait`` follows ``queue_timeout_seconds``."""
+        merged = dict(DEFAULT_BUDGETS)
+        merged["quota_wait"] = replace(DEFAULT_BUDGETS["quota_wait"], max_seconds=self.queue_timeout_seconds)
+        merged.update(self.budgets)
+        return merged
 
     def budget(self, name: str) -> Budget:
         return self.effective_budgets[name]

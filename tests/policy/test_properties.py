@@ -124,10 +124,9 @@ def test_fallbacks_are_used_in_order_and_never_repeated(policy, seq):
     assert all(0 <= i < len(policy.fallbacks) for i in switched)
     indexes = [a.fallback_index for a in history]
     assert indexes == sorted(indexes)
-    for d in decisions:
-        if d.failed_over:
-            fb = policy.fallbacks[d.fallback_index]
-            assert any(cls in fb.on for cls in FailureClass)
+    for inc in (inc for attempt in history for inc in attempt.incidents):
+        if inc.decision.failed_over:  # only a fallback meant for this class is consumed
+            assert inc.failure.failure_class in policy.fallbacks[inc.decision.fallback_index].on
 
 
 @SETTINGS

@@ -1,0 +1,87 @@
+"""RetryPolicy configuration: user rules, overrides, and clear errors for bad settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_resilient.policy import (
+    Attempt,
+    Backoff,
+    Budget,
+    DecisionAction,
+    Failure,
+    FailureClass,
+    Fallback,
+    Platform,
+    RetryPolicy,
+    Rule,
+    RuleAction,
+    classify_vertex_job,
+    decide,
+)
+
+from .sim import repeat, run
+
+CRASH_1 = "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error."
+
+
+def test_a_user_rule_goes_before_the_defaults():
+    """A workload that exits 1 on a flaky data loader: retry exit 1 twice, only when the message says so."""
+    flaky = Rule("flaky-loader", RuleAction.RESUBMIT, frozenset({FailureClass.PERMANENT_USER_ERROR}),
+                 exit_codes=frozenset({1}), message_pattern=r"workerpool0-0", budget="flaky")
+    policy = RetryPolicy(rules=(flaky,), budgets={"flaky": Budget(max_retries=2)})
+    failure = classify_vertex_job("JOB_STATE_FAILED", 3, CRASH_1)
+    decisions, _ = run(repeat(failure), policy)
+    assert [d.action for d in decisions] == [DecisionAction.RESUBMIT] * 2 + [DecisionAction.GIVE_UP]
+    assert decisions[0].rule == "flaky-loader"
+
+
+def test_a_user_rule_named_like_a_default_replaces_it():
+    policy = RetryPolicy(rules=(Rule("out-of-memory", RuleAction.RESUBMIT, frozenset({FailureClass.OUT_OF_MEMORY}),
+                                     budget="unknown"),))
+    assert [r.name for r in policy.effective_rules].count("out-of-memory") == 1
+    oom = Failure(FailureClass.OUT_OF_MEMORY, Platform.VERTEX_AI)
+    assert decide((Attempt(1),), oom, 0.0, policy=policy).action == DecisionAction.RESUBMIT
+
+
+def test_from_counts_changes_only_the_named_budgets():
+    policy = RetryPolicy.from_counts(transient_retries=5)
+    assert policy.budget("transient_crash").max_retries == 5
+    assert policy.budget("internal_error").max_retries == 2
+
+
+def test_queue_timeout_bounds_the_quota_wait():
+    assert RetryPolicy(queue_timeout_seconds=600).budget("quota_wait").max_seconds == 600
+
+
+def test_rule_lookup_names_the_valid_rules():
+    with pytest.raises(KeyError, match="transient-crash"):
+        RetryPolicy().rule("no-such-rule")
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: RetryPolicy(rules=(Rule("x", RuleAction.RESUBMIT, budget="nope"),)), "budget 'nope'"),
+    (lambda: RetryPolicy(rules=(Rule("x", RuleAction.FAIL), Rule("x", RuleAction.FAIL))), "unique"),
+    (lambda: RetryPolicy.from_counts(preflight_retries=4), "seed 004"),
+    (lambda: RetryPolicy.from_counts(preflight_retries=0), "preflight"),
+    (lambda: RetryPolicy(queue_timeout_seconds=0), "queue_timeout_seconds"),
+    (lambda: Rule("x", RuleAction.RESUBMIT), "needs a budget"),
+    (lambda: Rule("x", RuleAction.FAIL, message_pattern="("), "message_pattern"),
+    (lambda: Rule("", RuleAction.FAIL), "Rule.name"),
+    (lambda: Fallback(), "at least one"),
+    (lambda: Fallback(strategy="CHEAP"), "Fallback.strategy"),
+    (lambda: Backoff(multiplier=0.5), "multiplier"),
+    (lambda: Backoff(jitter=2), "jitter"),
+    (lambda: Backoff(initial_seconds=-1), "initial_seconds"),
+    (lambda: Budget(), "max_retries or max_seconds"),
+    (lambda: Budget(max_retries=-1), "max_retries"),
+])
+def test_bad_settings_fail_at_construction_naming_the_field(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_backoff_grows_exponentially_to_the_cap_with_bounded_jitter():
+    backoff = Backoff(initial_seconds=10, multiplier=2, max_seconds=100, jitter=0.5)
+    assert [backoff.delay(n, 0.0) for n in range(6)] == [10, 20, 40, 80, 100, 100]
+    assert backoff.delay(0, 0.999) == pytest.approx(5.005)
