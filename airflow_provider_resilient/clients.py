@@ -1,0 +1,77 @@
+"""Google API clients for the provider, with one endpoint override for the emulator.
+
+The override, in order of precedence: the ``emulator_host`` argument (hooks pass the Airflow
+connection's extra ``emulator_host``), then the environment variable ``RESILIENT_EMULATOR_HOST``
+(``host:port``). When set, clients speak plain-text gRPC to that address with anonymous credentials, as
+REFERENCE.md shows (``api_endpoint`` alone would open TLS and fail against a plain-text server). When
+unset, clients use Google's regional endpoints and the credentials they are given (Application Default
+Credentials when None).
+
+Google libraries are imported inside the functions: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
+EMULATOR_HOST_EXTRA = "emulator_host"
+
+
+def emulator_host(override: str | None = None, extra: Mapping[str, Any] | None = None) -> str | None:
+    """The emulator address to use, or None for Google.
+
+    Args:
+        override: an explicit ``host:port``.
+        extra: an Airflow connection's extra; its ``emulator_host`` key is read.
+    """
+    if override:
+        return override
+    if extra and extra.get(EMULATOR_HOST_EXTRA):
+        return str(extra[EMULATOR_HOST_EXTRA])
+    return os.environ.get(EMULATOR_HOST_ENV) or None
+
+
+def vertex_endpoint(region: str) -> str:
+    """Vertex AI's regional endpoint, e.g. ``us-central1-aiplatform.googleapis.com``."""
+    return f"{region}-aiplatform.googleapis.com"
+
+
+def _options(region: str) -> Any:
+    from google.api_core.client_options import ClientOptions
+
+    return ClientOptions(api_endpoint=vertex_endpoint(region))
+
+
+def vertex_job_client(region: str, *, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.aiplatform_v1.JobServiceClient`` for ``region`` (or the emulator)."""
+    from google.cloud.aiplatform_v1 import JobServiceClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.aiplatform_v1.services.job_service.transports.grpc import JobServiceGrpcTransport
+
+        return JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(host)))
+    return JobServiceClient(credentials=credentials, client_options=_options(region))
+
+
+def vertex_job_async_client(region: str, *, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.aiplatform_v1.JobServiceAsyncClient`` for ``region`` (or the emulator).
+
+    Call it inside the event loop that will use it (the channel binds to the running loop).
+    """
+    from google.cloud.aiplatform_v1 import JobServiceAsyncClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.aiplatform_v1.services.job_service.transports.grpc_asyncio import (
+            JobServiceGrpcAsyncIOTransport,
+        )
+
+        channel = grpc.aio.insecure_channel(host)
+        return JobServiceAsyncClient(transport=JobServiceGrpcAsyncIOTransport(channel=channel))
+    return JobServiceAsyncClient(credentials=credentials, client_options=_options(region))
