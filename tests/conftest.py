@@ -9,6 +9,8 @@ import pytest
 
 from airflow_provider_resilient.testing.storage import StorageEmulator, patched_environ
 
+pytest_plugins = ["pytester"]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKPOINT_FIXTURES = FIXTURES / "checkpoints"
 

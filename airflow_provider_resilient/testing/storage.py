@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,6 +79,17 @@ class StorageEmulator:
 
     def start(self) -> StorageEmulator:
         self._server.start()
+        httpd = self._server._api._httpd
+        if httpd is not None:
+            default = httpd.handle_error
+
+            def handle_error(request: Any, client_address: Any) -> None:
+                # A client that went away mid-request (a workload killed by an injected fault) is not an
+                # error of the server: do not print a traceback for it.
+                if not isinstance(sys.exc_info()[1], ConnectionError):
+                    default(request, client_address)
+
+            httpd.handle_error = handle_error
         return self
 
     def stop(self) -> None:

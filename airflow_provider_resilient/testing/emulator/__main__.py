@@ -1,0 +1,58 @@
+"""``python -m airflow_provider_resilient.testing.emulator`` (also ``resilient-emulator``): run standalone.
+
+Prints the endpoints and the ``export`` lines that point the provider's clients and gcsfs at it, then
+serves until interrupted (Ctrl-C or SIGTERM), killing every replica process on the way out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .config import EmulatorConfig
+from .faults import FaultPlan
+from .server import Emulator
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="resilient-emulator", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
+    parser.add_argument("--control-port", type=int, default=0, help="HTTP control API port (default: a free one)")
+    parser.add_argument("--fault-plan", type=Path, help="YAML or JSON fault plan")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="multiply platform latencies by this (e.g. 0.01 for tests)")
+    parser.add_argument("--seed", type=int, default=None, help="seed for fault probabilities (default: the plan's)")
+    parser.add_argument("--work-dir", type=Path, help="where replica logs go (default: a temporary directory)")
+    args = parser.parse_args(argv)
+
+    try:
+        plan = FaultPlan.load(args.fault_plan) if args.fault_plan else None
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    seed = args.seed if args.seed is not None else (plan.seed if plan else 0)
+    config = EmulatorConfig(time_scale=args.time_scale, seed=seed)
+    emulator = Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
+                        control_port=args.control_port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with emulator:
+        print(f"Vertex AI JobService (gRPC): {emulator.address}")
+        print(f"Cloud Storage (HTTP):        {emulator.storage.url if emulator.storage else '-'}")
+        print(f"Control API (HTTP):          {emulator.control_url}")
+        print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), /reset")
+        print(f"Replica logs:                {emulator.work_dir}")
+        print("Point the provider and gcsfs at it:")
+        for key, value in emulator.env().items():
+            print(f"  export {key}={value}")
+        sys.stdout.flush()
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

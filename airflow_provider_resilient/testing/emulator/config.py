@@ -1,0 +1,66 @@
+"""Emulator settings: platform latencies, the time scale that compresses them, and error codes.
+
+Latencies are what the real platform takes (seconds); ``time_scale`` multiplies all of them, so
+``time_scale=0.01`` turns Vertex AI's ~1 minute error delay (seed 003: "about one minute after a job
+ends") into 0.6 s. The workload's own run time is never scaled: it is a real process.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Latencies(BaseModel):
+    """Platform latencies in (unscaled) seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    queued_seconds: float = Field(5.0, ge=0, description="QUEUED before PENDING")
+    provisioning_seconds: float = Field(60.0, ge=0, description="PENDING: VMs being provisioned")
+    error_delay_seconds: float = Field(60.0, ge=0, description="seed 003: the error is set ~1 min after the end")
+    restart_seconds: float = Field(10.0, ge=0, description="a platform retry or in-place worker restart")
+    cancel_seconds: float = Field(5.0, ge=0, description="CANCELLING before CANCELLED")
+    success_seconds: float = Field(5.0, ge=0, description="primary replica exited 0 until SUCCEEDED")
+
+
+class RpcCodes(BaseModel):
+    """``google.rpc.Code`` numbers put in ``CustomJob.error.code``. Google does not document the codes of
+    OOM, stockout and internal failures (REFERENCE.md), so they are settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_error: int = 3  # INVALID_ARGUMENT, as observed in public threads for exit-code failures
+    out_of_memory: int = 8  # RESOURCE_EXHAUSTED
+    stockout: int = 8  # RESOURCE_EXHAUSTED
+    internal: int = 13  # INTERNAL
+    cancelled: int = 1  # CANCELLED
+    expired: int = 4  # DEADLINE_EXCEEDED
+
+
+class PlatformRules(BaseModel):
+    """How many times the platform retries by itself (seeds 000, 001, 003)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    transient_job_retries: int = 3  # exit 6/134/11/139: "retries the job up to three times"
+    stockout_retries: int = 3  # "tries to restart the job up to three times"
+    internal_retries: int = 2  # "restarts the job twice (three attempts in total)"
+    worker_restarts: int = 5  # non-permanent worker failure: "up to five restarts per worker"
+    worker_job_retries: int = 3  # "then retries the whole job up to three times"
+
+
+class EmulatorConfig(BaseModel):
+    """Everything that shapes an emulator run. ``seed`` makes fault probabilities reproducible."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    time_scale: float = Field(1.0, gt=0, description="multiplies every platform latency")
+    latencies: Latencies = Latencies()
+    rpc_codes: RpcCodes = RpcCodes()
+    platform: PlatformRules = PlatformRules()
+    seed: int = 0
+    tick_seconds: float = Field(0.02, gt=0, description="how often the lifecycle engine looks at jobs")
+
+    def scaled(self, seconds: float) -> float:
+        """``seconds`` of platform latency in real seconds."""
+        return seconds * self.time_scale

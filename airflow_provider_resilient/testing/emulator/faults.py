@@ -1,0 +1,223 @@
+"""The declarative fault plan: what goes wrong, to which job, and when.
+
+A plan is a list of faults (YAML or JSON file, or the same as Python objects)::
+
+    seed: 7
+    faults:
+      - kind: crash                 # the workload dies with exit code 139 ...
+        exit_code: 139
+        match: {display_name: "train-*", labels: {team: ml}}
+        at_step: 300                # ... once it has written the checkpoint of step 300
+        times: 4                    # in 4 runs: the platform's 3 retries do not save it
+      - kind: stockout              # the 1st create's provisioning stocks out 4 times -> job FAILED
+        match: {nth: 1}
+        times: 4
+      - kind: unavailable           # the 3rd GetCustomJob call answers UNAVAILABLE
+        match: {nth: 3}
+
+Kinds and where they strike:
+
+============== =================================================================================
+create time    ``quota`` (the create call is refused: 429 RESOURCE_EXHAUSTED naming ``quota_metric``)
+get time       ``unavailable`` (a Get call answers UNAVAILABLE)
+provisioning   ``stockout`` (one provisioning attempt of the job finds no capacity)
+running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
+               platform restarts the worker in place), ``internal_error``, ``hang`` (the
+               processes stop making progress: SIGSTOP)
+============== =================================================================================
+
+``match.nth`` counts, per fault, the matching calls of its RPC for create/get-time faults, and the
+matching jobs in creation order for the others. Running faults strike ``after_seconds`` of real time
+after the job's processes started, or when the workload reaches ``at_step`` (seen from a complete
+checkpoint under ``AIP_CHECKPOINT_DIR`` -- ``step_source: checkpoint`` -- or a log line matching
+``log_pattern``, whose first group is the step -- ``step_source: log``); with neither, at once.
+``times`` is how many times the fault fires in all (``null``: every time); ``probability`` draws from
+the plan's seed, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import random
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_error", "hang", "quota", "unavailable"]
+CREATE_KINDS = frozenset({"quota"})
+GET_KINDS = frozenset({"unavailable"})
+PROVISIONING_KINDS = frozenset({"stockout"})
+RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang"})
+
+
+class Match(BaseModel):
+    """Which jobs (or calls) a fault applies to. Empty: all."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    display_name: str | None = Field(None, description="shell-style pattern, e.g. 'train-*'")
+    labels: dict[str, str] = Field(default_factory=dict, description="all must be present and equal")
+    nth: int | None = Field(None, ge=1, description="the n-th matching job (or call, for quota/unavailable)")
+    platform_attempt: int | None = Field(None, ge=1, description="only in this platform attempt of the job")
+
+    def selects(self, display_name: str, labels: Mapping[str, str]) -> bool:
+        if self.display_name is not None and not fnmatch.fnmatchcase(display_name, self.display_name):
+            return False
+        return all(labels.get(k) == v for k, v in self.labels.items())
+
+
+class Fault(BaseModel):
+    """One fault. See the module docstring for kinds and timing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: FaultKind
+    match: Match = Match()
+    exit_code: int | None = Field(None, description="crash: the exit status the replica reports")
+    replica: str = Field("workerpool0-0", description="the replica struck, e.g. workerpool1-0")
+    after_seconds: float | None = Field(None, ge=0, description="real seconds after the processes started")
+    at_step: int | None = Field(None, ge=0)
+    step_source: Literal["checkpoint", "log"] = "checkpoint"
+    log_pattern: str = r"\bstep[ =:]+(\d+)"
+    times: int | None = Field(1, ge=1, description="how many times it fires; null: always")
+    probability: float = Field(1.0, ge=0, le=1)
+    quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"
+    region: str | None = Field(None, description="stockout: the region named (default: the job's)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Fault:
+        if self.kind == "crash" and self.exit_code is None:
+            raise ValueError("a crash fault needs exit_code (e.g. 139 for SIGSEGV)")
+        if self.kind == "crash" and self.exit_code == 0:
+            raise ValueError("a crash fault's exit_code must not be 0")
+        if self.kind not in RUNNING_KINDS and (self.after_seconds is not None or self.at_step is not None):
+            raise ValueError(f"after_seconds / at_step apply to running faults, not to {self.kind}")
+        return self
+
+
+class FaultPlan(BaseModel):
+    """A seed and a list of faults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = 0
+    faults: tuple[Fault, ...] = ()
+
+    @classmethod
+    def load(cls, path: str | Path) -> FaultPlan:
+        """Read a plan from a ``.yaml``/``.yml`` or ``.json`` file.
+
+        Raises:
+            ValueError: naming the file and the bad field.
+        """
+        text = Path(path).read_text()
+        data: Any
+        if str(path).endswith((".yaml", ".yml")):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+        try:
+            return cls.model_validate(data or {})
+        except ValueError as exc:
+            raise ValueError(f"fault plan {path}: {exc}") from exc
+
+
+class FaultBook:
+    """The run-time state of a plan: which jobs and calls each fault matched, how often it fired.
+
+    Thread-safe. The emulator asks it at each point where a fault may strike.
+    """
+
+    def __init__(self, plan: FaultPlan | None = None) -> None:
+        self._lock = threading.Lock()
+        self._load(plan)
+
+    def _load(self, plan: FaultPlan | None) -> None:
+        self._plan = plan or FaultPlan()
+        self._faults: list[Fault] = list(self._plan.faults)
+        self._fired: list[int] = [0] * len(self._faults)
+        self._jobs: list[list[str]] = [[] for _ in self._faults]  # matching job names, creation order
+        self._calls: list[int] = [0] * len(self._faults)  # matching calls counted
+
+    @property
+    def seed(self) -> int:
+        return self._plan.seed
+
+    def add(self, fault: Fault) -> int:
+        """Add a fault at run time; returns its index."""
+        with self._lock:
+            self._faults.append(fault)
+            self._fired.append(0)
+            self._jobs.append([])
+            self._calls.append(0)
+            return len(self._faults) - 1
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The faults with how often each fired."""
+        with self._lock:
+            return [{**f.model_dump(), "fired": n} for f, n in zip(self._faults, self._fired, strict=True)]
+
+    def reset(self, plan: FaultPlan | None = None) -> None:
+        with self._lock:
+            self._load(plan)
+
+    def job_created(self, name: str, display_name: str, labels: Mapping[str, str]) -> None:
+        """Note a new job so that ``match.nth`` can count jobs in creation order."""
+        with self._lock:
+            for i, fault in enumerate(self._faults):
+                if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display_name, labels):
+                    self._jobs[i].append(name)
+
+    def _available(self, i: int) -> bool:
+        times = self._faults[i].times
+        return times is None or self._fired[i] < times
+
+    def _draw(self, i: int, key: str) -> bool:
+        p = self._faults[i].probability
+        return p >= 1.0 or random.Random(f"{self._plan.seed}:{i}:{key}:{self._fired[i]}").random() < p
+
+    def on_call(self, kinds: frozenset[str], display_name: str, labels: Mapping[str, str], key: str) -> Fault | None:
+        """A create/get-time fault that fires for this call, counting the call for ``match.nth``.
+
+        With ``nth=k`` the fault fires on the k-th matching call and, while ``times`` allows, the ones after.
+        """
+        with self._lock:
+            for i, fault in enumerate(self._faults):
+                if fault.kind not in kinds or not fault.match.selects(display_name, labels):
+                    continue
+                self._calls[i] += 1
+                if fault.match.nth is not None and self._calls[i] < fault.match.nth:
+                    continue
+                if self._available(i) and self._draw(i, f"{key}:{self._calls[i]}"):
+                    self._fired[i] += 1
+                    return fault
+            return None
+
+    def candidates(self, kinds: frozenset[str], job_name: str, platform_attempt: int) -> list[tuple[int, Fault]]:
+        """Faults of ``kinds`` that may still strike this job in this platform attempt."""
+        with self._lock:
+            out = []
+            for i, fault in enumerate(self._faults):
+                if fault.kind not in kinds or job_name not in self._jobs[i] or not self._available(i):
+                    continue
+                nth = fault.match.nth
+                if nth is not None and self._jobs[i].index(job_name) + 1 != nth:
+                    continue
+                if fault.match.platform_attempt not in (None, platform_attempt):
+                    continue
+                out.append((i, fault))
+            return out
+
+    def fire(self, index: int, key: str) -> bool:
+        """Fire fault ``index`` if it still may and its probability draw succeeds."""
+        with self._lock:
+            if not self._available(index) or not self._draw(index, key):
+                return False
+            self._fired[index] += 1
+            return True

@@ -1,0 +1,97 @@
+"""Replica processes: a job's replica runs as a local subprocess in its own process group.
+
+The runner only starts, polls, signals and kills processes and writes their output to a log file; the
+lifecycle rules live in the Vertex AI model, which feeds exit statuses into its state machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def exit_status(returncode: int) -> int:
+    """A Popen return code as a container reports it: signal ``n`` (``-n``) becomes ``128 + n``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class ReplicaProcess:
+    """One run of one replica's command.
+
+    Args:
+        replica: the replica name, e.g. ``workerpool0-0``.
+        argv: the command and its arguments.
+        env: the complete environment of the process.
+        log_path: stdout and stderr are appended here; a header line marks each start.
+        header: the text of that header line.
+    """
+
+    def __init__(self, replica: str, argv: list[str], env: dict[str, str], log_path: Path, header: str) -> None:
+        self.replica = replica
+        self.argv = argv
+        self.env = env
+        self.log_path = log_path
+        self.header = header
+        self.started_at = 0.0  # time.monotonic() at start
+        self.log_offset = 0  # size of the log file when it started: what the process wrote comes after
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._suspended = False
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"===== {self.header} =====\n".encode())
+            log.flush()
+            self.log_offset = log.tell()
+            self._proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=self.log_path.parent,
+            )
+        self.started_at = time.monotonic()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def poll(self) -> int | None:
+        """The exit status once it has exited (``128 + n`` for signal ``n``), else None."""
+        if self._proc is None:
+            return None
+        code = self._proc.poll()
+        return None if code is None else exit_status(code)
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the whole process group (the command and anything it spawned)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+    def suspend(self) -> None:
+        """Freeze the process group (a hang: alive, no progress)."""
+        self.signal(signal.SIGSTOP)
+        self._suspended = True
+
+    def kill(self) -> None:
+        """SIGKILL the process group and reap it."""
+        if self._proc is None:
+            return
+        self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=5)
+        # Children that left the group would survive killpg; the group leader's death is enough here
+        # because workloads run in their own session and do not daemonise.
+
+    def read_new_output(self, offset: int) -> tuple[str, int]:
+        """Text appended to the log since byte ``offset``, and the new offset."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                data = log.read()
+        except FileNotFoundError:
+            return "", offset
+        return data.decode("utf-8", "replace"), offset + len(data)

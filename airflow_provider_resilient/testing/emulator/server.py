@@ -1,0 +1,276 @@
+"""The emulator as one object: gRPC services, Cloud Storage, the lifecycle engine and the control API.
+
+The in-process pytest fixture, the standalone command and the demo all use :class:`Emulator`::
+
+    with Emulator(fault_plan=FaultPlan.load("faults.yaml"), config=EmulatorConfig(time_scale=0.01)) as emu:
+        os.environ.update(emu.env())          # RESILIENT_EMULATOR_HOST, STORAGE_EMULATOR_HOST, ...
+        client = vertex_job_client("us-central1")   # the real JobServiceClient, wired to the emulator
+        ...
+        emu.calls.list("CreateCustomJob")     # the record of every API call
+
+Stopping it kills every replica process it started.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from ...clients import EMULATOR_HOST_ENV
+from .calls import CallLog
+from .config import EmulatorConfig
+from .faults import Fault, FaultBook, FaultPlan
+from .operations import OperationStore
+
+log = logging.getLogger(__name__)
+
+
+
+class Emulator:
+    """A local Google Cloud for tests, demos and offline runs.
+
+    Args:
+        host: loopback address to bind.
+        port: gRPC port (0: a free one).
+        fault_plan: faults to inject (see :mod:`.faults`).
+        config: latencies, time scale, platform rules, seed.
+        work_dir: where replica logs go (default: a temporary directory removed at stop).
+        storage: also run the Cloud Storage emulator (gcp-storage-emulator) in process.
+        control_port: port of the HTTP control API (0: a free one; None: no HTTP API).
+    """
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, fault_plan: FaultPlan | None = None,
+                 config: EmulatorConfig | None = None, work_dir: str | Path | None = None, storage: bool = True,
+                 control_port: int | None = None) -> None:
+        self.host = host
+        self._port = port
+        self.config = config or EmulatorConfig(seed=fault_plan.seed if fault_plan else 0)
+        self.faults = FaultBook(fault_plan)
+        self.calls = CallLog()
+        self.operations = OperationStore()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if work_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="resilient-emulator-")
+            work_dir = self._tmp.name
+        self.work_dir = Path(work_dir)
+        self._with_storage = storage
+        self._control_port = control_port
+        self.storage: Any = None
+        self._grpc: Any = None
+        self._http: ThreadingHTTPServer | None = None
+        self._stop = threading.Event()
+        self._engine: threading.Thread | None = None
+        from .vertex.backend import VertexBackend
+
+        self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
+                                    self.ensure_bucket)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Emulator:
+        from concurrent import futures
+
+        import grpc
+
+        from .vertex.wire import job_service_handler
+        from .wire import operations_handler
+
+        if self._with_storage:
+            from ..storage import StorageEmulator
+
+            self.storage = StorageEmulator(host=self.host).start()
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="emulator-grpc"))
+        self._grpc.add_generic_rpc_handlers((job_service_handler(self.vertex, self.calls),
+                                             operations_handler(self.operations, self.calls)))
+        self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")
+        self._grpc.start()
+        self._engine = threading.Thread(target=self._run_engine, name="emulator-engine", daemon=True)
+        self._engine.start()
+        if self._control_port is not None:
+            self._http = ThreadingHTTPServer((self.host, self._control_port), _control_handler(self))
+            threading.Thread(target=self._http.serve_forever, name="emulator-control", daemon=True).start()
+        _at_exit(self.stop)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and kill every replica process. Safe to call twice."""
+        self._stop.set()
+        if self._engine is not None:
+            self._engine.join(timeout=5)
+            self._engine = None
+        self.vertex.shutdown()
+        if self._grpc is not None:
+            self._grpc.stop(grace=None)
+            self._grpc = None
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self.storage is not None:
+            self.storage.stop()
+            self.storage = None
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.cleanup()
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run_engine(self) -> None:
+        while not self._stop.wait(self.config.tick_seconds):
+            try:
+                self.vertex.tick()
+            except Exception:  # keep the platform alive; the error is in the log
+                log.exception("emulator engine tick failed")
+
+    # ------------------------------------------------------------------ addresses and environment
+    @property
+    def address(self) -> str:
+        """``host:port`` of the gRPC services (the value of ``RESILIENT_EMULATOR_HOST``)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def control_url(self) -> str | None:
+        if self._http is None:
+            return None
+        return f"http://{self.host}:{self._http.server_address[1]}"
+
+    def env(self) -> dict[str, str]:
+        """What a process exports to use this emulator through the provider's clients and gcsfs."""
+        env = {EMULATOR_HOST_ENV: self.address}
+        if self.storage is not None:
+            env.update(self.storage.env())
+        return env
+
+    def workload_env(self) -> dict[str, str]:
+        """The environment every replica starts from: the emulator's own, plus storage and unbuffered output."""
+        env = dict(os.environ)
+        env.update(self.env())
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def ensure_bucket(self, bucket: str) -> None:
+        """Create a Cloud Storage bucket unless it exists (buckets are made on demand)."""
+        if self.storage is not None:
+            self.storage.create_bucket(bucket)
+
+    # ------------------------------------------------------------------ control API (Python)
+    def add_fault(self, fault: Fault | dict[str, Any]) -> int:
+        """Add a fault at run time; returns its index."""
+        return self.faults.add(fault if isinstance(fault, Fault) else Fault.model_validate(fault))
+
+    def reset(self, fault_plan: FaultPlan | None = None) -> None:
+        """Forget jobs, calls and faults; kill replica processes; optionally load a new plan."""
+        self.vertex.reset()
+        self.calls.clear()
+        self.operations.clear()
+        self.faults.reset(fault_plan)
+        if self.storage is not None:
+            self.storage.wipe()
+
+    def replica_log(self, job_name: str, replica: str = "workerpool0-0") -> str:
+        """Everything replica ``replica`` of job ``job_name`` printed, across restarts."""
+        path = self.vertex.log_dir(job_name) / f"{replica}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def job_events(self, job_name: str) -> list[str]:
+        """The platform's story of a job: states, faults, platform retries, in order."""
+        with self.vertex.lock:
+            return list(self.vertex._run(job_name).events)
+
+    def wait_for_state(self, job_name: str, states: Iterable[str], timeout: float = 60.0) -> str:
+        """Block until the job's state name (``JOB_STATE_*``) is one of ``states``; return it.
+
+        Raises:
+            TimeoutError: naming the state it was left in.
+        """
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.vertex.lock:
+                state = self.vertex._run(job_name).job.state.name
+            if state in wanted:
+                return str(state)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{job_name} is still {state} after {timeout}s, wanted one of {sorted(wanted)}")
+            self._stop.wait(self.config.tick_seconds)
+
+    def processes(self) -> list[int]:
+        """PIDs of replica processes still alive."""
+        with self.vertex.lock:
+            runs = list(self.vertex.runs.values()) + [t.current for t in self.vertex.tuning.values() if t.current]
+            return [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
+
+
+def _at_exit(stop: Any) -> None:
+    """Stop the emulator when the interpreter exits, before it joins the gRPC server's threads (a plain
+    ``atexit`` hook would run only after that join, which never ends while the server serves)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        with contextlib.suppress(RuntimeError):  # interpreter already shutting down
+            register(stop)
+            return
+    atexit.register(stop)
+
+
+def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
+    """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /reset, GET /jobs."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, status: int, body: Any) -> None:
+            data = json.dumps(body, default=str).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            if url.path == "/calls":
+                method = parse_qs(url.query).get("method", [None])[0]
+                self._reply(200, [c.to_dict() for c in emulator.calls.list(method)])
+            elif url.path == "/faults":
+                self._reply(200, emulator.faults.faults())
+            elif url.path == "/jobs":
+                with emulator.vertex.lock:
+                    jobs = [{"name": n, "state": r.job.state.name, "events": r.events}
+                            for n, r in emulator.vertex.runs.items()]
+                self._reply(200, jobs)
+            elif url.path == "/healthz":
+                self._reply(200, {"status": "ok"})
+            else:
+                self._reply(404, {"error": f"no such path {url.path}"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == "/faults":
+                    self._reply(200, {"index": emulator.add_fault(body)})
+                elif self.path == "/reset":
+                    emulator.reset(FaultPlan.model_validate(body) if body else None)
+                    self._reply(200, {"status": "reset"})
+                else:
+                    self._reply(404, {"error": f"no such path {self.path}"})
+            except ValueError as exc:
+                self._reply(400, {"error": str(exc)})
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("control API: " + format, *args)
+
+    return Handler

@@ -1,0 +1,415 @@
+"""Vertex AI JobService resources and verbs (moto-style backend): state keyed by project and location.
+
+Verbs are named after the RPCs (``create_custom_job``, ``get_custom_job`` ...) and take and return
+proto-plus messages of ``google.cloud.aiplatform_v1``; the wire layer only unpacks and packs. Getters
+never advance state: :meth:`VertexBackend.tick`, called by the engine thread, does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..config import EmulatorConfig
+from ..errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from ..faults import CREATE_KINDS, GET_KINDS, FaultBook
+from ..filters import FilterError, compile_filter
+from ..operations import OperationStore
+from .runs import JobRun
+from .specs import parse_parent, plan_replicas, validate_job_spec, validate_labels
+
+TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
+                      "JOB_STATE_PARTIALLY_SUCCEEDED"})
+
+
+def _types() -> Any:
+    from google.cloud.aiplatform_v1 import types
+
+    return types
+
+
+class VertexBackend:
+    """All CustomJobs and HyperparameterTuningJobs of the emulator.
+
+    Args:
+        config: latencies, time scale, platform rules.
+        faults: the fault book shared with the other services.
+        operations: where DeleteCustomJob's long-running operations are kept.
+        work_dir: replica log files go to ``work_dir/vertex/<job id>/<replica>.log``.
+        workload_env: the environment every replica starts from (PATH, STORAGE_EMULATOR_HOST ...).
+        ensure_bucket: creates a Cloud Storage bucket if missing; called for ``base_output_directory``.
+    """
+
+    def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
+                 workload_env: Callable[[], dict[str, str]],
+                 ensure_bucket: Callable[[str], None] = lambda bucket: None) -> None:
+        self.config = config
+        self.faults = faults
+        self.operations = operations
+        self.work_dir = work_dir
+        self.workload_env = workload_env
+        self.ensure_bucket = ensure_bucket
+        self.lock = threading.RLock()
+        self.runs: dict[str, JobRun] = {}  # CustomJob name -> run
+        self.tuning: dict[str, TuningRun] = {}  # HyperparameterTuningJob name -> run
+        self._ids = itertools.count(1_000_000_000_000_000_000 + config.seed * 1000)
+
+    # ------------------------------------------------------------------ helpers
+    def _new_id(self) -> str:
+        return str(next(self._ids))
+
+    def _run(self, name: str) -> JobRun:
+        run = self.runs.get(name)
+        if run is None:
+            raise NotFound(f'The CustomJob "{name}" does not exist.')
+        return run
+
+    def log_dir(self, name: str) -> Path:
+        return self.work_dir / "vertex" / name.rsplit("/", 1)[-1]
+
+    def _check_create_faults(self, display_name: str, labels: dict[str, str], key: str) -> None:
+        fault = self.faults.on_call(CREATE_KINDS, display_name, labels, key)
+        if fault is not None:
+            raise ResourceExhausted(f"The following quota metrics exceed quota limits: {fault.quota_metric}")
+
+    def _check_get_faults(self, display_name: str, labels: dict[str, str], key: str) -> None:
+        if self.faults.on_call(GET_KINDS, display_name, labels, key) is not None:
+            raise Unavailable("The service is currently unavailable.")
+
+    def _make_run(self, job: Any, region: str, *, extra_args: list[str] | None = None,
+                  trial_id: str | None = None, log_dir: Path | None = None) -> JobRun:
+        job_id = job.name.rsplit("/", 1)[-1]
+        base = job.job_spec.base_output_directory.output_uri_prefix
+        if base.startswith("gs://"):
+            self.ensure_bucket(base[5:].split("/", 1)[0])
+        plans = plan_replicas(job.job_spec, job_id=job_id, base_env=self.workload_env(),
+                              extra_args=extra_args, trial_id=trial_id)
+        checkpoint = dict(plans[0].env).get("AIP_CHECKPOINT_DIR")
+        return JobRun(job=job, plans=plans, log_dir=log_dir or self.log_dir(job.name), config=self.config,
+                      faults=self.faults, region=region, checkpoint_prefix=checkpoint)
+
+    # ------------------------------------------------------------------ CustomJob verbs
+    def create_custom_job(self, parent: str, custom_job: Any) -> Any:
+        """CreateCustomJob: validate, assign an id, QUEUED. Raises InvalidArgument / ResourceExhausted."""
+        _, region = parse_parent(parent)
+        if not custom_job.display_name:
+            raise InvalidArgument("List of found errors: 1.Field: custom_job.display_name; "
+                                  "Message: Required field is not set.")
+        validate_labels(dict(custom_job.labels), "custom_job.labels")
+        validate_job_spec(custom_job.job_spec)
+        self._check_create_faults(custom_job.display_name, dict(custom_job.labels), f"create:{parent}")
+        types = _types()
+        with self.lock:
+            job = types.CustomJob(custom_job)
+            job.name = f"{parent}/customJobs/{self._new_id()}"
+            now = _now()
+            job.create_time = now
+            job.update_time = now
+            for output_only in ("state", "start_time", "end_time", "error"):
+                if output_only in job:
+                    delattr(job, output_only)
+            run = self._make_run(job, region)
+            self.runs[job.name] = run
+            self.faults.job_created(job.name, job.display_name, dict(job.labels))
+            run.start(time.monotonic())
+            return types.CustomJob(job)
+
+    def get_custom_job(self, name: str) -> Any:
+        with self.lock:
+            run = self._run(name)
+            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}")
+            return _types().CustomJob(run.job)
+
+    def list_custom_jobs(self, parent: str, filter_text: str = "", page_size: int = 0,
+                         page_token: str = "") -> tuple[list[Any], str]:
+        """ListCustomJobs with the filter language (labels, state, display_name, create_time; AND/OR/NOT)."""
+        return self._list(self.runs, _types().CustomJob, parent, filter_text, page_size, page_token)
+
+    def cancel_custom_job(self, name: str) -> None:
+        with self.lock:
+            run = self._run(name)
+            if run.done:
+                raise FailedPrecondition(f'Cannot cancel CustomJob "{name}": it is already in state '
+                                         f"{run.job.state.name}.")
+            run.cancel(time.monotonic())
+
+    def delete_custom_job(self, name: str) -> Any:
+        """DeleteCustomJob: only a job in a terminal state; returns a done long-running operation."""
+        with self.lock:
+            run = self._run(name)
+            if not run.done:
+                raise FailedPrecondition(f'CustomJob "{name}" is in state {run.job.state.name}; only jobs in a '
+                                         "terminal state can be deleted. Cancel it first.")
+            del self.runs[name]
+        return self.operations.done_delete(name)
+
+    # ------------------------------------------------------------------ HyperparameterTuningJob verbs
+    def create_hyperparameter_tuning_job(self, parent: str, tuning_job: Any) -> Any:
+        _, region = parse_parent(parent)
+        if not tuning_job.display_name:
+            raise InvalidArgument("List of found errors: 1.Field: hyperparameter_tuning_job.display_name; "
+                                  "Message: Required field is not set.")
+        if tuning_job.max_trial_count <= 0:
+            raise InvalidArgument("List of found errors: 1.Field: hyperparameter_tuning_job.max_trial_count; "
+                                  "Message: must be positive.")
+        if not tuning_job.study_spec.parameters or not tuning_job.study_spec.metrics:
+            raise InvalidArgument("List of found errors: 1.Field: hyperparameter_tuning_job.study_spec; "
+                                  "Message: metrics and parameters are required.")
+        validate_labels(dict(tuning_job.labels), "hyperparameter_tuning_job.labels")
+        validate_job_spec(tuning_job.trial_job_spec, "hyperparameter_tuning_job.trial_job_spec")
+        self._check_create_faults(tuning_job.display_name, dict(tuning_job.labels), f"create:{parent}")
+        types = _types()
+        with self.lock:
+            job = types.HyperparameterTuningJob(tuning_job)
+            job.name = f"{parent}/hyperparameterTuningJobs/{self._new_id()}"
+            job.create_time = job.update_time = _now()
+            job.state = types.JobState.JOB_STATE_QUEUED
+            self.tuning[job.name] = TuningRun(self, job, region)
+            return types.HyperparameterTuningJob(job)
+
+    def _tuning_run(self, name: str) -> TuningRun:
+        run = self.tuning.get(name)
+        if run is None:
+            raise NotFound(f'The HyperparameterTuningJob "{name}" does not exist.')
+        return run
+
+    def get_hyperparameter_tuning_job(self, name: str) -> Any:
+        with self.lock:
+            run = self._tuning_run(name)
+            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}")
+            return _types().HyperparameterTuningJob(run.job)
+
+    def list_hyperparameter_tuning_jobs(self, parent: str, filter_text: str = "", page_size: int = 0,
+                                        page_token: str = "") -> tuple[list[Any], str]:
+        return self._list(self.tuning, _types().HyperparameterTuningJob, parent, filter_text, page_size, page_token)
+
+    def cancel_hyperparameter_tuning_job(self, name: str) -> None:
+        with self.lock:
+            self._tuning_run(name).cancel()
+
+    def delete_hyperparameter_tuning_job(self, name: str) -> Any:
+        with self.lock:
+            run = self._tuning_run(name)
+            if run.job.state.name not in TERMINAL:
+                raise FailedPrecondition(f'HyperparameterTuningJob "{name}" is in state {run.job.state.name}; '
+                                         "only jobs in a terminal state can be deleted.")
+            del self.tuning[name]
+        return self.operations.done_delete(name)
+
+    # ------------------------------------------------------------------ engine
+    def tick(self, now: float | None = None) -> None:
+        """Advance every job as far as ``now`` (monotonic seconds) allows."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            for run in list(self.runs.values()):
+                if not run.done:
+                    run.advance(now)
+            for tuning in list(self.tuning.values()):
+                tuning.advance(now)
+
+    def shutdown(self) -> None:
+        """Kill every replica process."""
+        with self.lock:
+            for run in self.runs.values():
+                run.kill_all()
+            for tuning in self.tuning.values():
+                tuning.kill_all()
+
+    def reset(self) -> None:
+        self.shutdown()
+        with self.lock:
+            self.runs.clear()
+            self.tuning.clear()
+
+    # ------------------------------------------------------------------ list helpers
+    def _list(self, store: dict[str, Any], message_type: Any, parent: str, filter_text: str, page_size: int,
+              page_token: str) -> tuple[list[Any], str]:
+        """One page of the jobs under ``parent`` that match the filter, as copies of ``message_type``."""
+        parse_parent(parent)
+        matches = self._compile(filter_text)
+        with self.lock:
+            jobs = [r.job for n, r in store.items() if n.startswith(parent + "/") and matches(_as_dict(r.job))]
+            return self._page([message_type(j) for j in jobs], page_size, page_token)
+
+    @staticmethod
+    def _compile(filter_text: str) -> Callable[[Any], bool]:
+        try:
+            return compile_filter(filter_text or "")
+        except FilterError as exc:
+            raise InvalidArgument(f"Invalid filter {filter_text!r}: {exc}") from exc
+
+    @staticmethod
+    def _page(items: list[Any], page_size: int, page_token: str) -> tuple[list[Any], str]:
+        start = int(page_token) if page_token.isdigit() else 0
+        if page_token and not page_token.isdigit():
+            raise InvalidArgument(f"Invalid page_token {page_token!r}.")
+        size = page_size if page_size > 0 else 100
+        end = start + size
+        return items[start:end], (str(end) if end < len(items) else "")
+
+
+class TuningRun:
+    """A HyperparameterTuningJob: trials run one after another, each a CustomJob-like run.
+
+    Parameters are drawn from ``study_spec.parameters`` (GRID_SEARCH walks the combinations in order;
+    otherwise random with the emulator's seed) and passed as ``--<parameter_id>=<value>`` arguments.
+    A trial reports its metric by writing JSON lines ``{"<metric_id>": value}`` to the file named by
+    ``CLOUD_ML_HP_METRIC_FILE`` (what the ``cloudml-hypertune`` library does); the last line is the
+    final measurement. The job SUCCEEDS when every trial ended and at most ``max_failed_trial_count``
+    failed (0: Vertex's default of "any number but all").
+    """
+
+    def __init__(self, backend: VertexBackend, job: Any, region: str) -> None:
+        self.backend = backend
+        self.job = job
+        self.region = region
+        self.current: JobRun | None = None
+        self.failed = 0
+        self.rng = random.Random(f"{backend.config.seed}:{job.name}")
+        self.next_at = time.monotonic() + backend.config.scaled(backend.config.latencies.queued_seconds)
+        self.cancelled = False
+
+    def kill_all(self) -> None:
+        if self.current is not None:
+            self.current.kill_all()
+
+    def cancel(self) -> None:
+        types = _types()
+        if self.job.state.name in TERMINAL:
+            raise FailedPrecondition(f'Cannot cancel "{self.job.name}": it is already {self.job.state.name}.')
+        self.kill_all()
+        self.cancelled = True
+        self._finish(types.JobState.JOB_STATE_CANCELLED, {"code": 1, "message": "CANCELED"})
+
+    def _finish(self, state: Any, error: dict[str, Any] | None = None) -> None:
+        self.job.state = state
+        self.job.end_time = self.job.update_time = _now()
+        if error:
+            self.job.error = error
+
+    def _parameters(self, index: int) -> list[tuple[str, Any]]:
+        types = _types()
+        grid = self.job.study_spec.algorithm == types.StudySpec.Algorithm.GRID_SEARCH
+        params = []
+        combos = 1
+        for spec in self.job.study_spec.parameters:
+            values: list[Any]
+            if "double_value_spec" in spec:
+                lo, hi = spec.double_value_spec.min_value, spec.double_value_spec.max_value
+                values = [lo, (lo + hi) / 2, hi]
+            elif "integer_value_spec" in spec:
+                values = list(range(spec.integer_value_spec.min_value, spec.integer_value_spec.max_value + 1))
+            elif "categorical_value_spec" in spec:
+                values = list(spec.categorical_value_spec.values)
+            else:
+                values = list(spec.discrete_value_spec.values)
+            if grid:
+                params.append((spec.parameter_id, values[(index // combos) % len(values)]))
+                combos *= len(values)
+            elif "double_value_spec" in spec:
+                params.append((spec.parameter_id, self.rng.uniform(values[0], values[-1])))
+            else:
+                params.append((spec.parameter_id, self.rng.choice(values)))
+        return params
+
+    def _start_trial(self, now: float) -> None:
+        types = _types()
+        trial_id = str(len(self.job.trials) + 1)
+        params = self._parameters(len(self.job.trials))
+        job_name = f"{self.job.name}/trials/{trial_id}"
+        job = types.CustomJob(display_name=f"{self.job.display_name}-trial-{trial_id}", name=job_name,
+                              job_spec=self.job.trial_job_spec, labels=dict(self.job.labels))
+        log_dir = self.backend.log_dir(self.job.name) / f"trial-{trial_id}"
+        run = self.backend._make_run(job, self.region, extra_args=[f"--{k}={v}" for k, v in params],
+                                     trial_id=trial_id, log_dir=log_dir)
+        metric_file = log_dir / "hypertune.metrics"
+        for plan_index, plan in enumerate(run.plans):
+            env = dict(plan.env, CLOUD_ML_HP_METRIC_FILE=str(metric_file))
+            run.plans[plan_index] = type(plan)(plan.name, plan.pool, plan.index, plan.argv, tuple(env.items()))
+        self.backend.faults.job_created(job_name, job.display_name, dict(job.labels))
+        trial = types.Trial(id=trial_id, state=types.Trial.State.ACTIVE, start_time=_now(),
+                            parameters=[{"parameter_id": k, "value": v} for k, v in params])
+        self.job.trials.append(trial)
+        run.start(now)
+        self.current = run
+        self.metric_file = metric_file
+
+    def _end_trial(self) -> None:
+        types = _types()
+        assert self.current is not None
+        trial = self.job.trials[-1]
+        trial.end_time = _now()
+        succeeded = self.current.job.state.name == "JOB_STATE_SUCCEEDED"
+        metrics = _last_metrics(self.metric_file)
+        if succeeded:
+            trial.state = types.Trial.State.SUCCEEDED
+            if metrics:
+                trial.final_measurement = {"metrics": [{"metric_id": k, "value": v} for k, v in metrics.items()]}
+        else:
+            trial.state = types.Trial.State.INFEASIBLE
+            trial.infeasible_reason = self.current.job.error.message
+            self.failed += 1
+        self.current = None
+
+    def advance(self, now: float) -> None:
+        types = _types()
+        if self.job.state.name in TERMINAL or now < self.next_at:
+            return
+        if self.job.state == types.JobState.JOB_STATE_QUEUED:
+            self.job.state = types.JobState.JOB_STATE_RUNNING
+            self.job.start_time = self.job.update_time = _now()
+        if self.current is not None:
+            self.current.advance(now)
+            if not self.current.done:
+                return
+            self._end_trial()
+        max_failed = self.job.max_failed_trial_count
+        if (max_failed and self.failed > max_failed) or (self.failed and self.failed == self.job.max_trial_count):
+            last = self.job.trials[-1].infeasible_reason
+            self._finish(types.JobState.JOB_STATE_FAILED,
+                         {"code": 9, "message": f"{self.failed} trials failed; the last: {last}"})
+            return
+        if len(self.job.trials) >= self.job.max_trial_count:
+            self._finish(types.JobState.JOB_STATE_SUCCEEDED)
+            return
+        self._start_trial(now)
+
+
+def _last_metrics(path: Path) -> dict[str, float]:
+    import json
+
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return {}
+    for line in reversed(lines):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        return {k: float(v) for k, v in data.items() if isinstance(v, int | float) and not k.startswith("global")}
+    return {}
+
+
+def _now() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(tz=UTC)
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    """A proto-plus message as the dict the filter language evaluates (enum names, RFC 3339 times)."""
+    cls = type(message)
+    data: dict[str, Any] = cls.to_dict(message, use_integers_for_enums=False, preserving_proto_field_name=True)
+    return data
+
+
+# Workloads inherit the emulator's PATH etc.; this is the default env factory when none is given.
+def default_workload_env() -> dict[str, str]:
+    return dict(os.environ)

@@ -1,0 +1,387 @@
+"""One CustomJob's life on the emulated platform, following seeds 000, 001 and 003.
+
+Theory of operation: a :class:`JobRun` is advanced by :meth:`JobRun.advance`, called by the engine's
+tick with the current monotonic time. It moves through internal phases::
+
+    queued -> provisioning -> running -> succeeding -> SUCCEEDED
+                   |  ^            |  \\-> restarting -> running     (platform retry: all replicas anew)
+                   |  stockout     |   \\-> failing -> FAILED       (after the ~1 min error delay)
+                   \\-> failing     \\-> EXPIRED (scheduling.timeout)
+    any -> cancelling -> CANCELLED
+
+Platform rules (configurable in :class:`~..config.PlatformRules`): a user-code exit with 6/134/11/139
+retries the job up to 3 times; any other user-code exit fails it ("common error", permanent); an
+out-of-memory kill fails it with the "ran out of memory" text; a lost worker (``worker_failure``) is
+restarted in place up to 5 times, then the job is retried up to 3 times; a stockout is retried 3 times
+during provisioning; an internal error retries the job twice. ``scheduling.disable_retries`` turns
+every platform retry off. Each platform retry restarts every replica's process; the workload sees the
+same ``AIP_CHECKPOINT_DIR``.
+
+The run never talks to the client: it mutates its ``CustomJob`` message under the backend's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import EmulatorConfig
+from ..faults import PROVISIONING_KINDS, RUNNING_KINDS, Fault, FaultBook
+from ..runner import ReplicaProcess
+from .specs import ReplicaPlan
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
+PRIMARY = "workerpool0-0"
+_SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV}
+
+
+@dataclass
+class Exit:
+    """Why a replica's process ended, when the emulator caused it."""
+
+    code: int
+    cause: str  # "user", "oom", "infra"
+
+
+@dataclass
+class JobRun:
+    """The platform-side state of one CustomJob (or one tuning trial).
+
+    Attributes:
+        job: the ``CustomJob`` proto the API returns; mutated here.
+        plans: the replicas to run (commands and environment).
+        log_dir: where ``<replica>.log`` files go.
+        checkpoint_prefix: ``AIP_CHECKPOINT_DIR``, watched for ``at_step`` faults.
+    """
+
+    job: Any
+    plans: list[ReplicaPlan]
+    log_dir: Path
+    config: EmulatorConfig
+    faults: FaultBook
+    region: str
+    checkpoint_prefix: str | None = None
+    phase: str = "queued"
+    next_at: float = 0.0
+    platform_attempt: int = 1
+    retries: dict[str, int] = field(default_factory=lambda: {"transient": 0, "internal": 0, "stockout": 0,
+                                                             "worker_job": 0})
+    worker_restarts: dict[str, int] = field(default_factory=dict)
+    replicas: dict[str, ReplicaProcess] = field(default_factory=dict)
+    forced: dict[str, Exit] = field(default_factory=dict)
+    restart_at: dict[str, float] = field(default_factory=dict)
+    pending: tuple[str, int, str] | None = None  # (final state, rpc code, message)
+    fired: set[tuple[int, str, float]] = field(default_factory=set)
+    steps_seen: dict[str, int] = field(default_factory=dict)  # replica -> highest step in its log
+    step_baselines: dict[tuple[str, float], int] = field(default_factory=dict)  # checkpoint step at start
+    log_offsets: dict[str, int] = field(default_factory=dict)
+    last_checkpoint_look: float = 0.0
+    checkpoint_step: int | None = None
+    events: list[str] = field(default_factory=list)
+
+    # ----------------------------------------------------------------- helpers
+    @property
+    def name(self) -> str:
+        return str(self.job.name)
+
+    @property
+    def done(self) -> bool:
+        return self.phase == "done"
+
+    def _set_state(self, state: str) -> None:
+        from google.cloud.aiplatform_v1.types import JobState
+
+        self.job.state = getattr(JobState, f"JOB_STATE_{state}")
+        now = _now_timestamp()
+        self.job.update_time = now
+        if state == "RUNNING" and "start_time" not in self.job:
+            self.job.start_time = now
+        if state in ("SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"):
+            self.job.end_time = now
+        self.events.append(state)
+
+    def _later(self, now: float, latency: float) -> float:
+        return now + self.config.scaled(latency)
+
+    def _disable_retries(self) -> bool:
+        return bool(self.job.job_spec.scheduling.disable_retries)
+
+    def _replica(self, plan: ReplicaPlan, restart: int) -> ReplicaProcess:
+        header = (f"{self.name} {plan.name} platform attempt {self.platform_attempt}"
+                  + (f" restart {restart}" if restart else ""))
+        return ReplicaProcess(plan.name, list(plan.argv), dict(plan.env), self.log_dir / f"{plan.name}.log", header)
+
+    def _start_all(self, now: float) -> None:
+        self.replicas = {}
+        self.forced.clear()
+        self.restart_at.clear()
+        for plan in self.plans:
+            self._start(plan, now, restart=0)
+
+    def _start(self, plan: ReplicaPlan, now: float, restart: int) -> None:
+        proc = self._replica(plan, restart)
+        proc.start()
+        self.replicas[plan.name] = proc
+        self.log_offsets[plan.name] = proc.log_offset
+        self.steps_seen.pop(plan.name, None)
+        self.forced.pop(plan.name, None)
+
+    def kill_all(self) -> None:
+        for proc in self.replicas.values():
+            proc.kill()
+
+    # ----------------------------------------------------------------- API-driven transitions
+    def start(self, now: float) -> None:
+        """Called once at create: QUEUED."""
+        self._set_state("QUEUED")
+        self.phase = "queued"
+        self.next_at = self._later(now, self.config.latencies.queued_seconds)
+
+    def cancel(self, now: float) -> None:
+        """CancelCustomJob: CANCELLING, processes killed, CANCELLED after the cancel latency."""
+        if self.phase in ("done", "cancelling"):
+            return
+        self._set_state("CANCELLING")
+        self.kill_all()
+        self.phase = "cancelling"
+        self.next_at = self._later(now, self.config.latencies.cancel_seconds)
+
+    # ----------------------------------------------------------------- the engine's tick
+    def advance(self, now: float) -> None:
+        """Move the run on as far as ``now`` (monotonic seconds) allows."""
+        handler = getattr(self, f"_on_{self.phase}")
+        handler(now)
+
+    def _on_done(self, now: float) -> None:
+        return None
+
+    def _on_queued(self, now: float) -> None:
+        if now >= self.next_at:
+            self._set_state("PENDING")
+            self.phase = "provisioning"
+            self.next_at = self._later(now, self.config.latencies.provisioning_seconds)
+
+    def _on_provisioning(self, now: float) -> None:
+        if now < self.next_at:
+            return
+        for index, fault in self.faults.candidates(PROVISIONING_KINDS, self.name, self.platform_attempt):
+            if self.faults.fire(index, f"{self.name}:provision:{self.retries['stockout']}"):
+                region = fault.region or self.region
+                self.events.append(f"stockout in {region}")
+                if not self._disable_retries() and self.retries["stockout"] < self.config.platform.stockout_retries:
+                    self.retries["stockout"] += 1
+                    self.next_at = self._later(now, self.config.latencies.provisioning_seconds)
+                    return
+                self._fail(now, self.config.rpc_codes.stockout,
+                           f"Resources are insufficient in region: {region}. "
+                           "Try a different region or use a different accelerator.")
+                return
+        self._start_all(now)
+        self._set_state("RUNNING")
+        self.phase = "running"
+
+    def _on_restarting(self, now: float) -> None:
+        if now >= self.next_at:
+            self._start_all(now)
+            self.phase = "running"
+
+    def _on_failing(self, now: float) -> None:
+        if now >= self.next_at and self.pending is not None:
+            self._finish(*self.pending)
+
+    def _on_cancelling(self, now: float) -> None:
+        if now >= self.next_at:
+            self._finish("CANCELLED", self.config.rpc_codes.cancelled, "CANCELED")
+
+    def _on_succeeding(self, now: float) -> None:
+        if now >= self.next_at:
+            self._finish("SUCCEEDED", 0, "")
+
+    def _finish(self, state: str, code: int, message: str) -> None:
+        self.kill_all()
+        if code:
+            self.job.error = {"code": code, "message": message}
+        self._set_state(state)
+        self.phase = "done"
+
+    def _fail(self, now: float, code: int, message: str, state: str = "FAILED") -> None:
+        """Seed 003: the error appears on the job about a minute after it ends."""
+        self.kill_all()
+        self.events.append(f"fail: {message}")
+        self.pending = (state, code, message)
+        self.phase = "failing"
+        self.next_at = self._later(now, self.config.latencies.error_delay_seconds)
+
+    def _retry_job(self, now: float, reason: str) -> None:
+        self.kill_all()
+        self.platform_attempt += 1
+        self.worker_restarts.clear()
+        self.events.append(f"platform retry {self.platform_attempt - 1}: {reason}")
+        self.phase = "restarting"
+        self.next_at = self._later(now, self.config.latencies.restart_seconds)
+
+    def _on_running(self, now: float) -> None:
+        timeout = self.job.job_spec.scheduling.timeout if "scheduling" in self.job.job_spec else None
+        if timeout and timeout.total_seconds() > 0 and "start_time" in self.job:
+            ran = time.time() - self.job.start_time.timestamp()
+            if ran >= timeout.total_seconds():
+                self.kill_all()
+                self._finish("EXPIRED", self.config.rpc_codes.expired,
+                             f"Job exceeded its scheduling.timeout of {timeout.total_seconds():.0f}s.")
+                return
+        self._restart_due_replicas(now)
+        if self._strike_faults(now):
+            return
+        self._reap(now)
+
+    def _restart_due_replicas(self, now: float) -> None:
+        for name, at in list(self.restart_at.items()):
+            if now >= at:
+                del self.restart_at[name]
+                plan = next(p for p in self.plans if p.name == name)
+                self._start(plan, now, restart=self.worker_restarts.get(name, 0))
+
+    # ----------------------------------------------------------------- faults
+    def _checkpoint_step(self, now: float, *, fresh: bool = False) -> int | None:
+        """The newest complete checkpoint step under AIP_CHECKPOINT_DIR (looked up at most every 0.1 s)."""
+        if self.checkpoint_prefix and (fresh or now - self.last_checkpoint_look >= 0.1):
+            self.last_checkpoint_look = now
+            from ....checkpoints import find_latest_checkpoint
+
+            try:
+                found = find_latest_checkpoint(self.checkpoint_prefix)
+            except Exception:  # the bucket or prefix may not exist yet: no checkpoint
+                found = None
+            self.checkpoint_step = found.step if found else None
+        return self.checkpoint_step
+
+    def _observed_step(self, fault: Fault, proc: ReplicaProcess, now: float) -> int | None:
+        """The step the workload reached since this process started (progress made before it does not count)."""
+        if fault.step_source == "log":
+            offset = self.log_offsets.get(proc.replica, proc.log_offset)
+            text, self.log_offsets[proc.replica] = proc.read_new_output(offset)
+            for match in re.finditer(fault.log_pattern, text):
+                try:
+                    self.steps_seen[proc.replica] = max(self.steps_seen.get(proc.replica, -1), int(match.group(1)))
+                except (IndexError, ValueError):
+                    continue
+            return self.steps_seen.get(proc.replica)
+        key = (proc.replica, proc.started_at)
+        if key not in self.step_baselines:
+            baseline = self._checkpoint_step(now, fresh=True)
+            self.step_baselines[key] = -1 if baseline is None else baseline
+            return None
+        step = self._checkpoint_step(now)
+        return step if step is not None and step > self.step_baselines[key] else None
+
+    def _due(self, fault: Fault, proc: ReplicaProcess, now: float) -> bool:
+        if fault.after_seconds is not None and now - proc.started_at < fault.after_seconds:
+            return False
+        if fault.at_step is not None:
+            step = self._observed_step(fault, proc, now)
+            return step is not None and step >= fault.at_step
+        return True
+
+    def _strike_faults(self, now: float) -> bool:
+        """Fire due running faults; True when the run left the running phase."""
+        for index, fault in self.faults.candidates(RUNNING_KINDS, self.name, self.platform_attempt):
+            target = PRIMARY if fault.kind == "internal_error" else fault.replica
+            proc = self.replicas.get(target)
+            if proc is None or proc.poll() is not None or target in self.forced:
+                continue
+            once = (index, target, proc.started_at)  # at most once per process start
+            if once in self.fired or not self._due(fault, proc, now):
+                continue
+            self.fired.add(once)
+            if not self.faults.fire(index, f"{self.name}:{self.platform_attempt}:{target}:{proc.started_at}"):
+                continue
+            self.events.append(f"fault {fault.kind} on {target}")
+            if fault.kind == "internal_error":
+                self._internal_error(now)
+                return True
+            if fault.kind == "hang":
+                proc.suspend()
+            elif fault.kind == "crash":
+                assert fault.exit_code is not None
+                self.forced[target] = Exit(fault.exit_code, "user")
+                proc.signal(_SIGNAL_FOR_EXIT.get(fault.exit_code, signal.SIGKILL))
+            else:
+                self.forced[target] = Exit(137, "oom" if fault.kind == "oom" else "infra")
+                proc.signal(signal.SIGKILL)
+        return False
+
+    def _internal_error(self, now: float) -> None:
+        if not self._disable_retries() and self.retries["internal"] < self.config.platform.internal_retries:
+            self.retries["internal"] += 1
+            self._retry_job(now, "internal error")
+        else:
+            self._fail(now, self.config.rpc_codes.internal, "Internal error occurred for the current attempt.")
+
+    # ----------------------------------------------------------------- exits
+    def _reap(self, now: float) -> None:
+        for name, proc in list(self.replicas.items()):
+            if name in self.restart_at:
+                continue
+            status = proc.poll()
+            if status is None:
+                continue
+            exit_ = self.forced.pop(name, None) or Exit(status, "user")
+            if exit_.code == 0:
+                if name == PRIMARY:
+                    self.kill_all()  # seed 003: the other workers are stopped
+                    self.phase = "succeeding"
+                    self.next_at = self._later(now, self.config.latencies.success_seconds)
+                    return
+                del self.replicas[name]  # a worker that finished early
+                continue
+            if self._on_exit(now, name, exit_):
+                return
+
+    def _on_exit(self, now: float, name: str, exit_: Exit) -> bool:
+        """Apply the platform rules to a replica's non-zero exit; True when the phase changed."""
+        rules = self.config.platform
+        no_retries = self._disable_retries()
+        message = f"The replica {name} exited with a non-zero status of {exit_.code}. Termination reason: Error."
+        if exit_.cause == "oom":
+            self._fail(now, self.config.rpc_codes.out_of_memory,
+                       f"The replica {name} ran out of memory and exited with a non-zero status of {exit_.code}.")
+            return True
+        if exit_.cause == "infra":
+            restarts = self.worker_restarts.get(name, 0)
+            if not no_retries and restarts < rules.worker_restarts:
+                self.worker_restarts[name] = restarts + 1
+                self.events.append(f"restart {name} in place ({restarts + 1}/{rules.worker_restarts})")
+                due = self._later(now, self.config.latencies.restart_seconds)
+                if self.job.job_spec.scheduling.restart_job_on_worker_restart:
+                    for other in self.replicas.values():
+                        other.kill()
+                    self.restart_at.update({p.name: due for p in self.plans})
+                else:
+                    self.restart_at[name] = due
+                return False
+            if not no_retries and self.retries["worker_job"] < rules.worker_job_retries:
+                self.retries["worker_job"] += 1
+                self._retry_job(now, f"{name} failed after {restarts} restarts")
+                return True
+            self._fail(now, self.config.rpc_codes.user_error, message)
+            return True
+        if exit_.code in TRANSIENT_EXIT_CODES and not no_retries and \
+                self.retries["transient"] < rules.transient_job_retries:
+            self.retries["transient"] += 1
+            self._retry_job(now, f"{name} exited with {exit_.code}")
+            return True
+        self._fail(now, self.config.rpc_codes.user_error, message)
+        return True
+
+
+def _now_timestamp() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(tz=UTC)

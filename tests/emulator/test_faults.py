@@ -1,0 +1,150 @@
+"""The fault plan: files, matching, step triggers from real checkpoints and logs, reproducible draws."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from google.api_core import exceptions
+
+from airflow_provider_resilient.checkpoints import find_latest_checkpoint
+from airflow_provider_resilient.clients import vertex_job_client
+from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig, FaultPlan
+
+from .conftest import PARENT, PYTHON, custom_job
+
+WORKLOAD = str(Path(__file__).parent / "workloads" / "checkpointing.py")
+
+PLAN_YAML = """
+seed: 7
+faults:
+  - kind: crash
+    exit_code: 139
+    match: {display_name: "train-*", labels: {team: ml}}
+    at_step: 300
+    times: 4
+  - kind: stockout
+    match: {nth: 1}
+    times: 4
+  - kind: unavailable
+    match: {nth: 3}
+"""
+
+
+def checkpointing_job(name: str = "train-1", *, steps: int = 100, every: int = 10, **kw):
+    job = custom_job(display_name=name, base_output_dir="gs://ckpt-bucket/runs/" + name, **kw)
+    job["job_spec"]["worker_pool_specs"][0]["container_spec"]["command"] = [
+        "python", WORKLOAD, "--steps", str(steps), "--every", str(every)]
+    return job
+
+
+def test_yaml_and_json_plans_load_the_same(tmp_path: Path):
+    yaml_file = tmp_path / "plan.yaml"
+    yaml_file.write_text(PLAN_YAML)
+    plan = FaultPlan.load(yaml_file)
+    json_file = tmp_path / "plan.json"
+    json_file.write_text(json.dumps(plan.model_dump(mode="json")))
+    assert FaultPlan.load(json_file) == plan
+    assert plan.seed == 7 and [f.kind for f in plan.faults] == ["crash", "stockout", "unavailable"]
+    assert plan.faults[0].match.labels == {"team": "ml"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("faults: [{kind: crash}]", "exit_code"),
+    ("faults: [{kind: meteor}]", "kind"),
+    ("faults: [{kind: quota, after_seconds: 3}]", "running faults"),
+    ("faults: [{kind: crash, exit_code: 1, times: 0}]", "times"),
+    ("faults: [{kind: crash, exit_code: 1, colour: red}]", "colour"),
+])
+def test_bad_plans_name_the_file_and_the_field(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message) as info:
+        FaultPlan.load(path)
+    assert "bad.yaml" in str(info.value)
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002)
+def test_crash_at_a_checkpointed_step_and_the_platform_retries_resume_from_it(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 20, "times": 4})
+    job = client.create_custom_job(parent=PARENT, custom_job=checkpointing_job(steps=1000))
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"], 120)
+    failed = client.get_custom_job(name=job.name)
+    assert failed.error.message.startswith("The replica workerpool0-0 exited with a non-zero status of 139.")
+    log = resilient_emulator.replica_log(job.name)
+    resumed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("resuming from step")]
+    assert len(resumed) == 4 and resumed[0] == 0
+    assert all(b > a for a, b in itertools.pairwise(resumed))  # each run resumed further on
+    assert resumed[1] >= 20
+    # The checkpoints the workload wrote are real objects in the emulated bucket, readable through gcsfs.
+    latest = find_latest_checkpoint("gs://ckpt-bucket/runs/train-1/checkpoints", marker="COMMITTED")
+    assert latest is not None and latest.step >= resumed[-1] and latest.uri.startswith("gs://ckpt-bucket/")
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002)
+def test_one_crash_is_absorbed_by_a_platform_retry_resuming_from_the_checkpoint(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 134, "at_step": 30})
+    job = client.create_custom_job(parent=PARENT, custom_job=checkpointing_job(steps=60))
+    assert resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"], 120) == \
+        "JOB_STATE_SUCCEEDED"
+    log = resilient_emulator.replica_log(job.name)
+    second_start = log.split("===== ")[2]
+    assert "resuming from step 30" in second_start or "resuming from step 40" in second_start
+    assert "training complete" in second_start
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002)
+def test_log_pattern_steps_trigger_faults(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "oom", "at_step": 7, "step_source": "log"})
+    job = client.create_custom_job(parent=PARENT, custom_job=checkpointing_job(steps=500, every=1000))
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED"], 60)
+    log = resilient_emulator.replica_log(job.name)
+    assert "step 7" in log and "training complete" not in log
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002)
+def test_faults_match_display_name_labels_and_nth_job(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 1, "times": None,
+                                  "match": {"display_name": "train-*", "labels": {"team": "ml"}, "nth": 2}})
+    jobs = [client.create_custom_job(parent=PARENT, custom_job=custom_job(
+        "import time; time.sleep(0.2)", display_name=name, labels=labels))
+        for name, labels in [("train-a", {"team": "ml"}), ("train-b", {"team": "ml"}), ("eval", {"team": "ml"}),
+                             ("train-c", {"team": "other"})]]
+    states = [resilient_emulator.wait_for_state(j.name, ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"], 60)
+              for j in jobs]
+    assert states == ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED", "JOB_STATE_SUCCEEDED"]
+
+
+def quota_pattern(seed: int) -> list[str]:
+    plan = FaultPlan.model_validate({"seed": seed, "faults": [{"kind": "quota", "probability": 0.5,
+                                                                 "times": None}]})
+    with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=0.002, seed=seed), storage=False) as emulator:
+        client = vertex_job_client("us-central1", emulator=emulator.address)
+        outcomes = []
+        for _ in range(16):
+            try:
+                job = client.create_custom_job(parent=PARENT, custom_job=custom_job())
+                client.cancel_custom_job(name=job.name)
+                outcomes.append("ok")
+            except exceptions.ResourceExhausted:
+                outcomes.append("quota")
+        return outcomes
+
+
+def test_a_seed_makes_fault_draws_reproducible():
+    first, again, other = quota_pattern(1), quota_pattern(1), quota_pattern(2)
+    assert first == again
+    assert set(first) == {"ok", "quota"}
+    assert first != other
+
+
+def test_python_resolves_to_the_emulators_interpreter():
+    from google.cloud.aiplatform_v1.types import CustomJobSpec
+
+    from airflow_provider_resilient.testing.emulator.vertex.specs import plan_replicas
+
+    spec = CustomJobSpec(custom_job()["job_spec"])
+    (plan,) = plan_replicas(spec, job_id="1", base_env={})
+    assert plan.argv[0] == PYTHON

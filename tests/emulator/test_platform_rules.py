@@ -1,0 +1,230 @@
+"""Each platform rule of seeds 000, 001 and 003, one test each, with the exact error texts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from google.api_core import exceptions
+
+from .conftest import PARENT, custom_job, pool
+
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+
+LONG = "import time; time.sleep(60)"
+
+
+def starts(emulator, job_name: str, replica: str = "workerpool0-0") -> int:
+    """How many times the replica's process was started (one log header per start)."""
+    return emulator.replica_log(job_name, replica).count("===== ")
+
+
+def test_success_goes_queued_pending_running_succeeded(submit, resilient_emulator):
+    job = submit(custom_job("print('trained')"))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert resilient_emulator.job_events(job.name) == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
+    assert job.create_time <= job.start_time <= job.end_time <= job.update_time
+    assert "trained" in resilient_emulator.replica_log(job.name)
+
+
+def test_user_code_error_fails_the_job_without_retry(submit, resilient_emulator):
+    job = submit(custom_job("raise SystemExit(1)"))
+    assert job.state.name == "JOB_STATE_FAILED"
+    assert job.error.message == ("The replica workerpool0-0 exited with a non-zero status of 1. "
+                                 "Termination reason: Error.")
+    assert job.error.code == 3
+    assert starts(resilient_emulator, job.name) == 1
+
+
+@pytest.mark.parametrize("signal_code", [("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", 139),
+                                         ("import os; os.abort()", 134)])
+def test_transient_exit_codes_are_retried_by_the_platform_three_times(submit, resilient_emulator, signal_code):
+    code, exit_code = signal_code
+    job = submit(custom_job(code))
+    assert job.error.message == (f"The replica workerpool0-0 exited with a non-zero status of {exit_code}. "
+                                 "Termination reason: Error.")
+    assert starts(resilient_emulator, job.name) == 4  # first run + 3 platform retries
+    events = resilient_emulator.job_events(job.name)
+    assert sum(e.startswith("platform retry") for e in events) == 3
+
+
+def test_a_transient_crash_that_stops_recurring_succeeds_after_a_platform_retry(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": 2})
+    job = submit(custom_job("import time; time.sleep(0.3); print('done')"))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert starts(resilient_emulator, job.name) == 3
+
+
+def test_injected_exit_code_is_reported_as_is(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 2, "after_seconds": 0.1})
+    job = submit(custom_job(LONG))
+    assert job.error.message.startswith("The replica workerpool0-0 exited with a non-zero status of 2.")
+
+
+def test_worker_failure_restarts_in_place_five_times_then_retries_the_job_three_times(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05,
+                                  "times": None})
+    job = submit(custom_job(pools=[pool(LONG), pool(LONG)]), timeout=120)
+    assert job.state.name == "JOB_STATE_FAILED"
+    assert job.error.message == ("The replica workerpool1-0 exited with a non-zero status of 137. "
+                                 "Termination reason: Error.")
+    events = resilient_emulator.job_events(job.name)
+    assert sum(e.startswith("restart workerpool1-0 in place") for e in events) == 5 * 4
+    assert sum(e.startswith("platform retry") for e in events) == 3
+    assert starts(resilient_emulator, job.name, "workerpool1-0") == 6 * 4
+    assert starts(resilient_emulator, job.name, "workerpool0-0") == 4  # the primary only on job retries
+
+
+def test_restart_job_on_worker_restart_restarts_every_replica(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05})
+    job = submit(custom_job(pools=[pool("import time; time.sleep(1)"), pool(LONG)],
+                            scheduling={"restart_job_on_worker_restart": True}))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert starts(resilient_emulator, job.name, "workerpool0-0") == 2
+
+
+def test_out_of_memory_fails_with_the_ran_out_of_memory_text(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "oom", "after_seconds": 0.05})
+    job = submit(custom_job(LONG))
+    assert job.error.message == ("The replica workerpool0-0 ran out of memory and exited with a non-zero status "
+                                 "of 137.")
+    assert job.error.code == 8
+    assert starts(resilient_emulator, job.name) == 1
+
+
+def test_stockout_is_retried_three_times_then_fails(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout", "times": 4})
+    job = submit(custom_job())
+    assert job.state.name == "JOB_STATE_FAILED"
+    assert job.error.message == ("Resources are insufficient in region: us-central1. "
+                                 "Try a different region or use a different accelerator.")
+    assert resilient_emulator.job_events(job.name).count("stockout in us-central1") == 4
+    assert starts(resilient_emulator, job.name) == 0  # never got machines
+
+
+def test_a_stockout_absorbed_by_platform_retries_runs(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout", "times": 3})
+    assert submit(custom_job()).state.name == "JOB_STATE_SUCCEEDED"
+
+
+def test_internal_error_is_retried_twice_then_fails(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "internal_error", "after_seconds": 0.05, "times": None})
+    job = submit(custom_job(LONG))
+    assert job.error.message == "Internal error occurred for the current attempt."
+    assert job.error.code == 13
+    assert starts(resilient_emulator, job.name) == 3
+
+
+def test_disable_retries_turns_every_platform_retry_off(submit, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": None, "match": {"display_name": "a"}})
+    resilient_emulator.add_fault({"kind": "stockout", "times": 1, "match": {"display_name": "b"}})
+    no_retries = {"disable_retries": True}
+    crashed = submit(custom_job(LONG, display_name="a", scheduling=no_retries))
+    assert starts(resilient_emulator, crashed.name) == 1 and "status of 139" in crashed.error.message
+    stocked_out = submit(custom_job(display_name="b", scheduling=no_retries))
+    assert stocked_out.error.message.startswith("Resources are insufficient in region")
+
+
+def test_scheduling_timeout_expires_the_job(submit, resilient_emulator):
+    job = submit(custom_job(LONG, scheduling={"timeout": "1s"}))
+    assert job.state.name == "JOB_STATE_EXPIRED"
+    assert resilient_emulator.processes() == []
+
+
+def test_cancel_goes_through_cancelling_and_kills_the_processes(client, submit, resilient_emulator):
+    job = submit(custom_job(LONG), wait=False)
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING"], 30)
+    assert resilient_emulator.processes()
+    client.cancel_custom_job(name=job.name)
+    assert resilient_emulator.processes() == []
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_CANCELLED"], 30)
+    assert resilient_emulator.job_events(job.name)[-2:] == ["CANCELLING", "CANCELLED"]
+
+
+def test_the_primary_exiting_zero_succeeds_and_stops_the_other_workers(submit, resilient_emulator):
+    job = submit(custom_job(pools=[pool("print('chief done')"), pool(LONG, replicas=2)]))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert resilient_emulator.processes() == []
+
+
+def test_replicas_get_the_environment_vertex_gives(submit, resilient_emulator):
+    dump = "import json, os; print('ENV=' + json.dumps(dict(os.environ)))"
+    job = submit(custom_job(pools=[pool(dump, env={"MY_SETTING": "on"}), pool(dump, replicas=2)],
+                            base_output_dir="gs://bucket/run"))
+    envs = {}
+    for replica in ("workerpool0-0", "workerpool1-0", "workerpool1-1"):
+        line = next(x for x in resilient_emulator.replica_log(job.name, replica).splitlines()
+                    if x.startswith("ENV="))
+        envs[replica] = json.loads(line[4:])
+    chief = envs["workerpool0-0"]
+    assert chief["AIP_CHECKPOINT_DIR"] == "gs://bucket/run/checkpoints/"
+    assert chief["AIP_MODEL_DIR"] == "gs://bucket/run/model/"
+    assert chief["AIP_TENSORBOARD_LOG_DIR"] == "gs://bucket/run/logs/"
+    assert chief["CLOUD_ML_JOB_ID"] == job.name.rsplit("/", 1)[1]
+    assert chief["MY_SETTING"] == "on" and "MY_SETTING" not in envs["workerpool1-0"]
+    assert chief["STORAGE_EMULATOR_HOST"] == resilient_emulator.storage.url
+    cluster = json.loads(chief["CLUSTER_SPEC"])
+    assert cluster["task"] == {"type": "workerpool0", "index": 0}
+    assert len(cluster["cluster"]["workerpool1"]) == 2
+    tf_config = json.loads(envs["workerpool1-1"]["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "worker", "index": 1} and set(tf_config["cluster"]) == {"chief", "worker"}
+    assert [envs[r]["RANK"] for r in ("workerpool0-0", "workerpool1-0", "workerpool1-1")] == ["0", "1", "2"]
+    assert {e["WORLD_SIZE"] for e in envs.values()} == {"3"}
+    assert len({e["MASTER_ADDR"] + e["MASTER_PORT"] for e in envs.values()}) == 1
+
+
+def test_quota_exceeded_refuses_the_create_call(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "quota", "times": 2})
+    for _ in range(2):
+        with pytest.raises(exceptions.ResourceExhausted, match=re.escape(
+                "quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_cpus")):
+            client.create_custom_job(parent=PARENT, custom_job=custom_job())
+    assert client.create_custom_job(parent=PARENT, custom_job=custom_job()).name
+    assert [c.code for c in resilient_emulator.calls.list("CreateCustomJob")] == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
+
+
+def test_unavailable_on_the_kth_get_call(client, resilient_emulator):
+    resilient_emulator.add_fault({"kind": "unavailable", "match": {"nth": 2}})
+    job = client.create_custom_job(parent=PARENT, custom_job=custom_job())
+    client.get_custom_job(name=job.name, retry=None)
+    with pytest.raises(exceptions.ServiceUnavailable):
+        client.get_custom_job(name=job.name, retry=None)
+    client.get_custom_job(name=job.name, retry=None)
+    assert [c.code for c in resilient_emulator.calls.list("GetCustomJob")] == ["OK", "UNAVAILABLE", "OK"]
+
+
+def test_a_hang_keeps_the_job_running_with_a_frozen_process(client, submit, resilient_emulator):
+    code = "import time\nfor i in range(10**6):\n    print('step', i, flush=True); time.sleep(0.01)"
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 5, "step_source": "log"})
+    job = submit(custom_job(code), wait=False)
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING"], 30)
+    for _ in range(500):
+        if any(e == "fault hang on workerpool0-0" for e in resilient_emulator.job_events(job.name)):
+            break
+        resilient_emulator._stop.wait(0.01)
+    size = len(resilient_emulator.replica_log(job.name))
+    resilient_emulator._stop.wait(0.3)
+    assert len(resilient_emulator.replica_log(job.name)) == size  # no progress
+    assert client.get_custom_job(name=job.name).state.name == "JOB_STATE_RUNNING"
+    client.cancel_custom_job(name=job.name)  # a frozen process is still killed
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_CANCELLED"], 30)
+    assert resilient_emulator.processes() == []
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002, rpc_codes={"user_error": 9})
+def test_the_rpc_codes_are_configurable(submit):
+    assert submit(custom_job("raise SystemExit(3)")).error.code == 9
+
+
+@pytest.mark.resilient_emulator(time_scale=0.01, latencies={"error_delay_seconds": 60, "provisioning_seconds": 1})
+def test_the_error_appears_about_a_minute_after_the_end(client, resilient_emulator):
+    """Seed 003: the job object gets its error ~1 min (here 0.6 s) after the job ends; until then it is RUNNING."""
+    job = client.create_custom_job(parent=PARENT, custom_job=custom_job("raise SystemExit(1)"))
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING"], 30)
+    for _ in range(500):
+        if any(e.startswith("fail:") for e in resilient_emulator.job_events(job.name)):
+            break
+        resilient_emulator._stop.wait(0.01)
+    assert client.get_custom_job(name=job.name).state.name == "JOB_STATE_RUNNING"  # error not set yet
+    resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED"], 30)

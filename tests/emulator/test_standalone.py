@@ -1,0 +1,132 @@
+"""The emulator as users run it: the standalone command with its HTTP control API, the README example,
+and no replica process left behind however a test ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient.clients import vertex_job_client
+
+from .conftest import PARENT, custom_job
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def read_pid(path: Path, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        for line in text.splitlines():
+            if line.startswith("PID="):
+                return int(line[4:])
+        time.sleep(0.02)
+    raise TimeoutError(f"no PID= line in {path}")
+
+
+PID_AND_SLEEP = "import os, time; print(f'PID={os.getpid()}', flush=True); time.sleep(600)"
+
+
+def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("faults:\n  - kind: quota\n    match: {display_name: refused}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_provider_resilient.testing.emulator", "--time-scale",
+                             "0.002", "--fault-plan", str(plan), "--work-dir", str(tmp_path / "work")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        exports, control = {}, None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("Control API"):
+                control = line.split()[3]
+            if line.strip().startswith("export "):
+                key, value = line.strip()[7:].split("=", 1)
+                exports[key] = value
+            if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
+                break
+        assert control and control.startswith("http://127.0.0.1:")
+        assert set(exports) >= {"RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"}
+        client = vertex_job_client("us-central1", emulator=exports["RESILIENT_EMULATOR_HOST"])
+
+        with pytest.raises(Exception, match="quota"):
+            client.create_custom_job(parent=PARENT, custom_job=custom_job(display_name="refused"))
+        request = urllib.request.Request(f"{control}/faults", method="POST",
+                                         data=json.dumps({"kind": "unavailable"}).encode())
+        assert json.load(urllib.request.urlopen(request))["index"] == 1
+        job = client.create_custom_job(parent=PARENT, custom_job=custom_job(PID_AND_SLEEP))
+        with pytest.raises(Exception, match="unavailable"):
+            client.get_custom_job(name=job.name, retry=None)
+        calls = json.load(urllib.request.urlopen(f"{control}/calls"))
+        assert [(c["method"], c["code"]) for c in calls] == [
+            ("CreateCustomJob", "RESOURCE_EXHAUSTED"), ("CreateCustomJob", "OK"), ("GetCustomJob", "UNAVAILABLE")]
+        faults = json.load(urllib.request.urlopen(f"{control}/faults"))
+        assert [f["fired"] for f in faults] == [1, 1]
+
+        job_id = job.name.rsplit("/", 1)[1]
+        pid = read_pid(tmp_path / "work" / "vertex" / job_id / "workerpool0-0.log")
+        assert alive(pid)
+        client.transport.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert not alive(pid)
+
+
+def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester, tmp_path: Path):
+    pid_file = tmp_path / "pid"
+    pytester.makepyfile(test_inner=textwrap.dedent(f"""
+        import time
+        from airflow_provider_resilient.clients import vertex_job_client
+
+        def test_dies_mid_job(resilient_emulator):
+            client = vertex_job_client("us-central1")
+            job = client.create_custom_job(parent="{PARENT}", custom_job={{
+                "display_name": "orphan?", "job_spec": {{"worker_pool_specs": [{{
+                    "machine_spec": {{"machine_type": "n1-standard-4"}}, "replica_count": 1,
+                    "container_spec": {{"image_uri": "x", "command": ["python", "-c", {PID_AND_SLEEP!r}]}}}}]}}}})
+            resilient_emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING"], 30)
+            while not resilient_emulator.processes():
+                time.sleep(0.01)
+            open({str(pid_file)!r}, "w").write(str(resilient_emulator.processes()[0]))
+            raise AssertionError("the test fails while the job runs")
+    """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    pid = int(pid_file.read_text())
+    assert not alive(pid)
+
+
+def test_readme_quickstart_example_runs_with_and_without_faults():
+    script = ROOT / "examples" / "emulator_quickstart.py"
+    ok = subprocess.run([sys.executable, str(script), "--time-scale", "0.002"], capture_output=True, text=True,
+                        timeout=120, check=True)
+    assert "terminal state: JOB_STATE_SUCCEEDED" in ok.stdout
+    failed = subprocess.run([sys.executable, str(script), "--time-scale", "0.002", "--fault-plan",
+                             str(ROOT / "examples" / "crash_139.yaml")], capture_output=True, text=True, timeout=120,
+                            check=True)
+    assert failed.stdout.count("platform retry") == 3
+    assert ("final error (code 3): The replica workerpool0-0 exited with a non-zero status of 139. "
+            "Termination reason: Error.") in failed.stdout
+    assert "terminal state: JOB_STATE_FAILED" in failed.stdout
