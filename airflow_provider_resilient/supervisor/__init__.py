@@ -1,0 +1,31 @@
+"""The one attempt loop, as a pure state machine (no Airflow, no Google, no clock).
+
+See :mod:`.machine` for the phases, events and actions. The Vertex AI operator and trigger, and later
+the TPU operator, are shells around :func:`step`.
+"""
+
+from .machine import (
+    Action,
+    Event,
+    Fail,
+    IllegalTransition,
+    JobFailed,
+    JobSucceeded,
+    RunState,
+    Sleep,
+    Started,
+    Submit,
+    SubmitFailed,
+    Submitted,
+    Succeed,
+    Watch,
+    WokeUp,
+    state_from_json,
+    state_to_json,
+    step,
+)
+
+__all__ = [
+    "Action", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState", "Sleep", "Started",
+    "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
+]
