@@ -11,6 +11,8 @@ from typing import Any
 from airflow_provider_resilient import __version__
 
 PACKAGE_NAME = "airflow-provider-resilient"
+PKG = "airflow_provider_resilient"
+VERTEX = "Resilient Vertex AI training"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -26,7 +28,7 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "integrations": [
             {
-                "integration-name": "Resilient Vertex AI training",
+                "integration-name": VERTEX,
                 "external-doc-url": "https://cloud.google.com/vertex-ai/docs/training/understanding-training-service",
                 "tags": ["gcp"],
             },
@@ -36,10 +38,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["gcp"],
             },
         ],
-        "operators": [],
-        "sensors": [],
-        "hooks": [],
-        "triggers": [],
-        "extra-links": [],
-        "connection-types": [],
+        "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai"]}],
+        "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]}],
+        "hooks": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.hooks.vertex_ai"]}],
+        "triggers": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.triggers.vertex_ai"]}],
+        "extra-links": [f"{PKG}.links.vertex_ai.VertexAICustomJobLink",
+                        f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink"],
     }

@@ -1,0 +1,214 @@
+"""Vertex AI JobService hook: credentials, the emulator override, and transient API errors retried.
+
+Transient API errors -- UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, ABORTED, 429 / RESOURCE_EXHAUSTED on
+reads, 5xx -- are retried here with exponential backoff and jitter (tenacity) for up to
+``api_retry_seconds``; they never fail a task by themselves. A create call is retried only after
+checking, by the attempt's labels, that the first call did not create the job after all: a lost reply
+must not become a duplicate job. RESOURCE_EXHAUSTED on create is quota or a stockout: it is raised, for
+the policy to classify.
+
+Credentials: none against the emulator; otherwise the Google provider's ``GoogleBaseHook`` when that
+provider is installed (it reads ``gcp_conn_id`` and handles ``impersonation_chain``), else Application
+Default Credentials, impersonated through google-auth when ``impersonation_chain`` is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+from ..clients import emulator_host, vertex_job_async_client, vertex_job_client
+
+log = logging.getLogger(__name__)
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+JOB_NAME_RE = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/]+)$")
+
+
+def region_of(job_name: str) -> str:
+    """``us-central1`` of ``projects/p/locations/us-central1/customJobs/123``.
+
+    Raises:
+        ValueError: when ``job_name`` is not a CustomJob resource name.
+    """
+    match = JOB_NAME_RE.match(job_name)
+    if not match:
+        raise ValueError(f"{job_name!r} is not a CustomJob name (projects/P/locations/R/customJobs/ID)")
+    return match["region"]
+
+
+def is_transient(exc: BaseException, *, creating: bool = False) -> bool:
+    """Whether an API error is worth retrying as is. On create, RESOURCE_EXHAUSTED is not (quota/stockout)."""
+    from google.api_core import exceptions as gexc
+
+    transient: tuple[type[BaseException], ...] = (gexc.ServiceUnavailable, gexc.DeadlineExceeded,
+                                                  gexc.InternalServerError, gexc.Aborted, gexc.BadGateway,
+                                                  gexc.GatewayTimeout, gexc.Unknown)
+    if not creating:
+        transient += (gexc.TooManyRequests, gexc.ResourceExhausted)
+    return isinstance(exc, transient)
+
+
+def connection_extra(gcp_conn_id: str | None) -> dict[str, Any]:
+    """The extra of Airflow connection ``gcp_conn_id``, or {} when there is no such connection."""
+    if not gcp_conn_id:
+        return {}
+    try:
+        from airflow.sdk import BaseHook
+
+        return dict(BaseHook.get_connection(gcp_conn_id).extra_dejson)
+    except Exception:  # no connection defined (offline runs, tests): fine, ADC or the env override apply
+        return {}
+
+
+def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Sequence[str] | None) -> Any:
+    """Credentials for Google APIs (see the module docstring for the order)."""
+    try:
+        from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+    except ImportError:
+        GoogleBaseHook = None
+    if GoogleBaseHook is not None and gcp_conn_id:
+        return GoogleBaseHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_credentials()
+    import google.auth
+    from google.auth import impersonated_credentials
+
+    credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    if impersonation_chain:
+        chain = [impersonation_chain] if isinstance(impersonation_chain, str) else list(impersonation_chain)
+        credentials = impersonated_credentials.Credentials(source_credentials=credentials, target_principal=chain[-1],
+                                                           delegates=chain[:-1], target_scopes=[CLOUD_PLATFORM_SCOPE])
+    return credentials
+
+
+class ResilientVertexAIHook:
+    """Vertex AI CustomJob calls with retries of transient errors.
+
+    Args:
+        gcp_conn_id: Airflow connection for credentials; its extra ``emulator_host`` selects an emulator.
+        impersonation_chain: a service account email, or a chain of them, to impersonate.
+        emulator: ``host:port`` of an emulator (overrides the connection and ``RESILIENT_EMULATOR_HOST``).
+        api_retry_seconds: how long transient API errors are retried before they are raised (seconds).
+        sleep: how to wait between retries (injected in tests).
+    """
+
+    def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, *, emulator: str | None = None,
+                 api_retry_seconds: float = 600.0, sleep: Callable[[float], Any] = time.sleep) -> None:
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self._emulator_override = emulator
+        self.api_retry_seconds = api_retry_seconds
+        self._sleep = sleep
+        self._clients: dict[str, Any] = {}
+
+    @cached_property
+    def emulator(self) -> str | None:
+        """The emulator address in use, or None for Google."""
+        return emulator_host(self._emulator_override, connection_extra(self.gcp_conn_id)
+                             if not self._emulator_override else None)
+
+    @cached_property
+    def credentials(self) -> Any:
+        return None if self.emulator else google_credentials(self.gcp_conn_id, self.impersonation_chain)
+
+    def client(self, region: str) -> Any:
+        """A cached ``JobServiceClient`` for ``region``."""
+        if region not in self._clients:
+            self._clients[region] = vertex_job_client(region, credentials=self.credentials, emulator=self.emulator)
+        return self._clients[region]
+
+    def _retrying(self, *, creating: bool = False) -> Any:
+        from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+        return Retrying(retry=retry_if_exception(lambda e: is_transient(e, creating=creating)),
+                        wait=wait_exponential_jitter(initial=1, max=60), stop=stop_after_delay(self.api_retry_seconds),
+                        sleep=self._sleep, reraise=True,
+                        before_sleep=lambda s: log.warning("Vertex AI API error, retrying: %s", s.outcome.exception()))
+
+    # ------------------------------------------------------------------ calls
+    def create_custom_job(self, project_id: str, region: str, custom_job: dict[str, Any],
+                          find_filter: str | None = None) -> Any:
+        """Create a CustomJob. With ``find_filter`` (the attempt's labels), a retry after a transient error
+        first looks for the job the lost call may have created, and returns it instead of creating another."""
+        parent = f"projects/{project_id}/locations/{region}"
+        first = True
+        for attempt in self._retrying(creating=True):
+            with attempt:
+                if not first and find_filter:
+                    existing = self.list_custom_jobs(project_id, region, find_filter)
+                    if existing:
+                        log.info("Found %s created by an earlier call whose reply was lost", existing[0].name)
+                        return existing[0]
+                first = False
+                return self.client(region).create_custom_job(parent=parent, custom_job=custom_job, retry=None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get_custom_job(self, name: str) -> Any:
+        for attempt in self._retrying():
+            with attempt:
+                return self.client(region_of(name)).get_custom_job(name=name, retry=None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def list_custom_jobs(self, project_id: str, region: str, filter_text: str) -> list[Any]:
+        parent = f"projects/{project_id}/locations/{region}"
+        for attempt in self._retrying():
+            with attempt:
+                pager = self.client(region).list_custom_jobs(request={"parent": parent, "filter": filter_text},
+                                                             retry=None)
+                return list(pager)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def cancel_custom_job(self, name: str) -> None:
+        """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine."""
+        from google.api_core import exceptions as gexc
+
+        for attempt in self._retrying():
+            with attempt:
+                try:
+                    self.client(region_of(name)).cancel_custom_job(name=name, retry=None)
+                except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                    log.info("Not cancelling %s: %s", name, exc.message)
+                return
+
+
+class AsyncResilientVertexAIHook:
+    """The async face of :class:`ResilientVertexAIHook`, for triggers (same arguments)."""
+
+    def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, *, emulator: str | None = None,
+                 api_retry_seconds: float = 600.0) -> None:
+        self.sync = ResilientVertexAIHook(gcp_conn_id, impersonation_chain, emulator=emulator,
+                                          api_retry_seconds=api_retry_seconds)
+        self._clients: dict[str, Any] = {}
+
+    def client(self, region: str) -> Any:
+        if region not in self._clients:
+            self._clients[region] = vertex_job_async_client(region, credentials=self.sync.credentials,
+                                                            emulator=self.sync.emulator)
+        return self._clients[region]
+
+    def _retrying(self) -> Any:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+        return AsyncRetrying(retry=retry_if_exception(is_transient), wait=wait_exponential_jitter(initial=1, max=60),
+                             stop=stop_after_delay(self.sync.api_retry_seconds), reraise=True)
+
+    async def get_custom_job(self, name: str) -> Any:
+        async for attempt in self._retrying():
+            with attempt:
+                return await self.client(region_of(name)).get_custom_job(name=name, retry=None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def cancel_custom_job(self, name: str) -> None:
+        from google.api_core import exceptions as gexc
+
+        async for attempt in self._retrying():
+            with attempt:
+                with contextlib.suppress(gexc.FailedPrecondition, gexc.NotFound):  # already over
+                    await self.client(region_of(name)).cancel_custom_job(name=name, retry=None)
+                return

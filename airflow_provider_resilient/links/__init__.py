@@ -1,0 +1,1 @@
+"""Airflow links of the provider (one module per service)."""

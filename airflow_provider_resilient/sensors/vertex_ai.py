@@ -1,0 +1,83 @@
+"""``CustomJobStateSensor``: wait until a Vertex AI CustomJob reaches a terminal state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+DEFAULT_TARGET_STATES = ("JOB_STATE_SUCCEEDED",)
+
+
+class CustomJobStateSensor(BaseSensorOperator):
+    """Wait for ``job_name`` to reach one of ``target_states``; fail if it ends in another terminal state.
+
+    Args:
+        job_name: ``projects/P/locations/R/customJobs/ID`` (templated; e.g. from the operator's XCom).
+        target_states: JobState names that count as done (default: ``JOB_STATE_SUCCEEDED``).
+        deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+        poll_interval: seconds between reads in deferrable mode (``poke_interval`` otherwise).
+        gcp_conn_id, impersonation_chain: credentials, as for the operator.
+
+    Returns the job's final summary (name, state, error) as XCom.
+
+    Raises:
+        AirflowFailException: the job ended in a terminal state not in ``target_states`` (no retry helps).
+    """
+
+    template_fields: Sequence[str] = ("job_name", "impersonation_chain")
+
+    def __init__(self, *, job_name: str, target_states: Sequence[str] = DEFAULT_TARGET_STATES,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 30.0, gcp_conn_id: str = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.target_states = tuple(s if s.startswith("JOB_STATE_") else f"JOB_STATE_{s}" for s in target_states)
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+
+    def _hook(self) -> Any:
+        from ..hooks.vertex_ai import ResilientVertexAIHook
+
+        return ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain)
+
+    def _judge(self, summary: dict[str, Any]) -> bool:
+        from ..triggers.vertex_ai import TERMINAL_STATES
+
+        if summary["state"] in self.target_states:
+            self._summary = summary
+            return True
+        if summary["state"] in TERMINAL_STATES:
+            raise AirflowFailException(f"{summary['name']} ended {summary['state']}, not one of "
+                                       f"{list(self.target_states)}: {summary.get('error_message') or ''}")
+        return False
+
+    def poke(self, context: Any) -> bool:
+        from ..triggers.vertex_ai import job_summary
+
+        return self._judge(job_summary(self._hook().get_custom_job(self.job_name)))
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            super().execute(context)
+            return self._summary
+        if self.poke(context):
+            return self._summary
+        from ..triggers.vertex_ai import CustomJobTrigger
+
+        chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
+            self.impersonation_chain
+        self.defer(trigger=CustomJobTrigger(self.job_name, self.poll_interval, self.gcp_conn_id, chain,
+                                            self._hook().emulator, cancel_on_kill=False),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        if not isinstance(event, dict) or event.get("status") != "terminal":
+            raise AirflowException(f"the trigger could not watch {self.job_name}: {event}")
+        self._judge(event["job"])
+        return self._summary

@@ -1,0 +1,1 @@
+"""Pure specifications of what the operators submit (validation, labels, environment)."""

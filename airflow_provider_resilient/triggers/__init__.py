@@ -1,0 +1,1 @@
+"""Airflow triggers of the provider (one module per service)."""

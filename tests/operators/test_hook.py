@@ -1,0 +1,66 @@
+"""The hook retries transient API errors and never turns a lost create reply into a duplicate job."""
+
+from __future__ import annotations
+
+import pytest
+from google.api_core import exceptions
+
+from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook, is_transient, region_of
+from airflow_provider_resilient.specs.vertex import job_labels, labels_filter
+
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+JOB = {"display_name": "hooked", "job_spec": {"worker_pool_specs": [{
+    "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+    "container_spec": {"image_uri": "x", "command": ["python", "-c", "print(1)"]}}]}}
+
+
+def test_transient_errors_on_reads_are_retried_with_backoff(resilient_emulator):
+    waits: list[float] = []
+    hook = ResilientVertexAIHook(sleep=waits.append)
+    job = hook.create_custom_job("test-project", "us-central1", JOB)
+    resilient_emulator.add_fault({"kind": "unavailable", "times": 3})
+    assert hook.get_custom_job(job.name).name == job.name
+    assert len(waits) == 3 and waits[0] <= waits[2]
+    assert [c.code for c in resilient_emulator.calls.list("GetCustomJob")] == ["UNAVAILABLE"] * 3 + ["OK"]
+
+
+def test_retrying_stops_after_api_retry_seconds(resilient_emulator):
+    hook = ResilientVertexAIHook(sleep=lambda s: None, api_retry_seconds=0)
+    job = hook.create_custom_job("test-project", "us-central1", JOB)
+    resilient_emulator.add_fault({"kind": "unavailable", "times": None})
+    with pytest.raises(exceptions.ServiceUnavailable):
+        hook.get_custom_job(job.name)
+
+
+def test_a_create_whose_reply_was_lost_returns_the_job_instead_of_a_duplicate(resilient_emulator, mocker):
+    hook = ResilientVertexAIHook(sleep=lambda s: None)
+    client = hook.client("us-central1")
+    real_create = client.create_custom_job
+
+    def create_then_lose_reply(**kwargs):
+        real_create(**kwargs)
+        raise exceptions.ServiceUnavailable("connection reset")
+
+    mocker.patch.object(client, "create_custom_job", side_effect=create_then_lose_reply)
+    labels = job_labels("dag", "task", "run", -1, 1)
+    job = hook.create_custom_job("test-project", "us-central1", {**JOB, "labels": labels},
+                                 find_filter=labels_filter(labels))
+    assert job.labels["resilient-attempt"] == "1"
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+
+
+def test_quota_on_create_is_raised_for_the_policy_not_retried(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "quota"})
+    with pytest.raises(exceptions.ResourceExhausted):
+        ResilientVertexAIHook(sleep=lambda s: None).create_custom_job("test-project", "us-central1", JOB)
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+
+
+def test_classification_of_api_errors_and_names():
+    assert is_transient(exceptions.ServiceUnavailable("x"))
+    assert is_transient(exceptions.ResourceExhausted("x")) and not is_transient(exceptions.ResourceExhausted("x"),
+                                                                                 creating=True)
+    assert not is_transient(exceptions.InvalidArgument("x"))
+    assert region_of("projects/p/locations/asia-east1/customJobs/1") == "asia-east1"
+    with pytest.raises(ValueError, match="CustomJob name"):
+        region_of("projects/p/customJobs/1")

@@ -1,0 +1,160 @@
+"""The operator's shell without a scheduler: a dict-backed task state store, the real clients, the emulator.
+
+Covers the task-retry path (the state comes back from the store), both deferral resumptions, and the
+checks made before anything is submitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
+from airflow_provider_resilient.policy import Backoff, RetryPolicy
+
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+
+
+class Store:
+    """Shaped like Airflow's TaskStateStoreAccessor (JSON values, no None)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any, **_: Any) -> None:
+        assert value is not None
+        self.data[key] = value
+
+
+class TI:
+    map_index = -1
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+class Killed(BaseException):
+    """The worker process dying (not an Exception: nothing in the operator may catch it)."""
+
+
+def context(store: Store | None = None) -> dict[str, Any]:
+    return {"task_state_store": store or Store(), "ti": TI(), "run_id": "manual__2026-01-01T00:00:00+00:00"}
+
+
+def operator(code: str = "print('ok')", **kwargs: Any) -> ResilientCustomJobOperator:
+    defaults: dict[str, Any] = dict(
+        task_id="train", project_id="test-project", region="us-central1", display_name="unit",
+        worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+                            "container_spec": {"image_uri": "python:3.11", "command": ["python", "-c", code]}}],
+        base_output_dir="gs://unit-bucket/run", deferrable=False, poll_interval=0.05,
+        resilience_policy=RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1)))
+    defaults.update(kwargs)
+    return ResilientCustomJobOperator(**defaults)
+
+
+def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
+    ctx = context()
+    first = operator("import time; time.sleep(2)")
+    polls = []
+
+    def dying_sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise Killed
+
+    first._sleep = dying_sleep
+    with pytest.raises(Killed):
+        first.execute(ctx)
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"
+
+    second = operator("import time; time.sleep(2)")
+    result = second.execute(ctx)
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+    assert resilient_emulator.calls.count("ListCustomJobs") == 1  # only before the one create
+    assert result["state"] == "JOB_STATE_SUCCEEDED" and len(result["attempts"]) == 1
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
+
+
+def test_a_cleared_successful_task_reruns_nothing_unless_asked(resilient_emulator):
+    ctx = context()
+    operator().execute(ctx)
+    again = operator().execute(ctx)
+    assert again["job_name"] and len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+    operator(rerun_after_success=True).execute(ctx)
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 2
+
+
+def test_a_cleared_failed_task_resumes_with_fresh_budgets(resilient_emulator):
+    ctx = context()
+    with pytest.raises(AirflowFailException, match="permanent-user-error"):
+        operator("raise SystemExit(1)").execute(ctx)
+    result = operator().execute(ctx)  # the user fixed the code and cleared the task
+    assert [a["number"] for a in result["attempts"]] == [1, 2]
+    assert ctx["task_state_store"].data[STATE_KEY]["segment_start"] == 1
+
+
+@pytest.mark.parametrize("with_event", [True, False], ids=["trigger-event", "no-event"])
+def test_deferrable_resumes_from_the_trigger_event_or_by_reading_the_job(resilient_emulator, with_event):
+    from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger, job_summary
+
+    ctx = context()
+    op = operator(deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(ctx)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, CustomJobTrigger) and deferred.value.method_name == "execute_complete"
+    classpath, kwargs = trigger.serialize()
+    assert CustomJobTrigger(**kwargs).serialize() == (classpath, kwargs)
+    job_name = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+    resilient_emulator.wait_for_state(job_name, ["JOB_STATE_SUCCEEDED"], 30)
+    event = {"status": "terminal", "job": job_summary(ResilientVertexAIHook().get_custom_job(job_name))}
+    result = operator(deferrable=True).execute_complete(ctx, event=event if with_event else None)
+    assert result["job_name"] == job_name
+    assert ctx["ti"].xcom["_link_VertexAICustomJobLink"].endswith(f"{job_name.rsplit('/', 1)[1]}/cpu?project="
+                                                                  "test-project")
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"region": "US Central"}, "region"),
+    ({"project_id": "P"}, "project_id"),
+    ({"worker_pool_specs": []}, "worker_pool_specs"),
+    ({"worker_pool_specs": [{"replica_count": 2, "machine_spec": {"machine_type": "n1"},
+                             "container_spec": {"image_uri": "x"}}]}, "worker_pool_specs[0].replica_count"),
+    ({"worker_pool_specs": [{"replica_count": 1, "container_spec": {"image_uri": "x"}}]},
+     "worker_pool_specs[0].machine_spec.machine_type"),
+    ({"worker_pool_specs": [{"replica_count": 1, "machine_spec": {"machine_type": "n1"},
+                             "container_spec": {"command": ["python"]}}]},
+     "worker_pool_specs[0].container_spec.image_uri"),
+    ({"labels": {"Team": "ml"}}, "labels['Team']"),
+    ({"labels": {"team": "x" * 64}}, "labels['team']"),
+    ({"labels": {"resilient-attempt": "1"}}, "labels['resilient-attempt']"),
+    ({"strategy": "CHEAP"}, "scheduling.strategy"),
+    ({"max_wait_duration": 60}, "scheduling.max_wait_duration"),
+    ({"base_output_dir": "/tmp/out"}, "base_output_dir"),
+    ({"base_output_dir": None}, "checkpoint_dir"),
+    ({"fallbacks": [{"region": "Europe"}]}, "fallbacks[0].region"),
+])
+def test_bad_arguments_fail_before_anything_is_submitted(resilient_emulator, kwargs, field):
+    with pytest.raises(AirflowFailException) as info:
+        operator(**kwargs).execute(context())
+    assert f"{field}:" in str(info.value)
+    assert resilient_emulator.calls.list() == []
+
+
+def test_the_operator_module_imports_no_google_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, airflow_provider_resilient.operators.vertex_ai, airflow_provider_resilient.sensors.vertex_ai;"
+            "bad = [m for m in sys.modules if m.startswith(('google.cloud.', 'google.api_core', 'grpc'))];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
