@@ -42,6 +42,10 @@ class StorageEmulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, default_bucket: str | None = None) -> None:
         from gcp_storage_emulator.server import create_server
 
+        # gcsfs reads this once, at import: with it on, every call against an emulator first waits ~60 s
+        # for a bucket-type probe. This process talks to the emulator, so it is set here, process-wide.
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
         self._server = create_server(host, port, in_memory=True, default_bucket=default_bucket)
         self._host = host
         self._lock = threading.Lock()

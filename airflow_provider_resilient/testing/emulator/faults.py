@@ -82,7 +82,7 @@ class Fault(BaseModel):
     after_seconds: float | None = Field(None, ge=0, description="real seconds after the processes started")
     at_step: int | None = Field(None, ge=0)
     step_source: Literal["checkpoint", "log"] = "checkpoint"
-    log_pattern: str = r"\bstep[ =:]+(\d+)"
+    log_pattern: str = r"(?m)^\s*step[ =:]+(\d+)"
     times: int | None = Field(1, ge=1, description="how many times it fires; null: always")
     probability: float = Field(1.0, ge=0, le=1)
     quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"

@@ -67,6 +67,7 @@ class Emulator:
         self._with_storage = storage
         self._control_port = control_port
         self.storage: Any = None
+        self._storage_fs: Any = None
         self._grpc: Any = None
         self._http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
@@ -74,7 +75,7 @@ class Emulator:
         from .vertex.backend import VertexBackend
 
         self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
-                                    self.ensure_bucket)
+                                    self.ensure_bucket, self.storage_filesystem)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Emulator:
@@ -119,6 +120,7 @@ class Emulator:
         if self.storage is not None:
             self.storage.stop()
             self.storage = None
+            self._storage_fs = None
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()
@@ -162,6 +164,14 @@ class Emulator:
         env.update(self.env())
         env["PYTHONUNBUFFERED"] = "1"
         return env
+
+    def storage_filesystem(self) -> Any:
+        """A gcsfs filesystem on the emulated Cloud Storage (one per emulator), for the emulator's own reads."""
+        if self.storage is None:
+            raise RuntimeError("this emulator runs without Cloud Storage (storage=False)")
+        if self._storage_fs is None:
+            self._storage_fs = self.storage.filesystem()
+        return self._storage_fs
 
     def ensure_bucket(self, bucket: str) -> None:
         """Create a Cloud Storage bucket unless it exists (buckets are made on demand)."""

@@ -44,17 +44,20 @@ class VertexBackend:
         work_dir: replica log files go to ``work_dir/vertex/<job id>/<replica>.log``.
         workload_env: the environment every replica starts from (PATH, STORAGE_EMULATOR_HOST ...).
         ensure_bucket: creates a Cloud Storage bucket if missing; called for ``base_output_directory``.
+        storage_fs: returns the fsspec filesystem of the emulated Cloud Storage (to watch checkpoints).
     """
 
     def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
                  workload_env: Callable[[], dict[str, str]],
-                 ensure_bucket: Callable[[str], None] = lambda bucket: None) -> None:
+                 ensure_bucket: Callable[[str], None] = lambda bucket: None,
+                 storage_fs: Callable[[], Any] | None = None) -> None:
         self.config = config
         self.faults = faults
         self.operations = operations
         self.work_dir = work_dir
         self.workload_env = workload_env
         self.ensure_bucket = ensure_bucket
+        self.storage_fs = storage_fs
         self.lock = threading.RLock()
         self.runs: dict[str, JobRun] = {}  # CustomJob name -> run
         self.tuning: dict[str, TuningRun] = {}  # HyperparameterTuningJob name -> run
@@ -92,7 +95,7 @@ class VertexBackend:
                               extra_args=extra_args, trial_id=trial_id)
         checkpoint = dict(plans[0].env).get("AIP_CHECKPOINT_DIR")
         return JobRun(job=job, plans=plans, log_dir=log_dir or self.log_dir(job.name), config=self.config,
-                      faults=self.faults, region=region, checkpoint_prefix=checkpoint)
+                      faults=self.faults, region=region, checkpoint_prefix=checkpoint, storage_fs=self.storage_fs)
 
     # ------------------------------------------------------------------ CustomJob verbs
     def create_custom_job(self, parent: str, custom_job: Any) -> Any:

@@ -68,6 +68,7 @@ class JobRun:
     faults: FaultBook
     region: str
     checkpoint_prefix: str | None = None
+    storage_fs: Any = None  # () -> the emulated Cloud Storage's fsspec filesystem
     phase: str = "queued"
     next_at: float = 0.0
     platform_attempt: int = 1
@@ -256,7 +257,8 @@ class JobRun:
             from ....checkpoints import find_latest_checkpoint
 
             try:
-                found = find_latest_checkpoint(self.checkpoint_prefix)
+                fs = self.storage_fs() if self.storage_fs and self.checkpoint_prefix.startswith("gs://") else None
+                found = find_latest_checkpoint(self.checkpoint_prefix, fs=fs)
             except Exception:  # the bucket or prefix may not exist yet: no checkpoint
                 found = None
             self.checkpoint_step = found.step if found else None
