@@ -1,90 +1,102 @@
-"""The README's first command runs this.
+"""The offline demo (the README's first command): train a real model through injected faults.
 
-The full offline demo -- a real model trained through injected crashes, a stockout and an internal
-error on the emulated Vertex AI -- arrives with the Vertex AI operator. Until then this is a smoke check
-of the parts that exist, and it says so: the failure policy on a seed scenario, checkpoint discovery on
-an emulated gs:// bucket, and the provider's registration with Airflow.
+1. Sets up an Airflow home with SQLite (``.demo/airflow_home``; ``airflow db migrate`` on first use).
+2. Starts the emulator in this process with ``dags/faults/vertex_demo.yaml``: attempt 1 crashes with exit
+   139 past the platform's three retries, attempt 2 stocks out, attempt 3 hits internal errors.
+3. Runs ``airflow dags test example_vertex_ai_resilient_training`` against it (full log:
+   ``.demo/dags_test.log``) and prints the attempt history, the step each attempt resumed from, the
+   platform's story of each job, and the model's held-out accuracy.
+
+Exits 0 when the training finished and its accuracy was reported.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
-from importlib.metadata import entry_points
+import time
+from pathlib import Path
 
-from airflow_provider_resilient.checkpoints import find_latest_checkpoint
-from airflow_provider_resilient.policy import (
-    Attempt,
-    Fallback,
-    RetryPolicy,
-    classify_create_error,
-    classify_vertex_job,
-    decide,
-    format_history,
-    record_incident,
-)
-from airflow_provider_resilient.testing.storage import StorageEmulator, patched_environ
-
-SCENARIO = [
-    ("FAILED", 3, "The replica workerpool0-0 exited with a non-zero status of 139. Termination reason: Error."),
-    ("CREATE", 8, "Resources are insufficient in region: us-central1. Try a different region or use a different "
-                  "accelerator."),
-    ("FAILED", 13, "Internal error occurred for the current attempt."),
-    ("FAILED", 3, "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error."),
-]
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_DIR = Path(os.environ.get("RESILIENT_DEMO_DIR", ROOT / ".demo"))
+DAG_ID = "example_vertex_ai_resilient_training"
 
 
-def policy_demo() -> None:
-    print("1. Failure policy on a seed 003 scenario (fallback: europe-west4)")
-    policy = RetryPolicy(fallbacks=(Fallback(region="europe-west4"),))
-    now = 1_800_000_000.0
-    history = (Attempt(1, "customJobs/1001", started_at=now),)
-    for kind, code, message in SCENARIO:
-        now += 600
-        failure = (classify_create_error(code, message) if kind == "CREATE"
-                   else classify_vertex_job("JOB_STATE_FAILED", code, message))
-        assert failure is not None
-        decision = decide(history, failure, now, policy=policy, seed="demo")
-        history = record_incident(history, failure, decision, now)
-        print(f"   {failure.failure_class.value:<22} -> {decision.reason}")
-        if decision.action.starts_new_attempt:
-            n = history[-1].number + 1
-            history = (*history, Attempt(n, f"customJobs/{1000 + n}", fallback_index=decision.fallback_index,
-                                         started_at=now + decision.delay_seconds))
-    print("   attempt history (no workload runs in this smoke check, so no checkpoint is resumed):")
-    for line in format_history(history):
-        print("     " + line)
+def airflow_env() -> dict[str, str]:
+    home = DEMO_DIR / "airflow_home"
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "GRPC_VERBOSITY": "ERROR",
+    }
 
 
-def checkpoint_demo() -> None:
-    print("2. Latest complete checkpoint on an emulated gs:// bucket (step_300 is torn: no COMMITTED marker)")
-    with StorageEmulator() as gcs, patched_environ(gcs.env()):
-        gcs.put_objects("demo-bucket", {
-            "run/checkpoints/step_100/model.pkl": b"w100", "run/checkpoints/step_100/COMMITTED": b"",
-            "run/checkpoints/step_200/model.pkl": b"w200", "run/checkpoints/step_200/COMMITTED": b"",
-            "run/checkpoints/step_300/model.pkl": b"w3",
-        })
-        found = find_latest_checkpoint("gs://demo-bucket/run/checkpoints", marker="COMMITTED")
-        assert found is not None and found.step == 200, found
-        print(f"   found step {found.step} at {found.uri} ({found.format.value}); "
-              f"listings made: {len(gcs.list_calls)}")
-
-
-def registration_demo() -> None:
-    print("3. Provider registration")
-    eps = [ep for ep in entry_points(group="apache_airflow_provider")
-           if ep.value.startswith("airflow_provider_resilient")]
-    assert eps, "the apache_airflow_provider entry point is missing: reinstall with `make demo`"
-    info = eps[0].load()()
-    print(f"   {info['package-name']} {info['versions'][0]} is registered with Airflow")
+def airflow(*args: str, env: dict[str, str], log: Path | None = None) -> int:
+    command = [str(Path(sys.executable).parent / "airflow"), *args]
+    if log is None:
+        return subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                              check=False).returncode
+    with log.open("w") as out:
+        return subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
 
 
 def main() -> int:
-    print("Smoke check: the offline training demo is not built yet (it comes with the Vertex AI operator).\n")
-    policy_demo()
-    checkpoint_demo()
-    registration_demo()
-    print("\nsmoke check passed")
+    from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig, FaultPlan
+
+    started = time.monotonic()
+    env = airflow_env()
+    if not (Path(env["AIRFLOW_HOME"]) / "airflow.db").exists():
+        print("Setting up Airflow (SQLite) in .demo/airflow_home ...", flush=True)
+        if airflow("db", "migrate", env=env) != 0:
+            print("airflow db migrate failed", file=sys.stderr)
+            return 1
+    plan = FaultPlan.load(ROOT / "dags" / "faults" / "vertex_demo.yaml")
+    print("Faults injected (dags/faults/vertex_demo.yaml):")
+    for fault in plan.faults:
+        print(f"  job {fault.match.nth}: {fault.kind}" + (f" exit {fault.exit_code}" if fault.exit_code else "")
+              + (f" at step {fault.at_step}" if fault.at_step is not None else "") + f", {fault.times} time(s)")
+    log = DEMO_DIR / "dags_test.log"
+    with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=0.01, seed=plan.seed)) as emulator:
+        print(f"Emulator up at {emulator.address}; running `airflow dags test {DAG_ID}` ...", flush=True)
+        code = airflow("dags", "test", DAG_ID, env={**env, **emulator.env()}, log=log)
+        jobs = [c.resource for c in emulator.calls.list("CreateCustomJob") if c.code == "OK"]
+        names = sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1]))
+        print("\nWhat the emulated platform did with each job:")
+        for name in names:
+            events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "PENDING", "RUNNING")]
+            print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}: " + "; ".join(events))
+    text = log.read_text(errors="replace")
+    report = _report(text)
+    print()
+    print("\n".join(report) if report else "(no report: see .demo/dags_test.log)")
+    print(f"\n{len(jobs)} CustomJob(s) created; demo took {time.monotonic() - started:.0f} s; full log: {log}")
+    if code != 0 or not any("FINAL HELD-OUT ACCURACY" in line for line in report):
+        print(f"airflow dags test exited {code}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _report(text: str) -> list[str]:
+    """The report task's printed table and accuracy, without the log prefixes."""
+    lines = []
+    capture = False
+    for raw in text.splitlines():
+        line = re.sub(r"^.*?\[info\s*\]\s*", "", raw) if "[info" in raw else raw
+        line = re.sub(r"\s+\[[\w.]+\]\s+loc=\S+$", "", line)
+        line = re.sub(r"\s+chan=stdout.*$", "", line)
+        if "=== ATTEMPT HISTORY ===" in line:
+            capture = True
+        if capture and (line.startswith(("===", "attempt")) or line[:1].isdigit()):
+            lines.append(line.rstrip())
+        if "=== FINAL HELD-OUT ACCURACY" in line:
+            break
+    return lines
 
 
 if __name__ == "__main__":

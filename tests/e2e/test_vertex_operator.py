@@ -1,0 +1,89 @@
+"""ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+HERE = Path(__file__).parent
+SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"
+
+
+def creates(emulator) -> list[tuple[str, str]]:
+    return [(c.resource.rsplit("/", 1)[1], c.code) for c in emulator.calls.list("CreateCustomJob")]
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_permanent_error_fails_at_once_without_resubmitting(run_dag, emulator, deferrable):
+    result = run_dag({"code": "raise SystemExit(1)", "deferrable": deferrable})
+    assert result.returncode != 0
+    assert len(emulator.calls.list("CreateCustomJob")) == 1
+    assert "not retried (rule permanent-user-error)" in result.log
+    assert "exited with a non-zero status of 1" in result.log
+
+
+def test_transient_unavailable_while_polling_does_not_fail_the_task(run_dag, emulator):
+    emulator.add_fault({"kind": "unavailable", "match": {"nth": 2}, "times": 3})
+    result = run_dag({"code": SLEEP_THEN_OK, "deferrable": True})
+    assert result.returncode == 0, result.log[-3000:]
+    codes = [c.code for c in emulator.calls.list("GetCustomJob")]
+    assert codes.count("UNAVAILABLE") == 3 and codes[-1] == "OK"
+    assert len(emulator.calls.list("CreateCustomJob")) == 1
+
+
+def test_a_stockout_fails_over_to_the_next_fallback_region(run_dag, emulator):
+    emulator.add_fault({"kind": "stockout", "times": 4, "match": {"nth": 1}})
+    result = run_dag({"code": "print('ok')", "fallbacks": [{"region": "europe-west4"}], "deferrable": False})
+    assert result.returncode == 0, result.log[-3000:]
+    regions = [c.resource.split("/")[3] for c in emulator.calls.list("CreateCustomJob")]
+    assert regions == ["us-central1", "europe-west4"]
+    assert "failing over to fallback 1/1 (region=europe-west4)" in result.log
+
+
+def test_a_quota_refusal_on_create_waits_and_retries(run_dag, emulator):
+    emulator.add_fault({"kind": "quota", "times": 2})
+    result = run_dag({"code": "print('ok')", "deferrable": False})
+    assert result.returncode == 0, result.log[-3000:]
+    assert [c.code for c in emulator.calls.list("CreateCustomJob")] == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
+    assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in result.log
+
+
+def test_reattach_after_the_task_process_is_killed(airflow_env, emulator):
+    """Kill the worker with SIGKILL while its job runs; running the same DagRun again watches the same job:
+    one CreateCustomJob for the attempt, and the run completes.
+
+    ``dag.test()`` deletes and re-creates a DagRun it runs again, so the task state store of the first run
+    is gone (its rows belong to the deleted run): the job is found by its labels. The task state store
+    path of a real task retry is covered in tests/operators/test_reattach.py.
+    """
+    env = {**airflow_env, **emulator.env(),
+           "RESILIENT_E2E": json.dumps({"code": "import time; time.sleep(6); print('done')", "deferrable": False,
+                                        "poll_interval": 0.3})}
+    command = [sys.executable, str(HERE / "dag_test_fixed_run.py"), str(HERE / "dags" / "e2e_vertex.py"),
+               "e2e_vertex", "2026-02-02"]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not emulator.processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert emulator.processes(), "the job never started"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (job,) = emulator.vertex.runs
+    assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"  # the job outlived its watcher
+
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    log = second.stdout + second.stderr
+    assert second.returncode == 0, log[-3000:]
+    assert len(emulator.calls.list("CreateCustomJob")) == 1
+    assert "Attempt 1 already exists as" in log and "watching it instead of creating another" in log
+    assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_SUCCEEDED"
