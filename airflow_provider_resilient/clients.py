@@ -75,3 +75,29 @@ def vertex_job_async_client(region: str, *, credentials: Any = None, emulator: s
         channel = grpc.aio.insecure_channel(host)
         return JobServiceAsyncClient(transport=JobServiceGrpcAsyncIOTransport(channel=channel))
     return JobServiceAsyncClient(credentials=credentials, client_options=_options(region))
+
+
+def tpu_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.tpu_v2.TpuClient`` (or one on the emulator)."""
+    from google.cloud.tpu_v2 import TpuClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.tpu_v2.services.tpu.transports.grpc import TpuGrpcTransport
+
+        return TpuClient(transport=TpuGrpcTransport(channel=grpc.insecure_channel(host)))
+    return TpuClient(credentials=credentials)
+
+
+def tpu_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.tpu_v2.TpuAsyncClient`` (or one on the emulator); create it inside its event loop."""
+    from google.cloud.tpu_v2 import TpuAsyncClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio import TpuGrpcAsyncIOTransport
+
+        return TpuAsyncClient(transport=TpuGrpcAsyncIOTransport(channel=grpc.aio.insecure_channel(host)))
+    return TpuAsyncClient(credentials=credentials)

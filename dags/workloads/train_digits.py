@@ -7,9 +7,11 @@ Checkpoints: ``<checkpoint_dir>/step_<N>/model.pkl`` (the whole pickled estimato
 included), then ``state.json`` ({"step": N, "loss": ...}), then the empty ``COMMITTED`` marker, written
 last: a crash in between leaves a torn save without the marker, which resuming never picks.
 
-Resuming: from ``RESILIENT_RESUME_FROM`` (a step directory URI, with ``RESILIENT_RESUME_STEP`` or the step
-parsed from its name) when the provider set it; otherwise from the newest ``step_N`` with ``COMMITTED``
-directly under the checkpoint directory (Vertex AI's own restarts set no variable of ours). Each epoch
+Resuming: from the newer of ``RESILIENT_RESUME_FROM`` (a step directory URI, with ``RESILIENT_RESUME_STEP``
+or the step parsed from its name: the newest complete checkpoint when the provider submitted this attempt)
+and the newest ``step_N`` with ``COMMITTED`` directly under the checkpoint directory -- the platform's own
+restarts within an attempt (Vertex AI retrying exit 139, a TPU VM back from maintenance) reuse the
+attempt's variables, while this run may have checkpointed further since. Each epoch
 shuffles with ``RandomState(seed * 1000 + epoch)``, so a resumed run ends bit-for-bit like an
 uninterrupted one.
 
@@ -105,6 +107,18 @@ def latest_committed(fs: Any, root: str) -> tuple[int, str] | None:
 def resume_point(root_fs: Any, root: str) -> tuple[int, Any, str] | None:
     """(step, filesystem, directory) of the checkpoint to resume from, or None for a fresh start."""
     explicit = os.environ.get("RESILIENT_RESUME_FROM", "").strip()
+    found = latest_committed(root_fs, root)
+    if explicit and not (found and found[0] > _explicit_step(explicit)):
+        return _explicit_point(explicit)
+    return (found[0], root_fs, found[1]) if found else None
+
+
+def _explicit_step(explicit: str) -> int:
+    return _explicit_point(explicit)[0]
+
+
+def _explicit_point(explicit: str) -> tuple[int, Any, str]:
+    """The checkpoint named by RESILIENT_RESUME_FROM / RESILIENT_RESUME_STEP."""
     if explicit:
         fs, path = filesystem(explicit)
         step_text = os.environ.get("RESILIENT_RESUME_STEP", "").strip()
@@ -117,8 +131,7 @@ def resume_point(root_fs: Any, root: str) -> tuple[int, Any, str] | None:
             raise SystemExit(f"cannot tell the step of RESILIENT_RESUME_FROM={explicit!r}: "
                              "set RESILIENT_RESUME_STEP")
         return step, fs, path
-    found = latest_committed(root_fs, root)
-    return (found[0], root_fs, found[1]) if found else None
+    raise ValueError("no RESILIENT_RESUME_FROM")
 
 
 def load_data() -> tuple[Any, Any, Any, Any]:

@@ -101,15 +101,24 @@ def test_automatic_resume_from_latest_checkpoint_is_bit_for_bit(reference: tuple
                         (reference[0] / "step_12" / "model.pkl").read_bytes())
 
 
-def test_resume_from_env_uses_the_given_older_checkpoint(reference: tuple[Path, Run], tmp_path: Path):
+def test_resume_from_env_when_the_checkpoint_dir_has_nothing_newer(reference: tuple[Path, Run], tmp_path: Path):
     ckpt = tmp_path / "ckpt"
-    shutil.copytree(reference[0] / "step_6", ckpt / "step_6")  # newer, but the provider points at step 3
     run = train("--epochs", "12", "--checkpoint-dir", str(ckpt),
                 env={"RESILIENT_RESUME_FROM": str(reference[0] / "step_3"), "RESILIENT_RESUME_STEP": "3",
                      "RESILIENT_ATTEMPT": "2", "RESILIENT_FAILURE_CLASS": "transient-crash"})
     assert "resuming from step 3" in run.stdout
     assert "RESILIENT_ATTEMPT=2" in run.stdout and "RESILIENT_FAILURE_CLASS=transient-crash" in run.stdout
     assert re.search(r"^step 4 loss", run.stdout, re.MULTILINE)
+    assert run.accuracy == reference[1].accuracy
+
+
+def test_a_newer_checkpoint_than_the_env_one_wins(reference: tuple[Path, Run], tmp_path: Path):
+    """A platform restart within an attempt keeps the attempt's RESILIENT_RESUME_FROM; progress since counts."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(reference[0] / "step_6", ckpt / "step_6")
+    run = train("--epochs", "12", "--checkpoint-dir", str(ckpt),
+                env={"RESILIENT_RESUME_FROM": str(reference[0] / "step_3"), "RESILIENT_RESUME_STEP": "3"})
+    assert "resuming from step 6" in run.stdout
     assert run.accuracy == reference[1].accuracy
 
 

@@ -21,6 +21,10 @@ class Latencies(BaseModel):
     restart_seconds: float = Field(10.0, ge=0, description="a platform retry or in-place worker restart")
     cancel_seconds: float = Field(5.0, ge=0, description="CANCELLING before CANCELLED")
     success_seconds: float = Field(5.0, ge=0, description="primary replica exited 0 until SUCCEEDED")
+    tpu_create_seconds: float = Field(90.0, ge=0, description="TPU CreateNode: CREATING until READY")
+    tpu_repair_seconds: float = Field(300.0, ge=0, description="a maintenance event with recovery: REPAIRING")
+    tpu_delete_seconds: float = Field(30.0, ge=0, description="DeleteNode / StopNode")
+    tpu_queue_seconds: float = Field(30.0, ge=0, description="queued resource ACCEPTED until PROVISIONING")
 
 
 class RpcCodes(BaseModel):

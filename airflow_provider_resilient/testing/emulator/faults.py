@@ -47,11 +47,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_error", "hang", "quota", "unavailable"]
+FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_error", "hang", "quota", "unavailable",
+                    "maintenance", "preemption", "unhealthy", "never_provision"]
 CREATE_KINDS = frozenset({"quota"})
 GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
 RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang"})
+#: Faults of a running Cloud TPU node (seed 002). ``crash`` and ``hang`` strike the workload process
+#: of worker ``worker`` (the newest process of its startup script).
+TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy"})
+QUEUED_RESOURCE_KINDS = frozenset({"never_provision"})
 
 
 class Match(BaseModel):
@@ -87,6 +92,12 @@ class Fault(BaseModel):
     probability: float = Field(1.0, ge=0, le=1)
     quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"
     region: str | None = Field(None, description="stockout: the region named (default: the job's)")
+    worker: int = Field(0, ge=0, description="TPU: the worker VM struck by crash / hang")
+    recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
+    terminate_reason: str = "Maintenance event without automatic recovery"
+    grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
+    health: Literal["TIMEOUT", "UNHEALTHY_TENSORFLOW"] = "TIMEOUT"
+    symptoms: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> Fault:
@@ -94,7 +105,8 @@ class Fault(BaseModel):
             raise ValueError("a crash fault needs exit_code (e.g. 139 for SIGSEGV)")
         if self.kind == "crash" and self.exit_code == 0:
             raise ValueError("a crash fault's exit_code must not be 0")
-        if self.kind not in RUNNING_KINDS and (self.after_seconds is not None or self.at_step is not None):
+        if self.kind not in RUNNING_KINDS | TPU_RUNNING_KINDS and (self.after_seconds is not None
+                                                                   or self.at_step is not None):
             raise ValueError(f"after_seconds / at_step apply to running faults, not to {self.kind}")
         return self
 

@@ -67,7 +67,7 @@ _WORD_STOP = frozenset("()\"'=!<>~:")
 _TERM_START = frozenset({"LPAREN", "WORD", "STRING", "NOT", "MINUS"})
 _MAX_DEPTH = 100
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?)?([Zz]|[+-]\d{2}:\d{2})?")
+_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?)?([Zz]|[+-]\d{2}:?\d{2})?")
 _RELATIVE = re.compile(r"now(?:([+-])(\d{1,9})([smhdw]))?")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -387,6 +387,8 @@ def _timestamp(value: Any) -> datetime | None:
     date, time, fraction, offset = match.groups()
     iso = f"{date}T{time or '00:00:00'}" + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
     try:
+        if offset and offset not in ("Z", "z") and ":" not in offset:  # strftime's %z: +0000
+            offset = f"{offset[:3]}:{offset[3:]}"
         return _aware(datetime.fromisoformat(iso + ("" if offset in (None, "Z", "z") else offset)))
     except ValueError:
         return None

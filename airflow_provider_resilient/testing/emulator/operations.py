@@ -38,6 +38,38 @@ class OperationStore:
             self._ops[name] = op
             return op
 
+    def start(self, name: str, metadata: Any) -> Any:
+        """A pending operation ``name`` with ``metadata`` (a protobuf message, packed into Any)."""
+        from google.longrunning import operations_pb2
+        from google.protobuf import any_pb2
+
+        packed = any_pb2.Any()
+        packed.Pack(metadata)
+        with self._lock:
+            op = operations_pb2.Operation(name=name, done=False, metadata=packed)
+            self._ops[name] = op
+            return op
+
+    def finish(self, name: str, response: Any = None, error: tuple[int, str] | None = None) -> None:
+        """Mark ``name`` done with a response message (packed) or an error ``(google.rpc code, message)``."""
+        from google.protobuf import any_pb2, empty_pb2
+
+        with self._lock:
+            op = self._ops.get(name)
+            if op is None or op.done:
+                return
+            op.done = True
+            if error is not None:
+                op.error.code, op.error.message = error
+            else:
+                packed = any_pb2.Any()
+                packed.Pack(response if response is not None else empty_pb2.Empty())
+                op.response.CopyFrom(packed)
+
+    def next_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
     def get(self, name: str) -> Any:
         with self._lock:
             if name not in self._ops:

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -72,10 +73,18 @@ class Emulator:
         self._http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
         self._engine: threading.Thread | None = None
+        from .cloud_logging.backend import LogStore
+        from .tpu.backend import TPU_SERVICE, TpuBackend
         from .vertex.backend import VertexBackend
 
         self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
                                     self.ensure_bucket, self.storage_filesystem)
+        self.logging = LogStore()
+
+        def audit(project: str, **entry: Any) -> None:
+            self.logging.add_audit_entry(project, service_name=TPU_SERVICE, **entry)
+
+        self.tpu = TpuBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Emulator:
@@ -83,6 +92,8 @@ class Emulator:
 
         import grpc
 
+        from .cloud_logging.wire import logging_service_handler
+        from .tpu.wire import tpu_service_handler
         from .vertex.wire import job_service_handler
         from .wire import operations_handler
 
@@ -92,6 +103,8 @@ class Emulator:
             self.storage = StorageEmulator(host=self.host).start()
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="emulator-grpc"))
         self._grpc.add_generic_rpc_handlers((job_service_handler(self.vertex, self.calls),
+                                             tpu_service_handler(self.tpu, self.calls),
+                                             logging_service_handler(self.logging, self.calls),
                                              operations_handler(self.operations, self.calls)))
         self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")
         self._grpc.start()
@@ -110,6 +123,7 @@ class Emulator:
             self._engine.join(timeout=5)
             self._engine = None
         self.vertex.shutdown()
+        self.tpu.shutdown()
         if self._grpc is not None:
             self._grpc.stop(grace=None)
             self._grpc = None
@@ -136,6 +150,7 @@ class Emulator:
         while not self._stop.wait(self.config.tick_seconds):
             try:
                 self.vertex.tick()
+                self.tpu.tick()
             except Exception:  # keep the platform alive; the error is in the log
                 log.exception("emulator engine tick failed")
 
@@ -163,6 +178,8 @@ class Emulator:
         env = dict(os.environ)
         env.update(self.env())
         env["PYTHONUNBUFFERED"] = "1"
+        # "python3" on an emulated VM is the emulator's interpreter (with the workload's libraries).
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         return env
 
     def storage_filesystem(self) -> Any:
@@ -186,6 +203,8 @@ class Emulator:
     def reset(self, fault_plan: FaultPlan | None = None) -> None:
         """Forget jobs, calls and faults; kill replica processes; optionally load a new plan."""
         self.vertex.reset()
+        self.tpu.reset()
+        self.logging.reset()
         self.calls.clear()
         self.operations.clear()
         self.faults.reset(fault_plan)
@@ -220,10 +239,11 @@ class Emulator:
             self._stop.wait(self.config.tick_seconds)
 
     def processes(self) -> list[int]:
-        """PIDs of replica processes still alive."""
+        """PIDs of replica and TPU worker processes still alive."""
         with self.vertex.lock:
             runs = list(self.vertex.runs.values()) + [t.current for t in self.vertex.tuning.values() if t.current]
-            return [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
+            pids = [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
+        return pids + self.tpu.processes()
 
 
 def _at_exit(stop: Any) -> None:

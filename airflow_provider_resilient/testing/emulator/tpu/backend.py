@@ -1,0 +1,538 @@
+"""Cloud TPU nodes and queued resources (moto-style backend), following seed 002.
+
+A node of accelerator type T has :func:`.topology.worker_count` worker VMs. Each worker runs the node's
+``startup-script`` metadata with bash as a local process, at creation and after every restart, with
+``GCE_METADATA_HOST`` pointing at that worker's :class:`.metadata.MetadataServer`, ``TPU_WORKER_ID`` and
+``STORAGE_EMULATOR_HOST`` set. Lifecycle::
+
+    CreateNode -> CREATING -(tpu_create_seconds)-> READY/HEALTHY, startup scripts run   (LRO done)
+                         \\-> stockout fault: the LRO fails RESOURCE_EXHAUSTED, CreateNode audit entry ERROR
+    READY -- maintenance (recover) -> SIGTERM workers, REPAIRING / UNHEALTHY_MAINTENANCE, audit
+             ``tpu.nodes.restart`` -(tpu_repair_seconds)-> READY/HEALTHY, startup scripts run again
+          -- maintenance (no recovery) -> SIGTERM workers, TERMINATED, audit ``tpu.nodes.terminate``
+          -- preemption -> PREEMPTED, audit ``tpu.nodes.terminate`` (reason: preempted)
+          -- unhealthy -> health TIMEOUT / UNHEALTHY_TENSORFLOW, symptoms
+          -- crash / hang -> the workload process of one worker gets the signal / SIGSTOP
+    StopNode -> STOPPING -> STOPPED; StartNode -> STARTING -> READY (scripts run); DeleteNode -> DELETING -> gone
+
+Queued resources: ACCEPTED -(tpu_queue_seconds)-> PROVISIONING -> the node is created -> ACTIVE when it
+is READY; a ``never_provision`` fault keeps it WAITING_FOR_RESOURCES, and past the queueing policy's
+``valid_until_duration`` it becomes FAILED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import EmulatorConfig
+from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from ..faults import PROVISIONING_KINDS, QUEUED_RESOURCE_KINDS, TPU_RUNNING_KINDS, Fault, FaultBook
+from ..operations import OperationStore
+from .metadata import MetadataServer
+from .topology import worker_count
+
+log = logging.getLogger(__name__)
+TPU_SERVICE = "tpu.googleapis.com"
+_SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV,
+                    143: signal.SIGTERM, 15: signal.SIGTERM}
+
+
+def _types() -> Any:
+    from google.cloud.tpu_v2 import types
+
+    return types
+
+
+def _now() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.now(tz=UTC)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before children (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@dataclass
+class Worker:
+    """One worker VM: its metadata server and its startup-script process."""
+
+    index: int
+    metadata: MetadataServer
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self, script: str, env: dict[str, str]) -> None:
+        self.stop()
+        self.starts += 1
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as out:
+            out.write(f"===== worker {self.index} boot {self.starts} =====\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log_path.parent)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def signal_workload(self, sig: int) -> bool:
+        """Send ``sig`` to the newest process under the startup script (the training command)."""
+        if not self.alive():
+            return False
+        assert self.proc is not None
+        leaves = _descendants(self.proc.pid) or [self.proc.pid]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(leaves[-1], sig)
+            return True
+        return False
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.signal_group(signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+
+
+@dataclass
+class NodeRun:
+    """The platform side of one node."""
+
+    node: Any
+    zone: str
+    project: str
+    workers: list[Worker]
+    phase: str = "creating"
+    next_at: float = 0.0
+    operation: str | None = None
+    ready_at: float = 0.0
+    fired: set[tuple[int, int]] = field(default_factory=set)
+    events: list[str] = field(default_factory=list)
+    term_deadline: float | None = None
+    after_termination: str = "down"  # the phase once the workers are gone: "repairing" or "down"
+
+    @property
+    def name(self) -> str:
+        return str(self.node.name)
+
+
+class TpuBackend:
+    """All TPU nodes and queued resources of the emulator.
+
+    Args:
+        audit: writes a Cloud Audit Logs entry: ``audit(project, method_name=..., resource_name=...,
+            severity=..., terminate_reason=..., status_code=..., status_message=...)``.
+    """
+
+    def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
+                 workload_env: Callable[[], dict[str, str]], audit: Callable[..., None]) -> None:
+        self.config = config
+        self.faults = faults
+        self.operations = operations
+        self.work_dir = work_dir
+        self.workload_env = workload_env
+        self.audit = audit
+        self.lock = threading.RLock()
+        self.nodes: dict[str, NodeRun] = {}
+        self.queued: dict[str, dict[str, Any]] = {}  # name -> {"qr": QueuedResource, "phase", "next_at", ...}
+        self._ids = itertools.count(7_000_000_000_000_000_000 + config.seed * 1000)
+
+    # ------------------------------------------------------------------ helpers
+    def _later(self, now: float, seconds: float) -> float:
+        return now + self.config.scaled(seconds)
+
+    def _run(self, name: str) -> NodeRun:
+        run = self.nodes.get(name)
+        if run is None:
+            raise NotFound(f"Resource '{name}' was not found")
+        return run
+
+    def _op_name(self, parent: str) -> str:
+        return f"{parent}/operations/operation-{self.operations.next_id()}"
+
+    def _metadata(self, run: NodeRun, verb: str) -> Any:
+        types = _types()
+        return types.OperationMetadata.pb(types.OperationMetadata(create_time=_now(), target=run.name, verb=verb,
+                                                                  api_version="v2"))
+
+    def _set_state(self, run: NodeRun, state: str, health: str | None = None) -> None:
+        types = _types()
+        run.node.state = getattr(types.Node.State, state)
+        if health is not None:
+            run.node.health = getattr(types.Node.Health, health)
+        run.events.append(state if health is None else f"{state}/{health}")
+
+    def _worker_env(self, run: NodeRun, worker: Worker) -> dict[str, str]:
+        env = dict(self.workload_env())
+        env.update({"GCE_METADATA_HOST": worker.metadata.address, "TPU_WORKER_ID": str(worker.index),
+                    "TPU_NAME": run.name.rsplit("/", 1)[1], "TPU_ACCELERATOR_TYPE": run.node.accelerator_type,
+                    "TPU_WORKER_HOSTNAMES": ",".join(f"worker-{w.index}" for w in run.workers)})
+        return env
+
+    def _boot(self, run: NodeRun, now: float) -> None:
+        script = dict(run.node.metadata).get("startup-script", "")
+        for worker in run.workers:
+            worker.start(script, self._worker_env(run, worker))
+        run.ready_at = now
+        self._set_state(run, "READY", "HEALTHY")
+        run.node.health_description = ""
+        run.phase = "ready"
+
+    # ------------------------------------------------------------------ Node verbs
+    def create_node(self, parent: str, node_id: str, node: Any, *, queued_resource: str | None = None) -> Any:
+        """CreateNode: validate, CREATING, return the pending operation."""
+        types = _types()
+        if not node_id:
+            raise InvalidArgument("node_id is required")
+        try:
+            count = worker_count(node.accelerator_type)
+        except ValueError as exc:
+            raise InvalidArgument(f"node.accelerator_type: {exc}") from exc
+        if not node.runtime_version:
+            raise InvalidArgument("node.runtime_version is required, e.g. 'tpu-ubuntu2204-base'")
+        name = f"{parent}/nodes/{node_id}"
+        project, zone = parent.split("/")[1], parent.split("/")[3]
+        with self.lock:
+            if name in self.nodes:
+                raise AlreadyExists(f"Resource '{name}' already exists")
+            created = types.Node(node)
+            created.name = name
+            created.create_time = _now()
+            created.id = next(self._ids)
+            created.api_version = types.Node.ApiVersion.V2
+            if queued_resource:
+                created.queued_resource = queued_resource
+            created.network_endpoints = [{"ip_address": "127.0.0.1", "port": 8470} for _ in range(count)]
+            log_dir = self.work_dir / "tpu" / node_id
+            run = NodeRun(created, zone, project, [])
+            run.workers = [Worker(i, MetadataServer(i, self._attributes_of(run, i)), log_dir / f"worker-{i}.log")
+                           for i in range(count)]
+            self._set_state(run, "CREATING")
+            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_create_seconds)
+            op_name = self._op_name(parent)
+            run.operation = op_name
+            self.nodes[name] = run
+            self.faults.job_created(name, node_id, dict(created.labels))
+            return self.operations.start(op_name, self._metadata(run, "create"))
+
+    def _attributes_of(self, run: NodeRun, index: int) -> Callable[[], dict[str, str]]:
+        def attributes() -> dict[str, str]:
+            attrs = dict(run.node.metadata)
+            attrs.update({"agent-worker-number": str(index), "accelerator-type": run.node.accelerator_type,
+                          "instance-id": f"{run.node.id}-{index}", "instance-name": f"worker-{index}",
+                          "worker-network-endpoints": ",".join(f"{i}:127.0.0.1" for i in range(len(run.workers)))})
+            return attrs
+
+        return attributes
+
+    def get_node(self, name: str) -> Any:
+        with self.lock:
+            return _types().Node(self._run(name).node)
+
+    def list_nodes(self, parent: str) -> list[Any]:
+        with self.lock:
+            return [_types().Node(r.node) for n, r in self.nodes.items() if n.startswith(parent + "/")]
+
+    def delete_node(self, name: str) -> Any:
+        with self.lock:
+            run = self._run(name)
+            for worker in run.workers:
+                worker.stop()
+            self._set_state(run, "DELETING")
+            run.phase = "deleting"
+            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_delete_seconds)
+            run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
+            return self.operations.start(run.operation, self._metadata(run, "delete"))
+
+    def stop_node(self, name: str) -> Any:
+        with self.lock:
+            run = self._run(name)
+            if run.phase not in ("ready",):
+                raise FailedPrecondition(f"Node {name} is {run.node.state.name}; only a READY node can be stopped")
+            for worker in run.workers:
+                worker.stop()
+            self._set_state(run, "STOPPING")
+            run.phase = "stopping"
+            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_delete_seconds)
+            run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
+            return self.operations.start(run.operation, self._metadata(run, "stop"))
+
+    def start_node(self, name: str) -> Any:
+        with self.lock:
+            run = self._run(name)
+            if run.phase != "stopped":
+                raise FailedPrecondition(f"Node {name} is {run.node.state.name}; only a STOPPED node can start")
+            self._set_state(run, "STARTING")
+            run.phase = "starting"
+            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_create_seconds / 3)
+            run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
+            return self.operations.start(run.operation, self._metadata(run, "start"))
+
+    def get_guest_attributes(self, name: str, query_path: str, worker_ids: list[str]) -> list[Any]:
+        types = _types()
+        with self.lock:
+            run = self._run(name)
+            wanted = {int(w) for w in worker_ids if str(w).isdigit()} if worker_ids and "all" not in worker_ids \
+                else {w.index for w in run.workers}
+            out = []
+            for worker in run.workers:
+                if worker.index not in wanted:
+                    continue
+                items = []
+                for path, value in worker.metadata.guest(query_path).items():
+                    namespace, _, key = path.partition("/")
+                    items.append(types.GuestAttributesEntry(namespace=namespace, key=key, value=value))
+                out.append(types.GuestAttributes(query_path=query_path,
+                                                 query_value=types.GuestAttributesValue(items=items)))
+            return out
+
+    # ------------------------------------------------------------------ queued resources
+    def create_queued_resource(self, parent: str, queued_resource_id: str, queued_resource: Any) -> Any:
+        types = _types()
+        name = f"{parent}/queuedResources/{queued_resource_id}"
+        specs = list(queued_resource.tpu.node_spec)
+        if len(specs) != 1:
+            raise InvalidArgument("queued_resource.tpu.node_spec: exactly one node spec is supported")
+        with self.lock:
+            if name in self.queued:
+                raise AlreadyExists(f"Resource '{name}' already exists")
+            qr = types.QueuedResource(queued_resource)
+            qr.name = name
+            qr.create_time = _now()
+            qr.state = types.QueuedResourceState(state=types.QueuedResourceState.State.ACCEPTED)
+            valid = qr.queueing_policy.valid_until_duration if "queueing_policy" in qr else None
+            now = time.monotonic()
+            self.queued[name] = {"qr": qr, "phase": "accepted", "next_at": self._later(now, self.config.latencies.
+                                                                                         tpu_queue_seconds),
+                                 "expires_at": now + valid.total_seconds() if valid else None}
+            self.faults.job_created(name, queued_resource_id, {})
+            op_name = self._op_name(parent)
+            self.operations.start(op_name, types.OperationMetadata.pb(types.OperationMetadata(
+                create_time=_now(), target=name, verb="create", api_version="v2")))
+            self.operations.finish(op_name, types.QueuedResource.pb(types.QueuedResource(qr)))
+            return self.operations.get(op_name)
+
+    def get_queued_resource(self, name: str) -> Any:
+        with self.lock:
+            entry = self.queued.get(name)
+            if entry is None:
+                raise NotFound(f"Resource '{name}' was not found")
+            return _types().QueuedResource(entry["qr"])
+
+    def list_queued_resources(self, parent: str) -> list[Any]:
+        with self.lock:
+            return [_types().QueuedResource(e["qr"]) for n, e in self.queued.items() if n.startswith(parent + "/")]
+
+    def delete_queued_resource(self, name: str, force: bool) -> Any:
+        types = _types()
+        with self.lock:
+            entry = self.queued.get(name)
+            if entry is None:
+                raise NotFound(f"Resource '{name}' was not found")
+            node = entry.get("node")
+            if node in self.nodes:
+                if not force:
+                    raise FailedPrecondition(f"Queued resource {name} still has node {node}: delete it first or "
+                                             "use force")
+                self.delete_node(node)
+            del self.queued[name]
+            op_name = self._op_name(name.rsplit("/queuedResources/", 1)[0])
+            self.operations.start(op_name, types.OperationMetadata.pb(types.OperationMetadata(target=name,
+                                                                                                verb="delete")))
+            self.operations.finish(op_name)
+            return self.operations.get(op_name)
+
+    def _advance_queued(self, name: str, entry: dict[str, Any], now: float) -> None:
+        types = _types()
+        qr, state = entry["qr"], types.QueuedResourceState.State
+        if entry["phase"] in ("failed", "active"):
+            if entry["phase"] == "active" and entry.get("node") not in self.nodes:
+                qr.state = types.QueuedResourceState(state=state.SUSPENDED)
+            return
+        if entry["expires_at"] is not None and now >= entry["expires_at"] and entry["phase"] != "provisioning":
+            qr.state = types.QueuedResourceState(state=state.FAILED, failed_data={"error": {
+                "code": 4, "message": "The queued resource expired: valid_until_duration passed before capacity "
+                                      "was available."}})
+            entry["phase"] = "failed"
+            return
+        if now < entry["next_at"]:
+            return
+        if entry["phase"] == "accepted":
+            candidates = self.faults.candidates(QUEUED_RESOURCE_KINDS, name, 1)
+            if any(self.faults.fire(i, f"{name}:queue") for i, _ in candidates) or entry.get("waiting"):
+                entry["waiting"] = True
+                qr.state = types.QueuedResourceState(state=state.WAITING_FOR_RESOURCES)
+                return
+            spec = qr.tpu.node_spec[0]
+            self.create_node(spec.parent, spec.node_id, spec.node, queued_resource=name)
+            entry["node"] = f"{spec.parent}/nodes/{spec.node_id}"
+            entry["phase"] = "provisioning"
+            qr.state = types.QueuedResourceState(state=state.PROVISIONING)
+        elif entry["phase"] == "provisioning":
+            run = self.nodes.get(entry["node"])
+            if run is None:
+                qr.state = types.QueuedResourceState(state=state.FAILED, failed_data={"error": {
+                    "code": 8, "message": "There is no more capacity in the zone."}})
+                entry["phase"] = "failed"
+            elif run.phase == "ready":
+                qr.state = types.QueuedResourceState(state=state.ACTIVE)
+                entry["phase"] = "active"
+
+    # ------------------------------------------------------------------ engine
+    def tick(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            for name, run in list(self.nodes.items()):
+                self._advance(run, now)
+                if run.phase == "gone":
+                    del self.nodes[name]
+            for name, entry in list(self.queued.items()):
+                self._advance_queued(name, entry, now)
+
+    def _advance(self, run: NodeRun, now: float) -> None:
+        types = _types()
+        if run.phase == "creating" and now >= run.next_at:
+            for index, _ in self.faults.candidates(PROVISIONING_KINDS, run.name, 1):
+                if self.faults.fire(index, f"{run.name}:create"):
+                    message = (f'There is no more capacity in the zone "{run.zone}"; you can try in another zone '
+                               "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")
+                    self.audit(run.project, method_name="google.cloud.tpu.v2.Tpu.CreateNode",
+                               resource_name=run.name, severity="ERROR", status_code=8, status_message=message)
+                    assert run.operation is not None
+                    self.operations.finish(run.operation, error=(8, message))
+                    for worker in run.workers:
+                        worker.metadata.stop()
+                    run.phase = "gone"
+                    return
+            self._boot(run, now)
+            assert run.operation is not None
+            self.operations.finish(run.operation, types.Node.pb(types.Node(run.node)))
+        elif run.phase == "ready":
+            self._strike(run, now)
+        elif run.phase == "terminating" and run.term_deadline is not None and now >= run.term_deadline:
+            for worker in run.workers:
+                worker.stop()
+            run.term_deadline = None
+            run.phase = run.after_termination
+        elif run.phase == "repairing" and now >= run.next_at:
+            self._boot(run, now)
+        elif run.phase in ("stopping", "deleting", "starting") and now >= run.next_at:
+            assert run.operation is not None
+            if run.phase == "stopping":
+                self._set_state(run, "STOPPED")
+                run.phase = "stopped"
+                self.operations.finish(run.operation, types.Node.pb(types.Node(run.node)))
+            elif run.phase == "starting":
+                self._boot(run, now)
+                self.operations.finish(run.operation, types.Node.pb(types.Node(run.node)))
+            else:
+                for worker in run.workers:
+                    worker.metadata.stop()
+                run.phase = "gone"
+                self.operations.finish(run.operation)
+
+    def _strike(self, run: NodeRun, now: float) -> None:
+        for index, fault in self.faults.candidates(TPU_RUNNING_KINDS, run.name, 1):
+            once = (index, len(run.events))
+            if once in run.fired or (fault.after_seconds is not None and now - run.ready_at < fault.after_seconds):
+                continue
+            if fault.at_step is not None and not self._reached(run, fault):
+                continue
+            run.fired.add(once)
+            if not self.faults.fire(index, f"{run.name}:{len(run.events)}"):
+                continue
+            run.events.append(f"fault {fault.kind}")
+            self._apply(run, fault, now)
+            return
+
+    def _reached(self, run: NodeRun, fault: Fault) -> bool:
+        """Whether the worker reported (guest attribute ``resilient/step``) a step >= ``at_step``."""
+        for worker in run.workers:
+            step = worker.metadata.guest("resilient/step").get("resilient/step", "")
+            if step.isdigit() and int(step) >= (fault.at_step or 0):
+                return True
+        return False
+
+    def _terminate_workers(self, run: NodeRun, now: float, grace: float, then: str) -> None:
+        """SIGTERM every worker (so workloads can checkpoint), SIGKILL after ``grace`` seconds, then ``then``."""
+        for worker in run.workers:
+            worker.signal_group(signal.SIGTERM)
+        run.term_deadline = now + grace
+        run.after_termination = then
+        run.phase = "terminating"
+
+    def _apply(self, run: NodeRun, fault: Fault, now: float) -> None:
+        types = _types()
+        if fault.kind == "maintenance" and fault.recover:
+            self._set_state(run, "REPAIRING", "UNHEALTHY_MAINTENANCE")
+            run.node.health_description = f"The TPU had a maintenance event at {_now().isoformat()}"
+            self.audit(run.project, method_name="tpu.nodes.restart", resource_name=run.name, severity="NOTICE")
+            self._terminate_workers(run, now, fault.grace_seconds, "repairing")
+            run.next_at = self._later(now, self.config.latencies.tpu_repair_seconds) + fault.grace_seconds
+        elif fault.kind in ("maintenance", "preemption"):
+            preempted = fault.kind == "preemption"
+            reason = "Spot TPU preempted" if preempted else fault.terminate_reason
+            self._set_state(run, "PREEMPTED" if preempted else "TERMINATED")
+            self.audit(run.project, method_name="tpu.nodes.terminate", resource_name=run.name, severity="NOTICE",
+                       terminate_reason=reason)
+            self._terminate_workers(run, now, fault.grace_seconds, "down")
+        elif fault.kind == "unhealthy":
+            run.node.health = getattr(types.Node.Health, fault.health)
+            run.node.symptoms = [{"symptom_type": s, "details": "injected", "create_time": _now()}
+                                 for s in fault.symptoms]
+            run.events.append(f"health {fault.health}")
+        elif fault.kind in ("crash", "hang"):
+            worker = run.workers[min(fault.worker, len(run.workers) - 1)]
+            sig = signal.SIGSTOP if fault.kind == "hang" else _SIGNAL_FOR_EXIT.get(fault.exit_code or 0,
+                                                                                    signal.SIGKILL)
+            worker.signal_workload(sig)
+
+    def shutdown(self) -> None:
+        with self.lock:
+            for run in self.nodes.values():
+                for worker in run.workers:
+                    worker.stop()
+                    worker.metadata.stop()
+
+    def reset(self) -> None:
+        self.shutdown()
+        with self.lock:
+            self.nodes.clear()
+            self.queued.clear()
+
+    def processes(self) -> list[int]:
+        with self.lock:
+            return [w.proc.pid for r in self.nodes.values() for w in r.workers if w.alive() and w.proc]

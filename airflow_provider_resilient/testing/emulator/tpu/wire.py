@@ -1,0 +1,64 @@
+"""``google.cloud.tpu.v2.Tpu`` over gRPC: nodes (long-running operations), guest attributes, queued resources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..calls import CallLog
+from ..wire import Method, generic_handler
+from .backend import TpuBackend
+
+SERVICE = "google.cloud.tpu.v2.Tpu"
+
+
+def tpu_service_handler(backend: TpuBackend, calls: CallLog) -> Any:
+    """The generic handler for the TPU API, calling ``backend``'s verbs."""
+    from google.cloud.tpu_v2.types import cloud_tpu as t
+    from google.longrunning import operations_pb2
+
+    operation = operations_pb2.Operation.SerializeToString
+
+    def by_name(r: Any) -> tuple[str, str]:
+        return f"name={r.name}", r.name
+
+    def by_parent(r: Any) -> tuple[str, str]:
+        return f"parent={r.parent}", r.parent
+
+    def create_summary(r: Any) -> tuple[str, str]:
+        node_id = getattr(r, "node_id", "") or getattr(r, "queued_resource_id", "")
+        return f"parent={r.parent} id={node_id}", f"{r.parent}/{node_id}"
+
+    def list_nodes(r: Any) -> Any:
+        return t.ListNodesResponse(nodes=backend.list_nodes(r.parent))
+
+    def list_queued(r: Any) -> Any:
+        return t.ListQueuedResourcesResponse(queued_resources=backend.list_queued_resources(r.parent))
+
+    def guest(r: Any) -> Any:
+        return t.GetGuestAttributesResponse(
+            guest_attributes=backend.get_guest_attributes(r.name, r.query_path, list(r.worker_ids)))
+
+    methods = {
+        "CreateNode": Method(lambda r: backend.create_node(r.parent, r.node_id, r.node),
+                             t.CreateNodeRequest.deserialize, operation, create_summary),
+        "GetNode": Method(lambda r: backend.get_node(r.name), t.GetNodeRequest.deserialize, t.Node.serialize,
+                          by_name),
+        "ListNodes": Method(list_nodes, t.ListNodesRequest.deserialize, t.ListNodesResponse.serialize, by_parent),
+        "DeleteNode": Method(lambda r: backend.delete_node(r.name), t.DeleteNodeRequest.deserialize, operation,
+                             by_name),
+        "StopNode": Method(lambda r: backend.stop_node(r.name), t.StopNodeRequest.deserialize, operation, by_name),
+        "StartNode": Method(lambda r: backend.start_node(r.name), t.StartNodeRequest.deserialize, operation,
+                            by_name),
+        "GetGuestAttributes": Method(guest, t.GetGuestAttributesRequest.deserialize,
+                                     t.GetGuestAttributesResponse.serialize, by_name),
+        "CreateQueuedResource": Method(
+            lambda r: backend.create_queued_resource(r.parent, r.queued_resource_id, r.queued_resource),
+            t.CreateQueuedResourceRequest.deserialize, operation, create_summary),
+        "GetQueuedResource": Method(lambda r: backend.get_queued_resource(r.name),
+                                    t.GetQueuedResourceRequest.deserialize, t.QueuedResource.serialize, by_name),
+        "ListQueuedResources": Method(list_queued, t.ListQueuedResourcesRequest.deserialize,
+                                      t.ListQueuedResourcesResponse.serialize, by_parent),
+        "DeleteQueuedResource": Method(lambda r: backend.delete_queued_resource(r.name, r.force),
+                                       t.DeleteQueuedResourceRequest.deserialize, operation, by_name),
+    }
+    return generic_handler(SERVICE, methods, calls)

@@ -1,0 +1,581 @@
+"""Worker runner: runs the training command on a Cloud TPU VM worker and keeps it going.
+
+This file runs ON the worker VM, where ``airflow_provider_resilient`` is not installed: the TPU operator
+inlines its text into the node's startup script and runs ``python3 runner.py [options] -- COMMAND``.
+Rules of the file: standard library only, Python 3.8 syntax, nothing happens at import time
+(``main()`` sits behind ``if __name__ == "__main__"``), so tests and the provider can import it.
+
+Command line::
+
+    python3 runner.py [--preflight] [--min-free-bytes N] [--checkpoint-dir DIR] [--min-open-files N]
+                      [--max-restarts N] [--restart-delay S] [--grace-seconds S]
+                      [--namespace NS] [--heartbeat-seconds S] [--step-pattern REGEX]
+                      -- COMMAND [ARGS...]
+
+Theory of operation:
+
+1. Preflight (``--preflight``, seed 004's environment pre-check). Items, named like seed 004's log
+   keyword "item": ``disk-size`` (free bytes of the working directory >= ``--min-free-bytes``, default
+   1 GiB), ``checkpoint-dir`` (a local ``--checkpoint-dir`` is writable; ``gs://`` and other URLs are
+   skipped), ``ulimit`` (RLIMIT_NOFILE soft limit >= ``--min-open-files``, default 1024). Each item
+   prints ``preflight ok: <item>: <detail>`` or ``preflight failed: <item>: <why>``. Seed 004:
+   "容错检查失败时,会打印检查失败的日志。您可以通过在日志中搜索“item”关键字查看失败信息。" (when the check
+   fails, a failure log is printed; search the logs for the keyword "item"). Any failure ends the
+   runner with :data:`PREFLIGHT_EXIT_CODE` before the command runs, so the operator isolates the node
+   (seed 004: "隔离故障节点后,系统会在新的计算节点上重新创建训练作业" -- after isolating the faulty node the
+   job is re-created on new nodes).
+2. Run. The command runs as a child in its own session / process group, with the environment passed
+   through plus ``RESILIENT_WORKER_RESTARTS=<restarts so far>`` (and ``PYTHONUNBUFFERED=1`` unless
+   already set, so step lines arrive as they are printed). Its stderr is inherited; its stdout is read
+   line by line, copied to ours (flushed) and matched against ``--step-pattern``.
+3. Restart in place. The exit status is classified exactly like
+   ``airflow_provider_resilient.policy.classify.classify_exit_status`` (a test checks every code):
+   6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
+   ``container_start_error``; SIGKILL/SIGTERM (137/143) -> ``worker_failure``; anything else ->
+   ``permanent_user_error``. ``transient_crash`` and ``worker_failure`` are restarted after
+   ``--restart-delay`` seconds, up to ``--max-restarts`` times (default 5). Seed 000: "Uscite diverse
+   da zero: se un worker esce con un codice di uscita diverso da zero, AI Platform Training lo riavvia
+   immediatamente nella stessa VM" (a worker exiting non-zero is restarted at once on the same VM) and
+   "con un massimo di cinque riavvii per worker" (up to five restarts per worker); "Se un worker non
+   funziona correttamente a causa di un errore comune, viene trattato come errore permanente" (a
+   common error is permanent: no restart). After the restarts are spent the job-level retries of the
+   operator take over.
+4. SIGTERM (maintenance or preemption notice, seed 002). The runner forwards SIGTERM to the child's
+   process group so the workload can write a checkpoint, waits up to ``--grace-seconds`` (default 30),
+   then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
+
+Exit codes (the operator classifies them with the same policy):
+
+* the child's status -- 0 on success; the status of a permanent failure; the last status once the
+  restarts are spent. A child killed by signal ``n`` counts as ``128 + n`` (Python reports ``-n``).
+  A command that cannot be started counts as 127 (not found), 126 (not executable) or 128 (other).
+* :data:`PREFLIGHT_EXIT_CODE` (78, sysexits ``EX_CONFIG``) -- preflight failed, the command never ran.
+* :data:`TERMINATED_EXIT_CODE` (143 = 128 + SIGTERM) -- the runner received SIGTERM.
+* :data:`USAGE_EXIT_CODE` (2) -- bad usage, e.g. no command after ``--``.
+
+Reporting through guest attributes: when ``GCE_METADATA_HOST`` (``host[:port]``) is set, each value
+is PUT as plain text to ``http://$GCE_METADATA_HOST/computeMetadata/v1/instance/guest-attributes/
+<--namespace>/<key>`` with header ``Metadata-Flavor: Google`` (2 s timeout, proxies bypassed). A
+reporting error never stops the runner; it prints one warning. Keys (namespace default ``resilient``):
+
+* ``status``: ``preflight`` -> ``running`` -> (``restarting`` -> ``running``)* -> one of
+  ``succeeded``, ``failed``, ``terminated``, ``preflight_failed``.
+* ``exit_code``: on ``restarting``, the status of the child that just exited; at the end, the
+  runner's own exit code (so ``classify_exit_status(exit_code)`` gives ``failure_class``).
+* ``failure_class``: the class of the latest non-zero ``exit_code`` (``transient_crash``,
+  ``worker_failure``, ``permanent_user_error``, ``container_start_error``, ``preflight_failure``).
+* ``restarts``: restarts so far, written before each run.
+* ``heartbeat``: ``time.time()`` as a float, every ``--heartbeat-seconds`` (default 10) while running.
+* ``step``: the latest training step, the first group of ``--step-pattern`` (default
+  ``(?m)^\\s*step[ =:]+(\\d+)``) in the child's stdout; written with the heartbeat when it changed and
+  after each run.
+* ``worker_id``: ``$TPU_WORKER_ID``, when set.
+
+Example: ``python3 runner.py --preflight --checkpoint-dir gs://b/ckpt -- python3 train.py`` on a
+worker whose training segfaults once: status ``preflight``, ``running`` (restarts 0), exit_code 139
+failure_class ``transient_crash`` status ``restarting``, ``running`` (restarts 1), ``succeeded``
+(exit_code 0); the runner exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import IO
+
+# -- exit codes ---------------------------------------------------------------------------------------
+
+#: The runner's exit code when its preflight checks fail (sysexits.h ``EX_CONFIG``). Equal to
+#: ``airflow_provider_resilient.policy.classify.PREFLIGHT_EXIT_CODE``.
+PREFLIGHT_EXIT_CODE = 78
+#: The runner's exit code after SIGTERM (128 + 15).
+TERMINATED_EXIT_CODE = 143
+#: Bad usage (argparse's code too).
+USAGE_EXIT_CODE = 2
+#: Command not executable / not found / other start failure (shell and container-runtime conventions).
+NOT_EXECUTABLE_EXIT_CODE = 126
+NOT_FOUND_EXIT_CODE = 127
+START_FAILED_EXIT_CODE = 128
+
+# -- classification tables (mirror policy/classify.py; a test compares every exit code) ----------------
+
+#: Seed 003/001 "potentially transient" codes: SIGABRT as 6 or 134, SIGSEGV as 11 or 139.
+TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
+TRANSIENT_SIGNALS = frozenset({6, 11})
+#: The command never started: 126 not executable, 127 not found, 128 runtime start failure.
+START_ERROR_EXIT_CODES = frozenset({126, 127, 128})
+#: SIGKILL and SIGTERM: the OOM killer or the infrastructure stopping the worker.
+WORKER_FAILURE_SIGNALS = frozenset({9, 15})
+
+# Failure classes: the values of ``airflow_provider_resilient.policy.failures.FailureClass``.
+TRANSIENT_CRASH = "transient_crash"
+WORKER_FAILURE = "worker_failure"
+PERMANENT_USER_ERROR = "permanent_user_error"
+CONTAINER_START_ERROR = "container_start_error"
+PREFLIGHT_FAILURE = "preflight_failure"
+#: Classes restarted in place (seed 000: non-permanent worker failures, up to five restarts).
+RESTARTABLE_CLASSES = frozenset({TRANSIENT_CRASH, WORKER_FAILURE})
+
+# -- guest attributes -----------------------------------------------------------------------------------
+
+DEFAULT_NAMESPACE = "resilient"
+KEY_STATUS = "status"
+KEY_EXIT_CODE = "exit_code"
+KEY_FAILURE_CLASS = "failure_class"
+KEY_RESTARTS = "restarts"
+KEY_HEARTBEAT = "heartbeat"
+KEY_STEP = "step"
+KEY_WORKER_ID = "worker_id"
+
+STATUS_PREFLIGHT = "preflight"
+STATUS_RUNNING = "running"
+STATUS_RESTARTING = "restarting"
+STATUS_SUCCEEDED = "succeeded"
+STATUS_FAILED = "failed"
+STATUS_TERMINATED = "terminated"
+STATUS_PREFLIGHT_FAILED = "preflight_failed"
+
+RESTARTS_ENV = "RESILIENT_WORKER_RESTARTS"
+METADATA_HOST_ENV = "GCE_METADATA_HOST"
+WORKER_ID_ENV = "TPU_WORKER_ID"
+GUEST_ATTRIBUTES_PATH = "/computeMetadata/v1/instance/guest-attributes"
+REPORT_TIMEOUT_SECONDS = 2.0
+
+# -- defaults -------------------------------------------------------------------------------------------
+
+DEFAULT_MIN_FREE_BYTES = 1 << 30
+DEFAULT_MIN_OPEN_FILES = 1024
+DEFAULT_MAX_RESTARTS = 5
+DEFAULT_RESTART_DELAY_SECONDS = 1.0
+DEFAULT_GRACE_SECONDS = 30.0
+DEFAULT_HEARTBEAT_SECONDS = 10.0
+DEFAULT_STEP_PATTERN = r"(?m)^\s*step[ =:]+(\d+)"
+#: How often the main loop looks at the child and at the SIGTERM flag.
+POLL_SECONDS = 0.05
+
+
+def exit_code_signal(exit_code: int | None) -> int | None:
+    """The signal behind an exit status: ``-n`` and ``128 + n`` (1 <= n <= 64) give ``n``; raw 6, 11 too."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if 129 <= exit_code <= 192:
+        return exit_code - 128
+    if exit_code in TRANSIENT_SIGNALS:
+        return exit_code
+    return None
+
+
+def classify_exit_status(exit_code: int | None) -> str | None:
+    """The failure class of an exit status, as the policy's ``classify_exit_status`` gives it.
+
+    Returns ``None`` for 0, else one of :data:`TRANSIENT_CRASH`, :data:`PREFLIGHT_FAILURE`,
+    :data:`CONTAINER_START_ERROR`, :data:`WORKER_FAILURE`, :data:`PERMANENT_USER_ERROR` (checked in that
+    order, like the policy).
+    """
+    sig = exit_code_signal(exit_code)
+    if (exit_code is None or exit_code == 0) and sig is None:
+        return None
+    if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
+        return TRANSIENT_CRASH
+    if exit_code == PREFLIGHT_EXIT_CODE:
+        return PREFLIGHT_FAILURE
+    if exit_code in START_ERROR_EXIT_CODES:
+        return CONTAINER_START_ERROR
+    if sig in WORKER_FAILURE_SIGNALS:
+        return WORKER_FAILURE
+    return PERMANENT_USER_ERROR
+
+
+def normalize_exit_status(returncode: int) -> int:
+    """Python's ``returncode`` as a shell would report it: ``-n`` (killed by signal n) -> ``128 + n``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _log(message: str) -> None:
+    print("runner: " + message, file=sys.stderr, flush=True)
+
+
+class GuestAttributes:
+    """Writes guest attributes through the metadata server; does nothing when ``host`` is empty.
+
+    ``put`` never raises: the first error prints a warning, later ones are silent.
+    """
+
+    def __init__(self, host: str | None, namespace: str = DEFAULT_NAMESPACE,
+                 timeout: float = REPORT_TIMEOUT_SECONDS) -> None:
+        host = (host or "").strip().rstrip("/")
+        for scheme in ("http://", "https://"):
+            if host.startswith(scheme):
+                host = host[len(scheme):]
+        self.host = host
+        self.namespace = namespace
+        self.timeout = timeout
+        self._warned = False
+        self._lock = threading.Lock()
+        # The metadata server is link-local: never go through an http_proxy.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host)
+
+    def url(self, key: str) -> str:
+        return f"http://{self.host}{GUEST_ATTRIBUTES_PATH}/{self.namespace}/{key}"
+
+    def put(self, key: str, value: object) -> bool:
+        """PUT ``str(value)`` as ``<namespace>/<key>``; True when the server accepted it."""
+        if not self.enabled:
+            return False
+        request = urllib.request.Request(self.url(key), data=str(value).encode("utf-8"), method="PUT",
+                                         headers={"Metadata-Flavor": "Google", "Content-Type": "text/plain"})
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                response.read()
+            return True
+        except Exception as exc:  # reporting must never stop the training
+            with self._lock:
+                warn, self._warned = not self._warned, True
+            if warn:
+                _log(f"warning: cannot write guest attribute {key} ({exc}); further errors are not shown")
+            return False
+
+
+# -- preflight ------------------------------------------------------------------------------------------
+
+
+def preflight_checks(workdir: str, min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
+                     checkpoint_dir: str | None = None,
+                     min_open_files: int = DEFAULT_MIN_OPEN_FILES) -> list[tuple[str, bool, str]]:
+    """Seed 004's environment pre-check, reduced to what a TPU VM needs.
+
+    Seed 004 checks "磁盘空间" (disk space, item ``disk-size``) and "ulimit检查" (item ``ulimit``, e.g.
+    "open files > 1000000" on InfiniBand); the checkpoint directory check is ours.
+
+    Returns:
+        ``(item, ok, detail)`` for each item, in order ``disk-size``, ``checkpoint-dir``, ``ulimit``.
+    """
+    results = []
+    try:
+        free = shutil.disk_usage(workdir).free
+        results.append(("disk-size", free >= min_free_bytes,
+                        f"{free} bytes free in {workdir}, need >= {min_free_bytes}"))
+    except OSError as exc:
+        results.append(("disk-size", False, f"cannot stat {workdir}: {exc}"))
+
+    if checkpoint_dir:
+        if "://" in checkpoint_dir:
+            results.append(("checkpoint-dir", True, f"{checkpoint_dir} is remote, not checked"))
+        else:
+            try:
+                os.makedirs(checkpoint_dir, exist_ok=True)
+                fd, probe = tempfile.mkstemp(prefix=".resilient-preflight-", dir=checkpoint_dir)
+                try:
+                    os.write(fd, b"ok")
+                finally:
+                    os.close(fd)
+                    os.unlink(probe)
+                results.append(("checkpoint-dir", True, f"{checkpoint_dir} is writable"))
+            except OSError as exc:
+                results.append(("checkpoint-dir", False, f"{checkpoint_dir} is not writable: {exc}"))
+
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        results.append(("ulimit", True, "RLIMIT_NOFILE not available, not checked"))
+    else:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        unlimited = soft == resource.RLIM_INFINITY
+        results.append(("ulimit", unlimited or soft >= min_open_files,
+                        "open files soft limit {}, need >= {}".format(
+                            "unlimited" if unlimited else soft, min_open_files)))
+    return results
+
+
+# -- the runner -----------------------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs one command with preflight, in-place restarts, SIGTERM forwarding and reporting.
+
+    :meth:`run` returns the exit code (see the module docstring); :meth:`request_stop` is what the
+    SIGTERM handler calls (it only sets a flag: safe in a signal handler).
+    """
+
+    def __init__(self, command: list[str], options: argparse.Namespace, reporter: GuestAttributes,
+                 environ: dict[str, str] | None = None) -> None:
+        self.command = list(command)
+        self.options = options
+        self.reporter = reporter
+        self.environ = dict(os.environ if environ is None else environ)
+        self.step_re = re.compile(options.step_pattern)
+        self._stop_requested = False
+        self._step: str | None = None
+        self._published_step: str | None = None
+        self._step_lock = threading.Lock()
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+
+    # reporting
+
+    def _report(self, **values: object) -> None:
+        for key, value in values.items():
+            self.reporter.put(key, value)
+
+    def _publish_step(self) -> None:
+        with self._step_lock:
+            step = self._step
+            if step is None or step == self._published_step:
+                return
+            self._published_step = step
+            self.reporter.put(KEY_STEP, step)
+
+    def _heartbeat(self, done: threading.Event) -> None:
+        while True:
+            self.reporter.put(KEY_HEARTBEAT, repr(time.time()))
+            self._publish_step()
+            if done.wait(self.options.heartbeat_seconds):
+                return
+
+    # child process
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        out = getattr(sys.stdout, "buffer", None)
+        for raw in iter(stream.readline, b""):
+            try:
+                if out is not None:
+                    out.write(raw)
+                    out.flush()
+            except (OSError, ValueError):
+                pass  # our stdout is gone; keep draining so the child never blocks
+            match = self.step_re.search(raw.decode("utf-8", "replace"))
+            if match:
+                value = match.group(1) if self.step_re.groups else match.group(0)
+                with self._step_lock:
+                    self._step = value.strip()
+        stream.close()
+
+    def _killpg(self, pgid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    def _run_once(self, restarts: int) -> int:
+        """Run the command once; its normalized exit status. Handles SIGTERM while it runs."""
+        env = dict(self.environ)
+        env[RESTARTS_ENV] = str(restarts)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, env=env, start_new_session=True)
+        except FileNotFoundError as exc:
+            _log(f"cannot start {self.command[0]!r}: {exc}")
+            return NOT_FOUND_EXIT_CODE
+        except PermissionError as exc:
+            _log(f"cannot start {self.command[0]!r}: {exc}")
+            return NOT_EXECUTABLE_EXIT_CODE
+        except OSError as exc:
+            _log(f"cannot start {self.command[0]!r}: {exc}")
+            return START_FAILED_EXIT_CODE
+        pump = threading.Thread(target=self._pump, args=(proc.stdout,), name="runner-stdout", daemon=True)
+        pump.start()
+        returncode = self._wait(proc)
+        # Leftovers of the group would hold the accelerator and the stdout pipe: end them.
+        self._killpg(proc.pid, signal.SIGKILL)
+        pump.join(timeout=5)
+        return normalize_exit_status(returncode)
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+        while not self._stop_requested:
+            try:
+                return proc.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                continue
+        grace = self.options.grace_seconds
+        _log(f"SIGTERM received: forwarding it to process group {proc.pid}, SIGKILL in {grace} s")
+        self._killpg(proc.pid, signal.SIGTERM)
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _log(f"process group {proc.pid} still running after {grace} s: SIGKILL")
+            self._killpg(proc.pid, signal.SIGKILL)
+            return proc.wait()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless SIGTERM arrives; True when it did."""
+        deadline = time.monotonic() + seconds
+        while not self._stop_requested:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(remaining, POLL_SECONDS))
+        return True
+
+    # phases
+
+    def _finish(self, status: str, exit_code: int) -> int:
+        failure_class = classify_exit_status(exit_code)
+        if failure_class is not None:
+            self._report(**{KEY_EXIT_CODE: exit_code, KEY_FAILURE_CLASS: failure_class})
+        else:
+            self._report(**{KEY_EXIT_CODE: exit_code})
+        self._report(**{KEY_STATUS: status})
+        _log(f"{status} (exit code {exit_code})")
+        return exit_code
+
+    def _preflight(self) -> bool:
+        self._report(**{KEY_STATUS: STATUS_PREFLIGHT})
+        ok = True
+        for item, passed, detail in preflight_checks(os.getcwd(), self.options.min_free_bytes,
+                                                     self.options.checkpoint_dir, self.options.min_open_files):
+            print("preflight {}: {}: {}".format("ok" if passed else "failed", item, detail),
+                  file=sys.stderr, flush=True)
+            ok = ok and passed
+        return ok
+
+    def run(self) -> int:
+        worker_id = self.environ.get(WORKER_ID_ENV)
+        if worker_id is not None:
+            self._report(**{KEY_WORKER_ID: worker_id})
+        if self.options.preflight and not self._preflight():
+            return self._finish(STATUS_PREFLIGHT_FAILED, PREFLIGHT_EXIT_CODE)
+        if self._stop_requested:
+            return self._finish(STATUS_TERMINATED, TERMINATED_EXIT_CODE)
+
+        done = threading.Event()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(done,), name="runner-heartbeat", daemon=True)
+        restarts = 0
+        self._report(**{KEY_RESTARTS: restarts, KEY_STATUS: STATUS_RUNNING})
+        heartbeat.start()
+        try:
+            while True:
+                if restarts:
+                    self._report(**{KEY_RESTARTS: restarts, KEY_STATUS: STATUS_RUNNING})
+                _log(f"running {self.command} (restarts so far: {restarts})")
+                status = self._run_once(restarts)
+                self._publish_step()
+                if self._stop_requested:
+                    _log(f"command ended with status {status} after SIGTERM")
+                    return self._finish(STATUS_TERMINATED, TERMINATED_EXIT_CODE)
+                failure_class = classify_exit_status(status)
+                if failure_class is None:
+                    return self._finish(STATUS_SUCCEEDED, status)
+                if failure_class not in RESTARTABLE_CLASSES:
+                    _log(f"exit status {status} is {failure_class}: no restart")
+                    return self._finish(STATUS_FAILED, status)
+                if restarts >= self.options.max_restarts:
+                    _log(f"exit status {status} is {failure_class}, restarts exhausted ({restarts})")
+                    return self._finish(STATUS_FAILED, status)
+                self._report(**{KEY_EXIT_CODE: status, KEY_FAILURE_CLASS: failure_class,
+                                KEY_STATUS: STATUS_RESTARTING})
+                _log(f"exit status {status} is {failure_class}: restart {restarts + 1} of "
+                     f"{self.options.max_restarts} in {self.options.restart_delay} s")
+                if self._sleep(self.options.restart_delay):
+                    return self._finish(STATUS_TERMINATED, TERMINATED_EXIT_CODE)
+                restarts += 1
+        finally:
+            done.set()
+            heartbeat.join(timeout=REPORT_TIMEOUT_SECONDS * 2 + 1)
+
+
+# -- command line ---------------------------------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """Bad command line; the runner exits :data:`USAGE_EXIT_CODE`."""
+
+
+def _non_negative(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from exc
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runner.py", usage="%(prog)s [options] -- COMMAND [ARGS...]",
+        description="Run a training command on a TPU worker: preflight, restarts, SIGTERM, guest attributes.")
+    parser.add_argument("--preflight", action="store_true", help="run the preflight checks first (seed 004)")
+    parser.add_argument("--min-free-bytes", type=_non_negative(int), default=DEFAULT_MIN_FREE_BYTES,
+                        help="preflight: free bytes needed in the working directory (default 1 GiB)")
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="preflight: a local directory that must be writable (gs:// is skipped)")
+    parser.add_argument("--min-open-files", type=_non_negative(int), default=DEFAULT_MIN_OPEN_FILES,
+                        help="preflight: RLIMIT_NOFILE soft limit needed (default 1024)")
+    parser.add_argument("--max-restarts", type=_non_negative(int), default=DEFAULT_MAX_RESTARTS,
+                        help="in-place restarts on transient / worker failures (default 5, seed 000)")
+    parser.add_argument("--restart-delay", type=_non_negative(float), default=DEFAULT_RESTART_DELAY_SECONDS,
+                        help="seconds between restarts (default 1)")
+    parser.add_argument("--grace-seconds", type=_non_negative(float), default=DEFAULT_GRACE_SECONDS,
+                        help="after SIGTERM, seconds before SIGKILL (default 30)")
+    parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="guest attribute namespace")
+    parser.add_argument("--heartbeat-seconds", type=_positive_float, default=DEFAULT_HEARTBEAT_SECONDS,
+                        help="seconds between heartbeats (default 10)")
+    parser.add_argument("--step-pattern", type=_regex, default=DEFAULT_STEP_PATTERN,
+                        help="regex on stdout lines; its first group is the step")
+    return parser
+
+
+def parse_command_line(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Split ``[options] -- COMMAND [ARGS...]``; :class:`UsageError` without a command after ``--``.
+
+    argparse itself exits 2 on a bad option (and 0 for ``--help``).
+    """
+    parser = build_parser()
+    if "--" not in argv:
+        if "-h" in argv or "--help" in argv:
+            parser.parse_args(argv)
+        raise UsageError("missing '--' before the command")
+    split = argv.index("--")
+    options = parser.parse_args(argv[:split])
+    command = argv[split + 1:]
+    if not command:
+        raise UsageError("no command after '--'")
+    return options, command
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        options, command = parse_command_line(argv)
+    except UsageError as exc:
+        print(build_parser().format_usage().rstrip(), file=sys.stderr)
+        print(f"runner.py: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT_CODE
+    runner = Runner(command, options, GuestAttributes(os.environ.get(METADATA_HOST_ENV), options.namespace))
+    signal.signal(signal.SIGTERM, lambda signum, frame: runner.request_stop())
+    return runner.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""The real google-cloud-tpu clients against the emulated Cloud TPU API (seed 002's behaviour)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import pytest
+from google.api_core import exceptions
+
+from airflow_provider_resilient.clients import tpu_async_client, tpu_client
+from airflow_provider_resilient.testing.emulator.tpu.topology import worker_count
+
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+ZONE = "projects/test-project/locations/us-central2-b"
+
+# Each worker reports its id through a guest attribute, then idles; on SIGTERM it notes it and exits.
+SCRIPT = f"""
+trap 'echo got-sigterm; exit 143' TERM
+{sys.executable} - <<'PY'
+import os, urllib.request
+url = "http://" + os.environ["GCE_METADATA_HOST"] + "/computeMetadata/v1/instance/guest-attributes/resilient/worker"
+req = urllib.request.Request(url, data=os.environ["TPU_WORKER_ID"].encode(), method="PUT",
+                             headers={{"Metadata-Flavor": "Google"}})
+urllib.request.urlopen(req, timeout=5)
+PY
+echo booted worker $TPU_WORKER_ID
+sleep 600 & wait
+"""
+
+
+def node(accelerator_type: str = "v4-32", **extra):
+    return {"accelerator_type": accelerator_type, "runtime_version": "tpu-ubuntu2204-base",
+            "metadata": {"startup-script": SCRIPT}, **extra}
+
+
+def wait_for(predicate, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise TimeoutError("condition not met")
+
+
+@pytest.mark.parametrize(("accelerator", "workers"), [("v4-8", 1), ("v4-16", 2), ("v4-32", 4), ("v5litepod-8", 1),
+                                                      ("v5litepod-16", 4), ("v5p-8", 1), ("v3-32", 4)])
+def test_worker_counts(accelerator, workers):
+    assert worker_count(accelerator) == workers
+
+
+def test_worker_count_rejects_non_tpu_names():
+    with pytest.raises(ValueError, match="v4-12"):
+        worker_count("v4-12")
+
+
+def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_flow(resilient_emulator):
+    client = tpu_client()
+    operation = client.create_node(parent=ZONE, node_id="train-node", node=node(labels={"team": "ml"}))
+    created = operation.result(timeout=30)
+    assert created.state.name == "READY" and created.health.name == "HEALTHY"
+    assert len(created.network_endpoints) == 4 and created.labels["team"] == "ml"
+    name = f"{ZONE}/nodes/train-node"
+    response = wait_for(lambda: (r := client.get_guest_attributes(request={"name": name, "query_path": "resilient/"}))
+                        and all(g.query_value.items for g in r.guest_attributes) and r)
+    assert sorted(g.query_value.items[0].value for g in response.guest_attributes) == ["0", "1", "2", "3"]
+    one = client.get_guest_attributes(request={"name": name, "query_path": "resilient/", "worker_ids": ["2"]})
+    assert [g.query_value.items[0].value for g in one.guest_attributes] == ["2"]
+    assert [n.name for n in client.list_nodes(parent=ZONE)] == [name]
+    assert len(resilient_emulator.tpu.processes()) == 4
+
+    client.stop_node(request={"name": name}).result(timeout=30)
+    assert client.get_node(name=name).state.name == "STOPPED" and resilient_emulator.tpu.processes() == []
+    client.start_node(request={"name": name}).result(timeout=30)
+    assert client.get_node(name=name).state.name == "READY"
+    client.delete_node(name=name).result(timeout=30)
+    with pytest.raises(exceptions.NotFound):
+        client.get_node(name=name)
+    assert resilient_emulator.tpu.processes() == []
+    assert {"CreateNode", "GetGuestAttributes", "StopNode", "StartNode", "DeleteNode"} <= {
+        c.method for c in resilient_emulator.calls.list()}
+
+
+def test_async_client_creates_and_reads_a_node(resilient_emulator):
+    async def scenario() -> str:
+        client = tpu_async_client()
+        operation = await client.create_node(parent=ZONE, node_id="async-node", node=node("v4-8"))
+        created = await operation.result(timeout=30)
+        return (await client.get_node(name=created.name)).state.name
+
+    assert asyncio.run(scenario()) == "READY"
+
+
+def test_bad_requests_are_invalid_argument(resilient_emulator):
+    client = tpu_client()
+    with pytest.raises(exceptions.InvalidArgument, match="accelerator_type"):
+        client.create_node(parent=ZONE, node_id="bad", node=node("v4-12"))
+    client.create_node(parent=ZONE, node_id="twice", node=node("v4-8"))
+    with pytest.raises(exceptions.AlreadyExists):
+        client.create_node(parent=ZONE, node_id="twice", node=node("v4-8"))
+
+
+def _ready_node(node_id: str, accelerator: str = "v4-16") -> str:
+    tpu_client().create_node(parent=ZONE, node_id=node_id, node=node(accelerator)).result(timeout=30)
+    return f"{ZONE}/nodes/{node_id}"
+
+
+def test_maintenance_with_recovery_repairs_and_reruns_the_startup_scripts(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.3, "grace_seconds": 0.3})
+    name = _ready_node("maint")
+    client = tpu_client()
+    repairing = wait_for(lambda: (n := client.get_node(name=name)).state.name == "REPAIRING" and n)
+    assert repairing.health.name == "UNHEALTHY_MAINTENANCE"
+    assert repairing.health_description.startswith("The TPU had a maintenance event at")
+    wait_for(lambda: client.get_node(name=name).state.name == "READY")
+    path = resilient_emulator.work_dir / "tpu" / "maint" / "worker-0.log"
+    log = wait_for(lambda: (text := path.read_text()).count("booted worker 0") == 2 and text)
+    assert "got-sigterm" in log  # the workload had its SIGTERM before the repair
+    entries = resilient_emulator.logging.list_log_entries(["projects/test-project"],
+                                                           'protoPayload.methodName="tpu.nodes.restart"', "", 0, "")[0]
+    assert [e.proto_payload for e in entries]
+
+
+def test_maintenance_without_recovery_terminates_with_a_reason(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "after_seconds": 0.2,
+                                  "grace_seconds": 0.2})
+    name = _ready_node("gone")
+    client = tpu_client()
+    wait_for(lambda: client.get_node(name=name).state.name == "TERMINATED")
+    wait_for(lambda: resilient_emulator.tpu.processes() == [] or None)
+    entries, _ = resilient_emulator.logging.list_log_entries(
+        ["projects/test-project"], '"tpu.nodes.terminate" OR "tpu.nodes.restart"', "", 0, "")
+    assert len(entries) == 1
+
+
+def test_preemption_and_unhealthy_nodes(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 0.1, "match": {"display_name": "spot"}})
+    resilient_emulator.add_fault({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW",
+                                  "symptoms": ["MESH_BUILD_FAIL"], "after_seconds": 0.1,
+                                  "match": {"display_name": "sick"}})
+    client = tpu_client()
+    spot, sick = _ready_node("spot", "v4-8"), _ready_node("sick", "v4-8")
+    wait_for(lambda: client.get_node(name=spot).state.name == "PREEMPTED")
+    got = wait_for(lambda: (n := client.get_node(name=sick)).health.name == "UNHEALTHY_TENSORFLOW" and n)
+    assert [s.symptom_type.name for s in got.symptoms] == ["MESH_BUILD_FAIL"]
+
+
+def test_stockout_fails_the_create_operation_and_writes_an_audit_entry(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout"})
+    client = tpu_client()
+    operation = client.create_node(parent=ZONE, node_id="nocap", node=node("v4-8"))
+    with pytest.raises(exceptions.ResourceExhausted, match="no more capacity"):
+        operation.result(timeout=30)
+    with pytest.raises(exceptions.NotFound):
+        client.get_node(name=f"{ZONE}/nodes/nocap")
+    entries, _ = resilient_emulator.logging.list_log_entries(["projects/test-project"], "severity>=ERROR", "", 0, "")
+    assert len(entries) == 1
+
+
+def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 1, "after_seconds": 0.3})
+    _ready_node("crashy")
+    log1 = resilient_emulator.work_dir / "tpu" / "crashy" / "worker-1.log"
+    wait_for(lambda: "Segmentation" in log1.read_text() or len(resilient_emulator.tpu.processes()) == 1)
+    assert len(resilient_emulator.tpu.processes()) == 1  # worker 1's script ended, worker 0 still runs
+
+
+def test_queued_resource_becomes_active_with_its_node(resilient_emulator):
+    client = tpu_client()
+    client.create_queued_resource(parent=ZONE, queued_resource_id="qr", queued_resource={
+        "tpu": {"node_spec": [{"parent": ZONE, "node_id": "qr-node", "node": node("v4-8")}]}, "spot": {}})
+    wait_for(lambda: client.get_queued_resource(name=f"{ZONE}/queuedResources/qr").state.state.name == "ACTIVE")
+    assert client.get_node(name=f"{ZONE}/nodes/qr-node").queued_resource == f"{ZONE}/queuedResources/qr"
+    with pytest.raises(exceptions.FailedPrecondition):
+        client.delete_queued_resource(name=f"{ZONE}/queuedResources/qr").result(timeout=30)
+    client.delete_queued_resource(request={"name": f"{ZONE}/queuedResources/qr", "force": True}).result(timeout=30)
+    wait_for(lambda: not list(client.list_nodes(parent=ZONE)))
+
+
+def test_a_queued_resource_never_provisioned_fails_when_its_validity_ends(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "never_provision"})
+    client = tpu_client()
+    client.create_queued_resource(parent=ZONE, queued_resource_id="waiting", queued_resource={
+        "tpu": {"node_spec": [{"parent": ZONE, "node_id": "never", "node": node("v4-8")}]},
+        "queueing_policy": {"valid_until_duration": "1s"}})
+    name = f"{ZONE}/queuedResources/waiting"
+    wait_for(lambda: client.get_queued_resource(name=name).state.state.name == "WAITING_FOR_RESOURCES")
+    failed = wait_for(lambda: (q := client.get_queued_resource(name=name)).state.state.name == "FAILED" and q)
+    assert "valid_until_duration" in failed.state.failed_data.error.message

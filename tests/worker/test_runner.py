@@ -1,0 +1,459 @@
+"""The TPU worker runner, run as a real subprocess against a fake metadata server.
+
+Every scenario starts ``runner.py`` with ``sys.executable``; the child commands are tiny Python scripts
+that count their runs in files under ``tmp_path``, so nothing depends on timing except the heartbeat and
+SIGTERM cases, which wait for files the child writes.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient import worker
+from airflow_provider_resilient.policy import classify as policy
+from airflow_provider_resilient.worker import runner
+
+RUN_TIMEOUT = 20
+
+
+# -- fake metadata server -----------------------------------------------------------------------------
+
+
+@dataclass
+class MetadataServer:
+    """Records guest-attribute PUTs as ``(namespace, key, value, Metadata-Flavor header)``."""
+
+    host: str = ""
+    puts: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, path: str, body: str, flavor: str | None) -> bool:
+        prefix = runner.GUEST_ATTRIBUTES_PATH + "/"
+        if not path.startswith(prefix):
+            return False
+        namespace, _, key = path[len(prefix):].partition("/")
+        with self.lock:
+            self.puts.append((namespace, key, body, flavor))
+        return True
+
+    def values(self, key: str, namespace: str = "resilient") -> list[str]:
+        with self.lock:
+            return [v for ns, k, v, _ in self.puts if k == key and ns == namespace]
+
+    def last(self, key: str, namespace: str = "resilient") -> str | None:
+        values = self.values(key, namespace)
+        return values[-1] if values else None
+
+    def statuses(self) -> list[str]:
+        return self.values("status")
+
+
+def _handler(server: MetadataServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+            ok = server.record(self.path, body, self.headers.get("Metadata-Flavor"))
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def metadata() -> Iterator[MetadataServer]:
+    """A fake GCE metadata server on 127.0.0.1 (free port) that records guest attribute PUTs."""
+    server = MetadataServer()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    server.host = f"127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def script(body: str) -> list[str]:
+    """A child command: ``sys.executable -c <body>``."""
+    return [sys.executable, "-c", textwrap.dedent(body)]
+
+
+def counting(counter: Path, body: str) -> list[str]:
+    """A child that increments ``counter`` (a file) first; ``n`` is its run number from 0."""
+    header = textwrap.dedent(f"""
+        import os, signal, sys, time
+        from pathlib import Path
+        counter = Path({str(counter)!r})
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+    """)
+    return script(header + textwrap.dedent(body))
+
+
+def runner_env(metadata: MetadataServer | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GCE_METADATA_HOST", "TPU_WORKER_ID")}
+    if metadata is not None:
+        env["GCE_METADATA_HOST"] = metadata.host
+    env.update(extra)
+    return env
+
+
+def runner_argv(options: list[str], command: list[str]) -> list[str]:
+    return [sys.executable, str(worker.RUNNER_PATH), "--restart-delay", "0", "--heartbeat-seconds", "0.1",
+            *options, "--", *command]
+
+
+def run_runner(options: list[str], command: list[str], metadata: MetadataServer | None = None,
+               cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(runner_argv(options, command), env=runner_env(metadata, **env), cwd=cwd,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+
+
+def wait_for(path: Path, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+# -- (a)..(d), (j): exit codes and restarts ------------------------------------------------------------
+
+
+def test_transient_crash_twice_then_success_restarts_in_place(tmp_path: Path, metadata: MetadataServer) -> None:
+    counter = tmp_path / "runs"
+    command = counting(counter, """
+        print("loading data")
+        print(f"step {5 + n}")
+        sys.exit(139 if n < 2 else 0)
+    """)
+    result = run_runner([], command, metadata, TPU_WORKER_ID="3")
+    assert result.returncode == 0, result.stderr
+    assert counter.read_text() == "3"
+    assert result.stdout.count("loading data") == 3  # the child's stdout is tee'd
+    assert metadata.statuses() == ["running", "restarting", "running", "restarting", "running", "succeeded"]
+    assert metadata.values("restarts") == ["0", "1", "2"]
+    assert metadata.values("exit_code") == ["139", "139", "0"]
+    assert metadata.values("failure_class") == ["transient_crash", "transient_crash"]
+    assert metadata.last("step") == "7"
+    assert metadata.last("worker_id") == "3"
+    assert {flavor for *_, flavor in metadata.puts} == {"Google"}
+
+
+def test_permanent_user_error_is_not_restarted(tmp_path: Path, metadata: MetadataServer) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner([], counting(counter, "raise SystemExit(1)"), metadata)
+    assert result.returncode == 1
+    assert counter.read_text() == "1"
+    assert metadata.statuses() == ["running", "failed"]
+    assert metadata.last("exit_code") == "1"
+    assert metadata.last("failure_class") == "permanent_user_error"
+
+
+def test_worker_failure_sigkill_restarts_five_times_then_exits_137(tmp_path: Path, metadata: MetadataServer) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner([], counting(counter, "os.kill(os.getpid(), signal.SIGKILL)"), metadata)
+    assert result.returncode == 137  # Python's -9, reported as 128 + 9
+    assert counter.read_text() == "6"  # first run + seed 000's five restarts
+    assert metadata.values("restarts") == ["0", "1", "2", "3", "4", "5"]
+    assert metadata.statuses()[-1] == "failed"
+    assert metadata.last("exit_code") == "137"
+    assert set(metadata.values("failure_class")) == {"worker_failure"}
+
+
+def test_max_restarts_option_is_respected(tmp_path: Path, metadata: MetadataServer) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner(["--max-restarts", "2"], counting(counter, "sys.exit(137)"), metadata)
+    assert result.returncode == 137
+    assert counter.read_text() == "3"
+    assert metadata.last("restarts") == "2"
+
+
+def test_max_restarts_zero_never_restarts(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner(["--max-restarts", "0"], counting(counter, "sys.exit(134)"))
+    assert result.returncode == 134
+    assert counter.read_text() == "1"
+
+
+@pytest.mark.parametrize("code", [126, 127, 128, 78])
+def test_start_error_and_preflight_codes_of_the_child_are_permanent(
+    tmp_path: Path, metadata: MetadataServer, code: int
+) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner([], counting(counter, f"sys.exit({code})"), metadata)
+    assert result.returncode == code
+    assert counter.read_text() == "1"
+    assert metadata.statuses() == ["running", "failed"]
+    expected = "preflight_failure" if code == 78 else "container_start_error"
+    assert metadata.last("failure_class") == expected
+
+
+def test_command_not_found_exits_127_without_restart(tmp_path: Path, metadata: MetadataServer) -> None:
+    result = run_runner([], [str(tmp_path / "no-such-command")], metadata)
+    assert result.returncode == 127
+    assert "cannot start" in result.stderr
+    assert metadata.statuses() == ["running", "failed"]
+    assert metadata.last("failure_class") == "container_start_error"
+
+
+def test_command_not_executable_exits_126(tmp_path: Path) -> None:
+    path = tmp_path / "train.sh"
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o644)
+    result = run_runner([], [str(path)])
+    assert result.returncode == 126
+
+
+def test_restart_count_is_visible_to_the_child(tmp_path: Path) -> None:
+    counter, seen = tmp_path / "runs", tmp_path / "seen"
+    command = counting(counter, f"""
+        with open({str(seen)!r}, "a") as f:
+            f.write(os.environ["RESILIENT_WORKER_RESTARTS"] + "\\n")
+        sys.exit(6 if n < 2 else 0)
+    """)
+    assert run_runner([], command).returncode == 0
+    assert seen.read_text().split() == ["0", "1", "2"]
+
+
+# -- (e): SIGTERM -----------------------------------------------------------------------------------------
+
+
+def test_sigterm_is_forwarded_to_the_child_which_checkpoints(tmp_path: Path, metadata: MetadataServer) -> None:
+    ready, checkpointed, counter = tmp_path / "ready", tmp_path / "checkpointed", tmp_path / "runs"
+    command = counting(counter, f"""
+        def on_term(signum, frame):
+            Path({str(checkpointed)!r}).write_text("saved")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+        Path({str(ready)!r}).write_text("1")
+        time.sleep(30)
+    """)
+    proc = subprocess.Popen(runner_argv(["--grace-seconds", "10"], command), env=runner_env(metadata),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    assert checkpointed.read_text() == "saved"
+    assert counter.read_text() == "1"  # no restart after SIGTERM
+    assert metadata.statuses() == ["running", "terminated"]
+    assert metadata.last("exit_code") == "143"
+    assert metadata.last("failure_class") == "worker_failure"
+
+
+def test_child_ignoring_sigterm_is_killed_after_grace(tmp_path: Path, metadata: MetadataServer) -> None:
+    ready, pid_file = tmp_path / "ready", tmp_path / "pid"
+    command = script(f"""
+        import os, signal, time
+        from pathlib import Path
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        Path({str(pid_file)!r}).write_text(str(os.getpid()))
+        Path({str(ready)!r}).write_text("1")
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen(runner_argv(["--grace-seconds", "0.5"], command), env=runner_env(metadata),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    assert 0.5 <= elapsed < 10
+    assert "SIGKILL" in stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    assert metadata.statuses() == ["running", "terminated"]
+
+
+# -- (f): preflight ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "item"),
+    [
+        (["--min-free-bytes", str(10**18)], "disk-size"),
+        (["--min-open-files", str(2**62)], "ulimit"),
+        (["--checkpoint-dir", "{file}/ckpt"], "checkpoint-dir"),
+    ],
+)
+def test_preflight_failure_exits_78_without_running_the_command(
+    tmp_path: Path, metadata: MetadataServer, options: list[str], item: str
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    options = [o.replace("{file}", str(a_file)) for o in options]
+    ran = tmp_path / "ran"
+    result = run_runner(["--preflight", *options], script(f"open({str(ran)!r}, 'w').close()"), metadata)
+    assert result.returncode == runner.PREFLIGHT_EXIT_CODE == 78
+    assert not ran.exists()
+    assert f"preflight failed: {item}: " in result.stderr
+    assert metadata.statuses() == ["preflight", "preflight_failed"]
+    assert metadata.last("exit_code") == "78"
+    assert metadata.last("failure_class") == "preflight_failure"
+
+
+def test_preflight_passes_and_logs_each_item(tmp_path: Path, metadata: MetadataServer) -> None:
+    ckpt = tmp_path / "ckpt"
+    options = ["--preflight", "--min-free-bytes", "1", "--min-open-files", "1", "--checkpoint-dir", str(ckpt)]
+    result = run_runner(options, script("print('step 1')"), metadata, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for item in ("disk-size", "checkpoint-dir", "ulimit"):
+        assert f"preflight ok: {item}: " in result.stderr
+    assert ckpt.is_dir() and not list(ckpt.iterdir())  # the probe file is removed
+    assert metadata.statuses() == ["preflight", "running", "succeeded"]
+
+
+def test_preflight_skips_gcs_checkpoint_dir() -> None:
+    checks = runner.preflight_checks(os.getcwd(), 0, "gs://bucket/ckpt", 0)
+    assert [(item, ok) for item, ok, _ in checks] == [("disk-size", True), ("checkpoint-dir", True), ("ulimit", True)]
+
+
+# -- (g), (h): heartbeats and reporting -------------------------------------------------------------------
+
+
+def test_heartbeats_keep_coming_while_the_child_runs(metadata: MetadataServer) -> None:
+    result = run_runner([], script("import time; time.sleep(0.5)"), metadata)
+    assert result.returncode == 0
+    beats = [float(v) for v in metadata.values("heartbeat")]
+    assert len(beats) >= 3
+    assert beats == sorted(beats) and len(set(beats)) == len(beats)
+    assert abs(beats[-1] - time.time()) < 60
+
+
+def test_custom_namespace_and_step_pattern(metadata: MetadataServer) -> None:
+    options = ["--namespace", "train", "--step-pattern", r"global_step=(\d+)"]
+    result = run_runner(options, script("print('loss=1.0 global_step=41'); print('global_step=42')"), metadata)
+    assert result.returncode == 0
+    assert metadata.statuses() == []
+    assert metadata.last("status", namespace="train") == "succeeded"
+    assert metadata.last("step", namespace="train") == "42"
+
+
+def test_runs_without_a_metadata_server(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    result = run_runner([], counting(counter, "print('step 3'); sys.exit(11 if n == 0 else 0)"))
+    assert result.returncode == 0
+    assert counter.read_text() == "2"
+    assert "warning" not in result.stderr
+
+
+def test_unreachable_metadata_server_warns_once_and_keeps_running(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: connections are refused
+    counter = tmp_path / "runs"
+    result = run_runner([], counting(counter, "sys.exit(139 if n == 0 else 0)"), GCE_METADATA_HOST=f"127.0.0.1:{port}")
+    assert result.returncode == 0
+    assert counter.read_text() == "2"
+    assert result.stderr.count("warning: cannot write guest attribute") == 1
+
+
+# -- usage ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["--"], [], ["--max-restarts", "1"], ["python3", "train.py"]])
+def test_missing_command_is_a_usage_error(argv: list[str]) -> None:
+    result = subprocess.run([sys.executable, str(worker.RUNNER_PATH), *argv], capture_output=True, text=True,
+                            timeout=RUN_TIMEOUT, env=runner_env(None))
+    assert result.returncode == runner.USAGE_EXIT_CODE == 2
+    assert "usage:" in result.stderr
+
+
+def test_bad_option_is_a_usage_error() -> None:
+    result = run_runner(["--max-restarts", "-1"], ["true"])
+    assert result.returncode == 2
+
+
+# -- (i): agreement with the policy, and the file's own rules ---------------------------------------------
+
+
+def test_classification_agrees_with_the_policy_for_every_exit_code() -> None:
+    assert runner.TRANSIENT_EXIT_CODES == policy.TRANSIENT_EXIT_CODES
+    assert runner.TRANSIENT_SIGNALS == policy.TRANSIENT_SIGNALS
+    assert runner.START_ERROR_EXIT_CODES == policy.START_ERROR_EXIT_CODES
+    assert runner.PREFLIGHT_EXIT_CODE == policy.PREFLIGHT_EXIT_CODE == worker.PREFLIGHT_EXIT_CODE
+    assert {policy.SIGKILL, policy.SIGTERM} == runner.WORKER_FAILURE_SIGNALS
+    for code in range(-64, 256):
+        failure = policy.classify_exit_status(code)
+        expected = failure.failure_class.value if failure is not None else None
+        assert runner.classify_exit_status(code) == expected, code
+        if code < 0:  # what the runner reports for Python's -n agrees too
+            assert runner.classify_exit_status(runner.normalize_exit_status(code)) == expected, code
+
+
+def test_restartable_classes_are_the_policys_restart_in_place_classes() -> None:
+    from airflow_provider_resilient.policy import FailureClass
+
+    assert {FailureClass(c) for c in runner.RESTARTABLE_CLASSES} == {
+        FailureClass.TRANSIENT_CRASH, FailureClass.WORKER_FAILURE}
+    assert runner.classify_exit_status(runner.TERMINATED_EXIT_CODE) == FailureClass.WORKER_FAILURE.value
+
+
+def test_runner_is_stdlib_only_and_python38_syntax() -> None:
+    source = worker.runner_source()
+    tree = ast.parse(source, feature_version=(3, 8))
+    modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names}
+    modules |= {node.module.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert modules - {"__future__"} <= sys.stdlib_module_names, modules
+    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+    assert 'if __name__ == "__main__":' in source
+    assert worker.RUNNER_PATH.name == "runner.py" and worker.RUNNER_PATH.is_file()
+
+
+def _python38() -> str | None:
+    """A working Python 3.8 interpreter, if this machine has one (pyenv shims may exist but not work)."""
+    for candidate in (str(Path.home() / ".pyenv/versions/3.8.18/bin/python3.8"), shutil.which("python3.8")):
+        if not candidate or not Path(candidate).is_file():
+            continue
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                               capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        if probe.returncode == 0 and probe.stdout.strip() == "(3, 8)":
+            return candidate
+    return None
+
+
+PYTHON38 = _python38()
+
+
+@pytest.mark.skipif(PYTHON38 is None, reason="no python3.8 on this machine")
+def test_runner_runs_under_python38_as_a_standalone_file(tmp_path: Path) -> None:
+    copy = tmp_path / "runner.py"  # as the startup script does: the bare file, no package around it
+    copy.write_text(worker.runner_source(), encoding="utf-8")
+    counter = tmp_path / "runs"
+    argv = [str(PYTHON38), str(copy), "--restart-delay", "0", "--",
+            *counting(counter, "sys.exit(139 if n == 0 else 0)")]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=runner_env(None))
+    assert result.returncode == 0, result.stderr
+    assert counter.read_text() == "2"
