@@ -36,7 +36,7 @@ class MetadataServer:
     @property
     def address(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def stop(self) -> None:
         self._httpd.shutdown()
