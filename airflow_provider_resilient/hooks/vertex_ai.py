@@ -85,8 +85,8 @@ def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Seque
     return credentials
 
 
-class ResilientVertexAIHook:
-    """Vertex AI CustomJob calls with retries of transient errors.
+class GoogleApiHook:
+    """What every hook of the provider shares: credentials, the emulator override, retried calls.
 
     Args:
         gcp_conn_id: Airflow connection for credentials; its extra ``emulator_host`` selects an emulator.
@@ -116,19 +116,30 @@ class ResilientVertexAIHook:
     def credentials(self) -> Any:
         return None if self.emulator else google_credentials(self.gcp_conn_id, self.impersonation_chain)
 
-    def client(self, region: str) -> Any:
-        """A cached ``JobServiceClient`` for ``region``."""
-        if region not in self._clients:
-            self._clients[region] = vertex_job_client(region, credentials=self.credentials, emulator=self.emulator)
-        return self._clients[region]
-
     def _retrying(self, *, creating: bool = False) -> Any:
         from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
         return Retrying(retry=retry_if_exception(lambda e: is_transient(e, creating=creating)),
                         wait=wait_exponential_jitter(initial=1, max=60), stop=stop_after_delay(self.api_retry_seconds),
                         sleep=self._sleep, reraise=True,
-                        before_sleep=lambda s: log.warning("Vertex AI API error, retrying: %s", s.outcome.exception()))
+                        before_sleep=lambda s: log.warning("Google API error, retrying: %s", s.outcome.exception()))
+
+    def call(self, fn: Callable[[], Any], *, creating: bool = False) -> Any:
+        """``fn()`` with transient API errors retried (see :func:`is_transient`)."""
+        for attempt in self._retrying(creating=creating):
+            with attempt:
+                return fn()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class ResilientVertexAIHook(GoogleApiHook):
+    """Vertex AI CustomJob calls with retries of transient errors (arguments: see :class:`GoogleApiHook`)."""
+
+    def client(self, region: str) -> Any:
+        """A cached ``JobServiceClient`` for ``region``."""
+        if region not in self._clients:
+            self._clients[region] = vertex_job_client(region, credentials=self.credentials, emulator=self.emulator)
+        return self._clients[region]
 
     # ------------------------------------------------------------------ calls
     def create_custom_job(self, project_id: str, region: str, custom_job: dict[str, Any],

@@ -22,16 +22,15 @@ Importing this module imports no Google library.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
-from ..policy import FailureClass, Fallback, Platform, RetryPolicy, format_history, history_to_json
+from ..policy import Fallback, Platform, RetryPolicy, history_to_json
 from ..specs.vertex import (
     SpecError,
     build_custom_job,
@@ -41,22 +40,15 @@ from ..specs.vertex import (
     validate_custom_job,
 )
 from ..supervisor import (
-    Fail,
     JobFailed,
     JobSucceeded,
     RunState,
-    Sleep,
-    Started,
     Submit,
     SubmitFailed,
     Submitted,
-    Succeed,
-    Watch,
     WokeUp,
-    state_from_json,
-    state_to_json,
-    step,
 )
+from .base import SupervisedOperator, policy_with_fallbacks
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +63,7 @@ def _as_dict(value: Any) -> Any:
     return value
 
 
-def _fallback(value: Fallback | Mapping[str, Any]) -> Fallback:
-    if isinstance(value, Fallback):
-        return value
-    data = dict(value)
-    if "on" in data:
-        data["on"] = frozenset(FailureClass(c) for c in data["on"])
-    return Fallback(**data)
-
-
-class ResilientCustomJobOperator(BaseOperator):
+class ResilientCustomJobOperator(SupervisedOperator):
     """Run a Vertex AI CustomJob to completion through crashes, stockouts, internal errors and quota waits.
 
     Args:
@@ -124,6 +107,7 @@ class ResilientCustomJobOperator(BaseOperator):
             cannot be read): Airflow's task retries apply, and the retried task reattaches.
     """
 
+    STATE_KEY = STATE_KEY
     template_fields: Sequence[str] = ("project_id", "region", "display_name", "worker_pool_specs", "base_output_dir",
                                       "checkpoint_dir", "labels", "service_account", "network", "impersonation_chain")
     template_fields_renderers = {"worker_pool_specs": "json", "labels": "json"}
@@ -159,16 +143,9 @@ class ResilientCustomJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if resilience_policy is not None and not isinstance(resilience_policy, RetryPolicy):
-            raise TypeError(f"resilience_policy must be an airflow_provider_resilient.policy.RetryPolicy, got "
-                            f"{type(resilience_policy).__name__}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
-        policy = resilience_policy or RetryPolicy()
-        extra = tuple(_fallback(f) for f in fallbacks)
-        self.resilience_policy = RetryPolicy(policy.rules, policy.budgets, policy.backoff,
-                                             policy.fallbacks + extra, policy.queue_timeout_seconds,
-                                             policy.include_default_rules) if extra else policy
+        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
         self.project_id = project_id
         self.region = region
         self.display_name = display_name
@@ -191,20 +168,12 @@ class ResilientCustomJobOperator(BaseOperator):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self._live_job: str | None = None
-        self._sleep: Callable[[float], Any] = time.sleep
-        self._clock: Callable[[], float] = time.time
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
         self._validate()
-        state = self._load(context)
-        if state.phase == "new":
-            self.log.info("Starting %s in %s (checkpoints: %s)", self.display_name, self.region,
-                          self._checkpoint_dir())
-        else:
-            self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it", state.phase,
-                          len(state.history))
-        return self._drive(context, state, Started(self._clock(), rerun=self.rerun_after_success))
+        self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())
+        return self._start(context)
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
         """Resume after a deferral. The state comes from the task state store (``airflow dags test`` drops
@@ -227,38 +196,6 @@ class ResilientCustomJobOperator(BaseOperator):
             self._hook().cancel_custom_job(self._live_job)
 
     # ------------------------------------------------------------------ the shell
-    def _drive(self, context: Any, state: RunState, event: Any) -> Any:
-        seed = self._seed(context)
-        while True:
-            before = sum(len(a.incidents) for a in state.history)
-            state, actions = step(state, event, self.resilience_policy, seed)
-            self._save(context, state)
-            if sum(len(a.incidents) for a in state.history) > before:
-                incident = state.history[-1].incidents[-1]
-                self.log.warning("Attempt %d (%s): %s -> %s", state.history[-1].number,
-                                 state.history[-1].resource_name or "not created", incident.failure.summary(),
-                                 incident.decision.reason)
-            action = actions[0]
-            if isinstance(action, Submit):
-                event = self._submit(context, state, action)
-            elif isinstance(action, Watch):
-                self._live_job = action.job_name
-                if self.deferrable:
-                    self._defer_watch(action.job_name)
-                event = self._outcome(self._poll_until_terminal(action.job_name))
-            elif isinstance(action, Sleep):
-                self.log.info("Next step in %.1f s", action.seconds)
-                if self.deferrable and action.seconds > 0:
-                    self._defer_sleep(action.seconds)
-                self._sleep(action.seconds)
-                event = WokeUp(self._clock())
-            elif isinstance(action, Succeed):
-                return self._finish(context, state, action.job_name)
-            elif isinstance(action, Fail):
-                self._log_history(state)
-                self._push_history(context, state)
-                raise AirflowFailException(action.message)
-
     def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
         from ..checkpoints import find_latest_checkpoint
         from ..policy import classify_create_error
@@ -304,6 +241,12 @@ class ResilientCustomJobOperator(BaseOperator):
         return Submitted(job.name, self._clock(), checkpoint.step if checkpoint else None,
                          checkpoint.uri if checkpoint else None)
 
+    def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
+        self._live_job = job_name
+        if self.deferrable:
+            self._defer_watch(job_name)
+        return self._outcome(self._poll_until_terminal(job_name))
+
     def _poll_until_terminal(self, job_name: str) -> dict[str, Any]:
         from ..triggers.vertex_ai import TERMINAL_STATES
 
@@ -336,24 +279,16 @@ class ResilientCustomJobOperator(BaseOperator):
         self.defer(trigger=CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
                                             self.cancel_on_kill), method_name="execute_complete")
 
-    def _defer_sleep(self, seconds: float) -> None:
-        from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-
-        moment = datetime.now(tz=UTC) + timedelta(seconds=seconds)
-        self.defer(trigger=DateTimeTrigger(moment=moment), method_name="execute_complete")
-
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
         from ..checkpoints import find_latest_checkpoint
 
         self._live_job = None
-        self._log_history(state)
         checkpoint = None
         try:
             found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
             checkpoint = {"uri": found.uri, "step": found.step} if found else None
         except Exception as exc:  # the job succeeded; a missing listing does not change that
             self.log.warning("Could not list the final checkpoint: %s", exc)
-        self._push_history(context, state)
         return {"job_name": job_name, "state": "JOB_STATE_SUCCEEDED", "checkpoint": checkpoint,
                 "attempts": history_to_json(state.history)}
 
@@ -396,37 +331,6 @@ class ResilientCustomJobOperator(BaseOperator):
                                 timeout=self.timeout, fallbacks=self.resilience_policy.fallbacks)
         except SpecError as exc:
             raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {exc}") from exc
-
-    @staticmethod
-    def _map_index(context: Any) -> int:
-        ti = context.get("ti")
-        return int(getattr(ti, "map_index", -1) or -1) if ti is not None else -1
-
-    def _seed(self, context: Any) -> str:
-        return f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
-
-    def _load(self, context: Any) -> RunState:
-        store = context.get("task_state_store")
-        if store is None:
-            self.log.warning("No task_state_store in the context: a retried task cannot reattach")
-            return getattr(self, "_memory_state", RunState())
-        try:
-            return state_from_json(store.get(STATE_KEY))
-        except ValueError as exc:
-            raise AirflowFailException(f"the stored state under {STATE_KEY!r} is unreadable: {exc}") from exc
-
-    def _save(self, context: Any, state: RunState) -> None:
-        self._memory_state = state
-        store = context.get("task_state_store")
-        if store is not None:
-            store.set(STATE_KEY, state_to_json(state))
-
-    def _log_history(self, state: RunState) -> None:
-        for line in format_history(state.history):
-            self.log.info("%s", line)
-
-    def _push_history(self, context: Any, state: RunState) -> None:
-        context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
 
 
 __all__ = ["STATE_KEY", "ResilientCustomJobOperator"]

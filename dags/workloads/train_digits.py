@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.epoch_seconds > 0:
             time.sleep(args.epoch_seconds)
         print(f"step {epoch} loss {loss:.6f}", flush=True)
-        if epoch % args.checkpoint_every == 0 or epoch == args.epochs:
+        # On a multi-host TPU slice every worker trains the same replica; worker 0 alone writes checkpoints.
+        writer = os.environ.get("TPU_WORKER_ID", "0") == "0"
+        if writer and (epoch % args.checkpoint_every == 0 or epoch == args.epochs):
             state = json.dumps({"step": epoch, "loss": loss}).encode()
             write_files(fs, f"{root}/step_{epoch}",
                         [(MODEL_FILE, pickle.dumps(model)), (STATE_FILE, state), (MARKER, b"")])
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no epoch to train and no checkpoint to evaluate", file=sys.stderr, flush=True)
         return 1
     accuracy = float(model.score(x_test, y_test))
-    if args.model_dir:
+    if args.model_dir and os.environ.get("TPU_WORKER_ID", "0") == "0":
         model_fs, model_path = filesystem(args.model_dir)
         metrics = {"test_accuracy": accuracy, "epochs": args.epochs, "seed": args.seed}
         write_files(model_fs, model_path, [(MODEL_FILE, pickle.dumps(model)),

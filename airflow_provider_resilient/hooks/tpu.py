@@ -1,0 +1,96 @@
+"""Cloud TPU hook (nodes, guest attributes) and the audit-log hook (maintenance, preemption, stockouts).
+
+Both share :class:`~.vertex_ai.GoogleApiHook`: credentials, the emulator override and transient API
+errors retried with backoff. Long-running operations (CreateNode, DeleteNode) are waited for with
+``operation.result(timeout)``; their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from ..clients import tpu_client
+from .vertex_ai import GoogleApiHook
+
+log = logging.getLogger(__name__)
+GUEST_NAMESPACE = "resilient"
+
+
+class ResilientTPUHook(GoogleApiHook):
+    """Cloud TPU API calls (arguments: see :class:`~.vertex_ai.GoogleApiHook`)."""
+
+    def client(self) -> Any:
+        if "tpu" not in self._clients:
+            self._clients["tpu"] = tpu_client(credentials=self.credentials, emulator=self.emulator)
+        return self._clients["tpu"]
+
+    def create_node(self, project_id: str, zone: str, node_id: str, node: dict[str, Any],
+                    timeout: float = 3600.0) -> Any:
+        """Create a node and wait until it is READY (the operation's result).
+
+        An ALREADY_EXISTS (a retried call whose first try went through) returns the existing node.
+
+        Raises:
+            google.api_core.exceptions.ResourceExhausted: a stockout (the operation failed), for the policy.
+        """
+        from google.api_core import exceptions as gexc
+
+        parent = f"projects/{project_id}/locations/{zone}"
+        try:
+            operation = self.call(lambda: self.client().create_node(parent=parent, node_id=node_id, node=node,
+                                                                    retry=None))
+        except gexc.AlreadyExists:
+            log.info("Node %s/nodes/%s exists already: using it", parent, node_id)
+            return self.get_node(f"{parent}/nodes/{node_id}")
+        return operation.result(timeout=timeout)
+
+    def get_node(self, name: str) -> Any:
+        return self.call(lambda: self.client().get_node(name=name, retry=None))
+
+    def delete_node(self, name: str, timeout: float = 1800.0) -> None:
+        """Delete a node and wait for it; a node that is already gone is fine."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            operation = self.call(lambda: self.client().delete_node(name=name, retry=None))
+        except gexc.NotFound:
+            return
+        operation.result(timeout=timeout)
+
+    def worker_reports(self, name: str) -> list[dict[str, str]]:
+        """Per worker VM (in worker order), the guest attributes our runner wrote: ``{"status": ..., ...}``."""
+        response = self.call(lambda: self.client().get_guest_attributes(
+            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None))
+        return [{item.key: item.value for item in attrs.query_value.items if item.namespace == GUEST_NAMESPACE}
+                for attrs in response.guest_attributes]
+
+
+class AuditLogHook(GoogleApiHook):
+    """Cloud Audit Logs entries about TPU nodes (seed 002: ``tpu.nodes.terminate`` / ``tpu.nodes.restart``)."""
+
+    def client(self) -> Any:
+        if "logging" not in self._clients:
+            from ..logging_clients import logging_gapic_client
+
+            self._clients["logging"] = logging_gapic_client(credentials=self.credentials, emulator=self.emulator)
+        return self._clients["logging"]
+
+    def node_events(self, project_id: str, node_name: str, since: datetime) -> list[dict[str, Any]]:
+        """System-event audit entries about ``node_name`` since ``since``, oldest first, as JSON dicts
+        (``protoPayload.methodName``, ``protoPayload.metadata.terminateReason``, ``insertId`` ...).
+
+        Entries reach Cloud Logging some seconds after the event (ingestion delay): callers look back a
+        little before the time they last looked.
+        """
+        from google.cloud.audit import audit_log_pb2  # noqa: F401 -- registers AuditLog for the Any payload
+        from google.cloud.logging_v2.types import LogEntry
+        from google.protobuf.json_format import MessageToDict
+
+        log_name = f"projects/{project_id}/logs/cloudaudit.googleapis.com%2Fsystem_event"
+        text = (f'logName="{log_name}" AND protoPayload.resourceName="{node_name}" '
+                f'AND timestamp>="{since.isoformat()}"')
+        request = {"resource_names": [f"projects/{project_id}"], "filter": text, "order_by": "timestamp asc"}
+        pager = self.call(lambda: self.client().list_log_entries(request=request, retry=None))
+        return [MessageToDict(LogEntry.pb(entry)) for entry in pager]

@@ -1,0 +1,168 @@
+"""The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
+
+A subclass says how to submit an attempt (:meth:`SupervisedOperator._submit`), how to watch one until it
+ends (:meth:`_watch`: poll in the worker, or defer), what success returns (:meth:`_finish`) and what to
+clean up on failure (:meth:`_on_failure`). This class runs the loop: it steps the supervisor, persists its
+state in Airflow's task state store after every step (so a retried or cleared task continues), logs
+every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
+``AirflowFailException`` with the attempt history when the run fails.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from ..policy import FailureClass, Fallback, RetryPolicy, format_history, history_to_json
+from ..supervisor import (
+    Fail,
+    RunState,
+    Sleep,
+    Started,
+    Submit,
+    Succeed,
+    Watch,
+    WokeUp,
+    state_from_json,
+    state_to_json,
+    step,
+)
+
+
+def policy_with_fallbacks(policy: RetryPolicy | None,
+                          fallbacks: Sequence[Fallback | Mapping[str, Any]]) -> RetryPolicy:
+    """``policy`` (default: the seed rules) with ``fallbacks`` (Fallback objects or dicts) appended.
+
+    Raises:
+        TypeError: when ``policy`` is not a :class:`~..policy.RetryPolicy`.
+        ValueError: when a fallback dict is not a valid :class:`~..policy.Fallback`.
+    """
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        raise TypeError(f"resilience_policy must be an airflow_provider_resilient.policy.RetryPolicy, got "
+                        f"{type(policy).__name__}")
+    policy = policy or RetryPolicy()
+    extra = []
+    for value in fallbacks:
+        if isinstance(value, Fallback):
+            extra.append(value)
+            continue
+        data = dict(value)
+        if "on" in data:
+            data["on"] = frozenset(FailureClass(c) for c in data["on"])
+        extra.append(Fallback(**data))
+    if not extra:
+        return policy
+    return replace(policy, fallbacks=policy.fallbacks + tuple(extra))
+
+
+class SupervisedOperator(BaseOperator):
+    """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``."""
+
+    STATE_KEY = "resilient_state"
+    resilience_policy: RetryPolicy
+    deferrable: bool
+    rerun_after_success: bool
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._sleep: Callable[[float], Any] = time.sleep
+        self._clock: Callable[[], float] = time.time
+
+    # ------------------------------------------------------------------ subclass interface
+    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
+        """Create attempt ``action.attempt``; return ``Submitted`` or ``SubmitFailed``."""
+        raise NotImplementedError
+
+    def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
+        """Follow the attempt until it ends; return ``JobSucceeded`` or ``JobFailed`` (or defer)."""
+        raise NotImplementedError
+
+    def _finish(self, context: Any, state: RunState, job_name: str) -> Any:
+        """The task's return value after success."""
+        raise NotImplementedError
+
+    def _on_failure(self, context: Any, state: RunState) -> None:
+        """Release what the run holds before the task fails (e.g. delete a node)."""
+
+    # ------------------------------------------------------------------ the loop
+    def _start(self, context: Any) -> Any:
+        state = self._load(context)
+        if state.phase != "new":
+            self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it", state.phase,
+                          len(state.history))
+        return self._drive(context, state, Started(self._clock(), rerun=self.rerun_after_success))
+
+    def _drive(self, context: Any, state: RunState, event: Any) -> Any:
+        seed = f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
+        while True:
+            before = sum(len(a.incidents) for a in state.history)
+            state, actions = step(state, event, self.resilience_policy, seed)
+            self._save(context, state)
+            if sum(len(a.incidents) for a in state.history) > before:
+                incident = state.history[-1].incidents[-1]
+                self.log.warning("Attempt %d (%s): %s -> %s", state.history[-1].number,
+                                 state.history[-1].resource_name or "not created", incident.failure.summary(),
+                                 incident.decision.reason)
+            action = actions[0]
+            if isinstance(action, Submit):
+                event = self._submit(context, state, action)
+            elif isinstance(action, Watch):
+                event = self._watch(context, state, action.job_name)
+            elif isinstance(action, Sleep):
+                self.log.info("Next step in %.1f s", action.seconds)
+                if self.deferrable and action.seconds > 0:
+                    self._defer_for(action.seconds)
+                self._sleep(action.seconds)
+                event = WokeUp(self._clock())
+            elif isinstance(action, Succeed):
+                self._log_history(state)
+                result = self._finish(context, state, action.job_name)
+                self._push_history(context, state)
+                return result
+            elif isinstance(action, Fail):
+                self._log_history(state)
+                self._push_history(context, state)
+                self._on_failure(context, state)
+                raise AirflowFailException(action.message)
+
+    def _defer_for(self, seconds: float) -> None:
+        """Free the worker slot for ``seconds``; :meth:`execute_complete` continues."""
+        from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+        moment = datetime.now(tz=UTC) + timedelta(seconds=seconds)
+        self.defer(trigger=DateTimeTrigger(moment=moment), method_name="execute_complete")
+
+    # ------------------------------------------------------------------ state and XCom
+    @staticmethod
+    def _map_index(context: Any) -> int:
+        ti = context.get("ti")
+        return int(getattr(ti, "map_index", -1) or -1) if ti is not None else -1
+
+    def _load(self, context: Any) -> RunState:
+        store = context.get("task_state_store")
+        if store is None:
+            self.log.warning("No task_state_store in the context: a retried task cannot reattach")
+            return getattr(self, "_memory_state", RunState())
+        try:
+            return state_from_json(store.get(self.STATE_KEY))
+        except ValueError as exc:
+            raise AirflowFailException(f"the stored state under {self.STATE_KEY!r} is unreadable: {exc}") from exc
+
+    def _save(self, context: Any, state: RunState) -> None:
+        self._memory_state = state
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(self.STATE_KEY, state_to_json(state))
+
+    def _log_history(self, state: RunState) -> None:
+        for line in format_history(state.history):
+            self.log.info("%s", line)
+
+    def _push_history(self, context: Any, state: RunState) -> None:
+        context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))

@@ -1,0 +1,333 @@
+"""``ResilientTPUWorkloadOperator``: a training command on a Cloud TPU VM / pod slice, through maintenance
+events, preemptions, unhealthy hardware, stockouts and crashes (seed 002).
+
+Each attempt is a node of its own (``<node_id>-a<attempt>``, fresh hardware: the isolation of seed 004)
+whose startup script runs the command under the worker runner (:mod:`..worker.runner`) on every worker
+VM: the runner restarts the command in place on non-permanent exits (seed 000: up to 5 times), forwards
+SIGTERM so the workload can checkpoint, and reports status, exit code, restarts, heartbeat and step
+through guest attributes. The operator watches the node's state and health, the workers' reports and the
+audit log, and asks the policy:
+
+* a maintenance event that recovers (REPAIRING, ``tpu.nodes.restart``) is waited out -- the startup
+  script runs again after the repair and the workload resumes from its checkpoint on its own;
+* TERMINATED, PREEMPTED, unhealthy hardware, a node not back in time or a worker out of restarts: the
+  node is deleted and the next attempt re-creates it, resuming from the latest complete checkpoint;
+* a stockout on create backs off and walks the ``fallbacks`` (zones, accelerator types);
+* a permanent error of the command fails the task.
+
+Success: every worker reports ``succeeded`` (all hosts of a multi-host slice must finish). Every node the
+operator created is deleted on success, on failure and on kill, unless ``keep_node``. A retried or
+cleared task reattaches to its node by name. Importing this module imports no Google library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
+from ..specs.tpu import NODE_ID_RE, RUNTIME_RE, ZONE_RE, node_id_for, startup_script, worker_count
+from ..specs.vertex import LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
+from ..supervisor import JobFailed, JobSucceeded, RunState, Submit, SubmitFailed, Submitted, WokeUp
+from .base import SupervisedOperator, policy_with_fallbacks
+
+STATE_KEY = "resilient_tpu_workload"
+SEEN_KEY = "resilient_tpu_seen_audit"
+_BAD_STATUSES = ("failed", "preflight_failed")
+
+
+class ResilientTPUWorkloadOperator(SupervisedOperator):
+    """Run ``command`` on every worker of a Cloud TPU node until it succeeds, re-creating the node as needed.
+
+    Args:
+        project_id: Google Cloud project id.
+        zone: TPU zone, e.g. ``us-central2-b``.
+        accelerator_type: e.g. ``v4-8``, ``v4-32``, ``v5litepod-16``.
+        runtime_version: the TPU VM image, e.g. ``tpu-ubuntu2204-base``.
+        command: the training command (a shell string or an argv list), run on every worker VM.
+        setup_script: bash run before the command at every boot (installs, mounts ...).
+        env: environment variables of the command.
+        checkpoint_dir: where the workload writes checkpoints; searched before every new node.
+        checkpoint_marker: a file the workload writes last in each checkpoint, required when set.
+        tpu_node_id: the node id stem (attempt n runs on ``<tpu_node_id>-a<n>``); default: DAG, task and a
+            run hash. (Not ``node_id``: that name is BaseOperator's.)
+        spot: request Spot capacity (preemptible); ``reserved``: use a reservation.
+        labels, network, service_account: the node's.
+        resilience_policy, fallbacks: see :class:`~.vertex_ai.ResilientCustomJobOperator` (fallbacks take
+            ``zone`` and ``accelerator_type``).
+        max_worker_restarts: in-place restarts per worker by the runner (seed 000: 5).
+        hang_timeout: seconds without a heartbeat from a running worker before it counts as hung.
+        heartbeat_seconds: how often each worker reports its heartbeat and step (guest attributes).
+        keep_node: keep the last node after the task ends (for debugging); default: delete every node.
+        deferrable: free the worker slot between looks (each look runs briefly in a worker).
+        poll_interval: seconds between looks at the node.
+        rerun_after_success, gcp_conn_id, impersonation_chain: as for the Vertex AI operator.
+
+    Returns: ``{"node_name", "state", "checkpoint", "attempts"}``; the history also goes to XCom
+    ``attempt_history``.
+
+    Raises:
+        AirflowFailException: bad arguments (before anything is created), a permanent failure or a spent budget.
+    """
+
+    STATE_KEY = STATE_KEY
+    template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
+                                      "setup_script", "env", "checkpoint_dir", "tpu_node_id", "labels")
+
+    def __init__(self, *, project_id: str, zone: str, accelerator_type: str, runtime_version: str,
+                 command: str | Sequence[str], checkpoint_dir: str, setup_script: str | None = None,
+                 env: Mapping[str, str] | None = None, checkpoint_marker: str | None = None,
+                 tpu_node_id: str | None = None, spot: bool = False, reserved: bool = False,
+                 labels: Mapping[str, str] | None = None, network: str | None = None,
+                 service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
+                 fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int = 5,
+                 hang_timeout: float = 1800.0, heartbeat_seconds: float = 10.0, keep_node: bool = False,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 30.0, rerun_after_success: bool = False,
+                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+        self.project_id = project_id
+        self.zone = zone
+        self.accelerator_type = accelerator_type
+        self.runtime_version = runtime_version
+        self.command = command
+        self.setup_script = setup_script
+        self.env = dict(env or {})
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_marker = checkpoint_marker
+        self.tpu_node_id = tpu_node_id
+        self.spot = spot
+        self.reserved = reserved
+        self.labels = dict(labels or {})
+        self.network = network
+        self.service_account = service_account
+        self.max_worker_restarts = max_worker_restarts
+        self.hang_timeout = hang_timeout
+        self.heartbeat_seconds = heartbeat_seconds
+        self.keep_node = keep_node
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.rerun_after_success = rerun_after_success
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self._live_node: str | None = None
+
+    # ------------------------------------------------------------------ Airflow entry points
+    def execute(self, context: Any) -> Any:
+        self._validate()
+        return self._start(context)
+
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        """Continue after a deferral (a backoff or the pause between two looks at the node)."""
+        state = self._load(context)
+        if state.phase == "sleeping":
+            return self._drive(context, state, WokeUp(self._clock()))
+        if state.phase == "running" and state.job_name:
+            return self._drive(context, state, self._watch(context, state, state.job_name))
+        raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
+
+    def on_kill(self) -> None:
+        if self._live_node and not self.keep_node:
+            self.log.info("Task killed: deleting %s", self._live_node)
+            self._tpu().delete_node(self._live_node)
+
+    # ------------------------------------------------------------------ the shell
+    def _tpu(self) -> Any:
+        if not hasattr(self, "_tpu_hook"):
+            from ..hooks.tpu import ResilientTPUHook
+
+            self._tpu_hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, sleep=self._sleep)
+        return self._tpu_hook
+
+    def _audit(self) -> Any:
+        if not hasattr(self, "_audit_hook"):
+            from ..hooks.tpu import AuditLogHook
+
+            self._audit_hook = AuditLogHook(self.gcp_conn_id, self.impersonation_chain, sleep=self._sleep)
+        return self._audit_hook
+
+    def _node_name(self, context: Any, attempt: int, zone: str) -> str:
+        node_id = node_id_for(self.tpu_node_id, self.dag_id, self.task_id, context["run_id"], self._map_index(context),
+                              attempt)
+        return f"projects/{self.project_id}/locations/{zone}/nodes/{node_id}"
+
+    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
+        from google.api_core import exceptions as gexc
+
+        from ..checkpoints import find_latest_checkpoint
+        from ..policy import classify_create_error
+        from ..worker import runner_source
+
+        hook = self._tpu()
+        if state.job_name and not self.keep_node:  # the previous attempt's node: fresh hardware for this one
+            hook.delete_node(state.job_name)
+        fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
+        zone = fallback.zone if fallback and fallback.zone else self.zone
+        accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
+        name = self._node_name(context, action.attempt, zone)
+        try:
+            existing = hook.get_node(name)
+        except gexc.NotFound:
+            existing = None
+        if existing is not None:
+            self.log.info("Attempt %d already has node %s (%s): watching it", action.attempt, name,
+                          existing.state.name)
+            self._live_node = name
+            return Submitted(name, self._clock())
+        checkpoint = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
+        env = {**self.env, **resume_env(attempt=action.attempt, checkpoint_dir=self.checkpoint_dir,
+                                        resume_uri=checkpoint.uri if checkpoint else None,
+                                        resume_step=checkpoint.step if checkpoint else None,
+                                        failure_class=action.failure_class)}
+        labels = {**self.labels, **job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context),
+                                              action.attempt)}
+        node: dict[str, Any] = {
+            "accelerator_type": accelerator, "runtime_version": self.runtime_version, "labels": labels,
+            "metadata": {"startup-script": startup_script(
+                command=self.command, env=env, setup_script=self.setup_script, runner_source=runner_source(),
+                max_restarts=self.max_worker_restarts, checkpoint_dir=self.checkpoint_dir,
+                heartbeat_seconds=self.heartbeat_seconds)},
+            "scheduling_config": {"spot": self.spot, "reserved": self.reserved},
+        }
+        if self.network:
+            node["network_config"] = {"network": self.network}
+        if self.service_account:
+            node["service_account"] = {"email": self.service_account}
+        self._live_node = name
+        started = self._clock()
+        try:
+            hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
+        except gexc.GoogleAPICallError as exc:
+            self._live_node = None
+            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
+                                            exc.message, platform=Platform.TPU, timestamp=self._clock())
+            return SubmitFailed(failure, self._clock())
+        resumed = f"resuming from step {checkpoint.step}" if checkpoint else "from scratch"
+        self.log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", action.attempt, name, accelerator,
+                      zone, self._clock() - started, resumed)
+        return Submitted(name, self._clock(), checkpoint.step if checkpoint else None,
+                         checkpoint.uri if checkpoint else None)
+
+    def _watch(self, context: Any, state: RunState, node_name: str) -> Any:
+        self._live_node = node_name
+        while True:
+            event = self._look(context, state, node_name)
+            if event is not None:
+                return event
+            if self.deferrable:
+                self._defer_for(self.poll_interval)
+            self._sleep(self.poll_interval)
+
+    def _look(self, context: Any, state: RunState, node_name: str) -> Any:
+        """One look at the node: an event when something happened, None while it just runs."""
+        from google.api_core import exceptions as gexc
+
+        from ..policy import classify_exit_status, classify_tpu_audit_entry, classify_tpu_node
+
+        now = self._clock()
+        try:
+            node = self._tpu().get_node(node_name)
+        except gexc.NotFound:
+            return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
+                                     message=f"node {node_name} disappeared", timestamp=now), now)
+        failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
+        if failure is not None:
+            return JobFailed(failure, now)
+        for entry in self._new_audit_entries(context, state, node_name):
+            audit = classify_tpu_audit_entry(entry)
+            if audit is not None:  # a maintenance event that recovered between two looks
+                return JobFailed(audit, now)
+        if node.state.name != "READY":
+            return None
+        reports = self._tpu().worker_reports(node_name)
+        for worker, report in enumerate(reports):
+            status = report.get("status", "")
+            if status in _BAD_STATUSES:
+                code = int(report.get("exit_code") or 1)
+                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
+                                              worker_restarts=int(report.get("restarts") or 0),
+                                              message=f"worker {worker} {status} with exit {code}", timestamp=now)
+                if failed is not None:
+                    return JobFailed(failed, now)
+            heartbeat = float(report.get("heartbeat") or 0)
+            if status == "running" and heartbeat and now - heartbeat > self.hang_timeout:
+                return JobFailed(Failure(FailureClass.HANG, Platform.TPU, worker_id=str(worker), timestamp=now,
+                                         message=f"worker {worker}: no heartbeat for {now - heartbeat:.0f} s"), now)
+        if reports and all(r.get("status") == "succeeded" for r in reports):
+            return JobSucceeded(now)
+        return None
+
+    def _new_audit_entries(self, context: Any, state: RunState, node_name: str) -> list[dict[str, Any]]:
+        """Audit entries about the node not seen before (ids kept in the task state store)."""
+        started = state.history[-1].started_at if state.history else None
+        since = datetime.fromtimestamp((started or self._clock()) - 60, tz=UTC)  # ingestion delay
+        entries = self._audit().node_events(self.project_id, node_name, since)
+        store = context.get("task_state_store")
+        seen = list(store.get(SEEN_KEY) or []) if store is not None else getattr(self, "_seen", [])
+        fresh = [e for e in entries if e.get("insertId") not in seen]
+        if fresh:
+            seen = (seen + [e.get("insertId") for e in fresh])[-500:]
+            if store is not None:
+                store.set(SEEN_KEY, seen)
+            self._seen = seen
+        return fresh
+
+    def _finish(self, context: Any, state: RunState, node_name: str) -> dict[str, Any]:
+        from ..checkpoints import find_latest_checkpoint
+
+        found = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
+        self._release(node_name)
+        return {"node_name": node_name, "state": "SUCCEEDED",
+                "checkpoint": {"uri": found.uri, "step": found.step} if found else None,
+                "attempts": history_to_json(state.history)}
+
+    def _on_failure(self, context: Any, state: RunState) -> None:
+        if state.job_name:
+            self._release(state.job_name)
+
+    def _release(self, node_name: str) -> None:
+        self._live_node = None
+        if self.keep_node:
+            self.log.info("Keeping node %s (keep_node=True): delete it yourself", node_name)
+            return
+        self._tpu().delete_node(node_name)
+        self.log.info("Deleted node %s", node_name)
+
+    def _validate(self) -> None:
+        problems = []
+        if not ZONE_RE.match(self.zone or ""):
+            problems.append(f"zone: {self.zone!r} is not a zone like 'us-central2-b'")
+        for i, fb in enumerate(self.resilience_policy.fallbacks):
+            if fb.zone and not ZONE_RE.match(fb.zone):
+                problems.append(f"fallbacks[{i}].zone: {fb.zone!r} is not a zone like 'us-central2-b'")
+        try:
+            worker_count(self.accelerator_type)
+        except ValueError as exc:
+            problems.append(f"accelerator_type: {exc}")
+        if not RUNTIME_RE.match(self.runtime_version or ""):
+            problems.append(f"runtime_version: {self.runtime_version!r} is not a TPU VM image name")
+        if not self.command:
+            problems.append("command: is required (the training command run on every worker)")
+        if self.tpu_node_id and not NODE_ID_RE.match(f"{self.tpu_node_id}-a99"):
+            problems.append(f"tpu_node_id: {self.tpu_node_id!r}: lowercase letters, digits and '-', "
+                            "starting with a letter")
+        if not self.checkpoint_dir:
+            problems.append("checkpoint_dir: is required: new nodes resume from the checkpoints written there")
+        if self.max_worker_restarts < 0:
+            problems.append("max_worker_restarts: must be >= 0")
+        for key, value in self.labels.items():
+            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
+                problems.append(f"labels[{key!r}]: lowercase letters, digits, '_' and '-' only (63 characters)")
+        if problems:
+            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: " + "; ".join(problems))
+
+
+__all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator"]

@@ -1,0 +1,81 @@
+"""Cloud TPU workload specs: node ids, the startup script that runs the workload under the worker runner.
+
+Pure (no Airflow, no Google imports). The startup script runs at every boot of every worker VM (REFERENCE.md):
+it exports the attempt's ``RESILIENT_*`` variables (see :mod:`.vertex`), runs the user's ``setup_script``,
+writes the stdlib worker runner (:mod:`..worker.runner`) to a temporary file and executes the user's
+command under it, so the command is restarted in place on non-permanent exits (seed 000: up to 5 times)
+and every worker reports status, exit code, restarts, heartbeat and step through guest attributes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+ZONE_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+-[a-z]$")
+RUNTIME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+HEREDOC = "RESILIENT_RUNNER_EOF"
+
+
+def node_id_for(base: str | None, dag_id: str, task_id: str, run_id: str, map_index: int, attempt: int) -> str:
+    """The node id of an attempt: ``<base>-a<attempt>``, ``base`` defaulting to the DAG and task names plus a
+    hash of the run (deterministic, so a retried task finds its node by name)."""
+    if not base:
+        stem = re.sub(r"[^a-z0-9-]", "-", f"{dag_id}-{task_id}".lower()).strip("-")[:40] or "resilient"
+        if not stem[0].isalpha():
+            stem = f"r-{stem}"[:40]
+        digest = hashlib.sha256(f"{run_id}/{map_index}".encode()).hexdigest()[:8]
+        base = f"{stem}-{digest}"
+    return f"{base}-a{attempt}"
+
+
+def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
+                   runner_source: str, max_restarts: int, checkpoint_dir: str,
+                   heartbeat_seconds: float = 10.0) -> str:
+    """The ``startup-script`` metadata of a node for one attempt (bash)."""
+    if HEREDOC in runner_source:
+        raise ValueError(f"the runner source contains the heredoc marker {HEREDOC}")
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+    cmd = command if isinstance(command, str) else " ".join(shlex.quote(c) for c in command)
+    return f"""#!/bin/bash
+# Written by airflow-provider-resilient: runs at every boot of every worker VM.
+{exports}
+{setup_script or ''}
+RESILIENT_RUNNER="$(mktemp -t resilient-runner-XXXXXX.py)"
+cat > "$RESILIENT_RUNNER" <<'{HEREDOC}'
+{runner_source}
+{HEREDOC}
+exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-seconds {float(heartbeat_seconds)} \\
+    --checkpoint-dir {shlex.quote(checkpoint_dir)} \\
+    -- bash -c {shlex.quote(cmd)}
+"""
+
+
+_TYPE_RE = re.compile(r"^(?P<family>v2|v3|v4|v5p|v5litepod|v5e|v6e)-(?P<size>\d+)$")
+
+
+def worker_count(accelerator_type: str) -> int:
+    """Worker VMs (hosts) of ``accelerator_type``, e.g. 4 for ``v4-32``. The one table of it:
+    v2, v3, v4 and v5p types count TensorCores (v2/v3) or chips x 2 (v4, v5p): 8 per host, so
+    ``v4-8`` has 1 worker VM, ``v4-16`` 2, ``v4-32`` 4. v5e (``v5litepod-N``) and v6e (``v6e-N``) count chips:
+    up to 8 chips fit one host (``v5litepod-8``: 1 VM), larger slices use 4-chip hosts (``v5litepod-16``: 4).
+
+
+    Raises:
+        ValueError: for a name that is not a TPU accelerator type (``v4-12`` is not one either).
+    """
+    match = _TYPE_RE.match(accelerator_type or "")
+    if not match:
+        raise ValueError(f"{accelerator_type!r} is not a TPU accelerator type like 'v4-8' or 'v5litepod-16'")
+    family, size = match["family"], int(match["size"])
+    if family in ("v5litepod", "v5e", "v6e"):
+        if size in (1, 4, 8):
+            return 1
+        if size % 4 == 0 and size >= 16:
+            return size // 4
+    elif size % 8 == 0 and size >= 8:
+        return size // 8
+    raise ValueError(f"{accelerator_type!r} is not a TPU slice size Google offers")
