@@ -13,6 +13,7 @@ from airflow_provider_resilient import __version__
 PACKAGE_NAME = "airflow-provider-resilient"
 PKG = "airflow_provider_resilient"
 VERTEX = "Resilient Vertex AI training"
+TPU = "Resilient Cloud TPU training"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -33,14 +34,17 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["gcp"],
             },
             {
-                "integration-name": "Resilient Cloud TPU training",
+                "integration-name": TPU,
                 "external-doc-url": "https://cloud.google.com/tpu/docs/maintenance-events",
                 "tags": ["gcp"],
             },
         ],
-        "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai"]}],
-        "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]}],
-        "hooks": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.hooks.vertex_ai"]}],
+        "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai"]},
+                      {"integration-name": TPU, "python-modules": [f"{PKG}.operators.tpu"]}],
+        "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]},
+                    {"integration-name": TPU, "python-modules": [f"{PKG}.sensors.tpu"]}],
+        "hooks": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.hooks.vertex_ai"]},
+                  {"integration-name": TPU, "python-modules": [f"{PKG}.hooks.tpu"]}],
         "triggers": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.triggers.vertex_ai"]}],
         "extra-links": [f"{PKG}.links.vertex_ai.VertexAICustomJobLink",
                         f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink"],

@@ -3,9 +3,12 @@
 1. Sets up an Airflow home with SQLite (``.demo/airflow_home``; ``airflow db migrate`` on first use).
 2. Starts the emulator in this process with ``dags/faults/vertex_demo.yaml``: attempt 1 crashes with exit
    139 past the platform's three retries, attempt 2 stocks out, attempt 3 hits internal errors.
-3. Runs ``airflow dags test example_vertex_ai_resilient_training`` against it (full log:
-   ``.demo/dags_test.log``) and prints the attempt history, the step each attempt resumed from, the
-   platform's story of each job, and the model's held-out accuracy.
+3. Runs ``airflow dags test example_vertex_ai_resilient_training`` against it and prints the attempt
+   history, the step each attempt resumed from, the platform's story of each job, and the model's
+   held-out accuracy.
+4. Does the same for ``example_tpu_resilient_training`` with ``dags/faults/tpu_demo.yaml``: a 2-worker TPU
+   node has a maintenance event it recovers from, then one that terminates it; the node is re-created
+   and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
 
 Exits 0 when the training finished and its accuracy was reported.
 """
@@ -22,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = Path(os.environ.get("RESILIENT_DEMO_DIR", ROOT / ".demo"))
 DAG_ID = "example_vertex_ai_resilient_training"
+TPU_DAG_ID = "example_tpu_resilient_training"
 
 
 def airflow_env() -> dict[str, str]:
@@ -46,38 +50,60 @@ def airflow(*args: str, env: dict[str, str], log: Path | None = None) -> int:
         return subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
 
 
-def main() -> int:
+def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) -> tuple[int, list[str]]:
+    """Start an emulator with ``plan_file``, run ``airflow dags test dag_id`` on it, print what happened."""
     from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig, FaultPlan
 
+    plan = FaultPlan.load(ROOT / "dags" / "faults" / plan_file)
+    print(f"\n##### {dag_id}: {summary}")
+    print(f"Faults injected (dags/faults/{plan_file}):")
+    for fault in plan.faults:
+        details = [f"exit {fault.exit_code}" if fault.exit_code else "",
+                   f"at step {fault.at_step}" if fault.at_step is not None else "",
+                   ("recovers" if fault.recover else "no recovery") if fault.kind == "maintenance" else ""]
+        print(f"  resource {fault.match.nth}: {fault.kind} " + ", ".join(d for d in details if d)
+              + f" ({fault.times} time(s))")
+    log = DEMO_DIR / f"{dag_id}.log"
+    with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=0.01, seed=plan.seed)) as emulator:
+        print(f"Emulator up at {emulator.address}; running `airflow dags test {dag_id}` ...", flush=True)
+        code = airflow("dags", "test", dag_id, env={**env, **emulator.env()}, log=log)
+        print("What the emulated platform did:")
+        for name in sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1])):
+            events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "PENDING", "RUNNING")]
+            print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}: " + "; ".join(events))
+        for call in emulator.calls.list():
+            if call.method in ("CreateNode", "DeleteNode"):
+                print(f"  {call.method} {call.resource.rsplit('/', 1)[1]} -> {call.code}")
+        audits, _ = emulator.logging.list_log_entries(["projects/resilient-demo"],
+                                                      '"tpu.nodes.terminate" OR "tpu.nodes.restart"', "", 0, "")
+        for entry in audits:
+            payload = entry.proto_payload
+            print(f"  audit log: {payload.type_url.rsplit('.', 1)[-1]} entry at {entry.timestamp.isoformat()}")
+    report = _report(log.read_text(errors="replace"))
+    print("\n".join(report) if report else f"(no report: see {log})")
+    print(f"full log: {log}")
+    return code, report
+
+
+def main() -> int:
     started = time.monotonic()
     env = airflow_env()
     if not (Path(env["AIRFLOW_HOME"]) / "airflow.db").exists():
-        print("Setting up Airflow (SQLite) in .demo/airflow_home ...", flush=True)
+        print(f"Setting up Airflow (SQLite) in {env['AIRFLOW_HOME']} ...", flush=True)
         if airflow("db", "migrate", env=env) != 0:
             print("airflow db migrate failed", file=sys.stderr)
             return 1
-    plan = FaultPlan.load(ROOT / "dags" / "faults" / "vertex_demo.yaml")
-    print("Faults injected (dags/faults/vertex_demo.yaml):")
-    for fault in plan.faults:
-        print(f"  job {fault.match.nth}: {fault.kind}" + (f" exit {fault.exit_code}" if fault.exit_code else "")
-              + (f" at step {fault.at_step}" if fault.at_step is not None else "") + f", {fault.times} time(s)")
-    log = DEMO_DIR / "dags_test.log"
-    with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=0.01, seed=plan.seed)) as emulator:
-        print(f"Emulator up at {emulator.address}; running `airflow dags test {DAG_ID}` ...", flush=True)
-        code = airflow("dags", "test", DAG_ID, env={**env, **emulator.env()}, log=log)
-        jobs = [c.resource for c in emulator.calls.list("CreateCustomJob") if c.code == "OK"]
-        names = sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1]))
-        print("\nWhat the emulated platform did with each job:")
-        for name in names:
-            events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "PENDING", "RUNNING")]
-            print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}: " + "; ".join(events))
-    text = log.read_text(errors="replace")
-    report = _report(text)
-    print()
-    print("\n".join(report) if report else "(no report: see .demo/dags_test.log)")
-    print(f"\n{len(jobs)} CustomJob(s) created; demo took {time.monotonic() - started:.0f} s; full log: {log}")
-    if code != 0 or not any("FINAL HELD-OUT ACCURACY" in line for line in report):
-        print(f"airflow dags test exited {code}", file=sys.stderr)
+    failed = []
+    for dag_id, plan, summary in [
+        (DAG_ID, "vertex_demo.yaml", "Vertex AI CustomJob through a crash, a stockout and internal errors"),
+        (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
+    ]:
+        code, report = run_phase(dag_id, plan, env, summary)
+        if code != 0 or not any("FINAL HELD-OUT ACCURACY" in line for line in report):
+            failed.append(f"{dag_id} (airflow dags test exited {code})")
+    print(f"\nDemo took {time.monotonic() - started:.0f} s.")
+    if failed:
+        print("FAILED: " + ", ".join(failed), file=sys.stderr)
         return 1
     return 0
 
@@ -90,11 +116,11 @@ def _report(text: str) -> list[str]:
         line = re.sub(r"^.*?\[info\s*\]\s*", "", raw) if "[info" in raw else raw
         line = re.sub(r"\s+\[[\w.]+\]\s+loc=\S+$", "", line)
         line = re.sub(r"\s+chan=stdout.*$", "", line)
-        if "=== ATTEMPT HISTORY ===" in line:
+        if "ATTEMPT HISTORY ===" in line:
             capture = True
         if capture and (line.startswith(("===", "attempt")) or line[:1].isdigit()):
             lines.append(line.rstrip())
-        if "=== FINAL HELD-OUT ACCURACY" in line:
+        if "FINAL HELD-OUT ACCURACY" in line:
             break
     return lines
 

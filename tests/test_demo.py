@@ -1,4 +1,5 @@
-"""The README's first command: the offline demo trains a real model through the injected faults.
+"""The README's first command: the offline demos train a real model through the injected faults, on
+Vertex AI and on a 2-worker TPU slice.
 
 It must finish, show every attempt with the step it resumed from, never restart from step 0 once a
 complete checkpoint exists, and end with the accuracy of an uninterrupted run of the same workload.
@@ -20,16 +21,24 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py")], capture_output=True, text=True,
                          env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    rows = [line.split() for line in out.stdout.splitlines() if re.match(r"^\d+\s+\d{10,}", line)]
+    vertex, tpu = out.stdout.split("##### example_tpu_resilient_training")
+    rows = [line.split() for line in vertex.splitlines() if re.match(r"^\d+\s+\d{10,}", line)]
     assert [r[0] for r in rows] == ["1", "2", "3", "4"]
     assert [r[2] for r in rows] == ["us-central1", "us-central1", "europe-west4", "europe-west4"]
     assert rows[0][3] == "-"  # the first attempt starts from scratch ...
     assert all(int(r[3]) >= 9 for r in rows[1:])  # ... no later one does: a checkpoint existed
     assert [r[4] for r in rows] == ["transient_crash", "capacity_stockout", "internal_error", "succeeded"]
-    accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", out.stdout).group(1))
+    accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", vertex).group(1))
+    tpu_rows = [line for line in tpu.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
+    assert "maintenance_event node REPAIRING" in tpu_rows[0] and tpu_rows[0].endswith("wait")
+    assert "node TERMINATED (Maintenance event without automatic recovery)" in tpu_rows[1]
+    assert tpu_rows[1].endswith("recreate_node") and "step " in tpu_rows[2] and "succeeded" in tpu_rows[2]
+    assert tpu.count("DeleteNode") == 2  # both nodes it created are gone
+    tpu_accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", tpu).group(1))
 
     baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "30",
                                "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
                               capture_output=True, text=True, timeout=300, check=True)
     uninterrupted = float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))
     assert abs(accuracy - uninterrupted) <= 0.01
+    assert abs(tpu_accuracy - uninterrupted) <= 0.01

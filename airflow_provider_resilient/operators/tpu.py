@@ -23,6 +23,7 @@ cleared task reattaches to its node by name. Importing this module imports no Go
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -239,12 +240,14 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
                                      message=f"node {node_name} disappeared", timestamp=now), now)
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
+        # Every look reads the audit entries that arrived since the last one, so each event counts once.
+        audits = [a for e in self._new_audit_entries(context, state, node_name)
+                  if (a := classify_tpu_audit_entry(e)) is not None]
         if failure is not None:
-            return JobFailed(failure, now)
-        for entry in self._new_audit_entries(context, state, node_name):
-            audit = classify_tpu_audit_entry(entry)
-            if audit is not None:  # a maintenance event that recovered between two looks
-                return JobFailed(audit, now)
+            reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
+            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now)
+        if audits:  # a maintenance event that came and went between two looks
+            return JobFailed(audits[-1], now)
         if node.state.name != "READY":
             return None
         reports = self._tpu().worker_reports(node_name)

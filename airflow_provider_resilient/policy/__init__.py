@@ -20,7 +20,7 @@ from .classify import (
 )
 from .decide import DEFAULT_POLICY, Attempt, Decision, Incident, decide, record_incident
 from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
-from .history import format_history, history_from_json, history_to_json
+from .history import format_history, history_from_json, history_table, history_to_json
 from .rules import (
     DEFAULT_BUDGETS,
     DEFAULT_QUEUE_TIMEOUT_SECONDS,
@@ -67,6 +67,7 @@ __all__ = [
     "decide",
     "format_history",
     "history_from_json",
+    "history_table",
     "history_to_json",
     "is_permanent",
     "record_incident",

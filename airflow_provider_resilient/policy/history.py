@@ -63,3 +63,35 @@ def format_history(history: Sequence[Attempt]) -> list[str]:
                      f" -> {d.action.value} (rule {d.rule or '-'}{budget})")
         lines.append(line)
     return lines
+
+
+def history_table(history: Any) -> list[str]:
+    """The attempt history (objects or their JSON) as an aligned text table, one row per incident:
+    attempt, resource, fallback, resumed-from step, what happened (class, exit code, node state, terminate
+    reason) and the decision. Repeats of the same incident in a row (a wait looked at every poll) are one
+    row with a count."""
+    attempts = history_from_json(history) if history and isinstance(history[0], dict) else tuple(history or ())
+    rows = [("attempt", "resource", "fallback", "resumed from", "what happened", "decision")]
+    for attempt in attempts:
+        resource = (attempt.resource_name or "(not created)").rsplit("/", 1)[-1]
+        fallback = "-" if attempt.fallback_index < 0 else str(attempt.fallback_index + 1)
+        step = "-" if attempt.resumed_from_step is None else f"step {attempt.resumed_from_step}"
+        incidents = attempt.incidents or ()
+        if not incidents:
+            rows.append((str(attempt.number), resource, fallback, step, "succeeded" if attempt.ended_at else
+                         "running", "-"))
+        for incident in incidents:
+            f = incident.failure
+            what = f.failure_class.value
+            what += f" exit {f.exit_code}" if f.exit_code is not None else ""
+            what += f" node {f.node_state}" if f.node_state else ""
+            what += f" ({f.terminate_reason})" if f.terminate_reason and f.terminate_reason != "Error" else ""
+            row = (str(attempt.number), resource, fallback, step, what, incident.decision.action.value)
+            previous = rows[-1]
+            if previous[:4] == row[:4] and previous[4].split(" (x")[0] == what and previous[5] == row[5]:
+                count = int(previous[4].rsplit(" (x", 1)[1][:-1]) + 1 if " (x" in previous[4] else 2
+                rows[-1] = (*row[:4], f"{what} (x{count})", row[5])
+            else:
+                rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]

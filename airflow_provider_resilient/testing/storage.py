@@ -4,7 +4,7 @@
 gives that and the other variables a client process needs. Buckets are created on demand
 (:meth:`StorageEmulator.create_bucket`). Every object listing the server answers is recorded in
 :attr:`StorageEmulator.list_calls` so tests can assert *how* a prefix was listed (prefix and
-delimiter, never a whole-bucket scan).
+delimiter, never a whole-bucket scan). Writing to a bucket that does not exist creates it.
 """
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ class StorageEmulator:
             return original(bucket_name, prefix, delimiter, match_glob, soft_deleted=soft_deleted)
 
         storage.get_file_list = recording_get_file_list
+
+        # Buckets are created on demand: a workload writing to gs://any-bucket/... just works, as it would
+        # in a project where the bucket exists (an emulator has no reason to make users pre-create them).
+        for verb in ("create_file", "create_resumable_upload"):
+            original_verb = getattr(storage, verb)
+
+            def creating(bucket_name: str, *args: Any, _verb: Any = original_verb, **kwargs: Any) -> Any:
+                self.create_bucket(bucket_name)
+                return _verb(bucket_name, *args, **kwargs)
+
+            setattr(storage, verb, creating)
 
     @property
     def port(self) -> int:

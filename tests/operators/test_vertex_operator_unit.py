@@ -154,7 +154,8 @@ def test_the_operator_module_imports_no_google_library():
     import subprocess
     import sys
 
-    code = ("import sys, airflow_provider_resilient.operators.vertex_ai, airflow_provider_resilient.sensors.vertex_ai;"
+    code = ("import sys, airflow_provider_resilient.operators.vertex_ai, airflow_provider_resilient.sensors.vertex_ai,"
+            " airflow_provider_resilient.operators.tpu, airflow_provider_resilient.sensors.tpu;"
             "bad = [m for m in sys.modules if m.startswith(('google.cloud.', 'google.api_core', 'grpc'))];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

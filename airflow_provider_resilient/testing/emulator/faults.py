@@ -156,17 +156,20 @@ class FaultBook:
         self._fired: list[int] = [0] * len(self._faults)
         self._jobs: list[list[str]] = [[] for _ in self._faults]  # matching job names, creation order
         self._calls: list[int] = [0] * len(self._faults)  # matching calls counted
+        self._created: list[tuple[str, str, dict[str, str]]] = []  # every job, for faults added later
 
     @property
     def seed(self) -> int:
         return self._plan.seed
 
     def add(self, fault: Fault) -> int:
-        """Add a fault at run time; returns its index."""
+        """Add a fault at run time; returns its index. It applies to matching jobs that exist already too
+        (``match.nth`` counts them in creation order)."""
         with self._lock:
             self._faults.append(fault)
             self._fired.append(0)
-            self._jobs.append([])
+            self._jobs.append([name for name, display, labels in self._created
+                               if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display, labels)])
             self._calls.append(0)
             return len(self._faults) - 1
 
@@ -182,6 +185,7 @@ class FaultBook:
     def job_created(self, name: str, display_name: str, labels: Mapping[str, str]) -> None:
         """Note a new job so that ``match.nth`` can count jobs in creation order."""
         with self._lock:
+            self._created.append((name, display_name, dict(labels)))
             for i, fault in enumerate(self._faults):
                 if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display_name, labels):
                     self._jobs[i].append(name)

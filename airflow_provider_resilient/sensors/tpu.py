@@ -1,0 +1,125 @@
+"""Cloud TPU sensors: a node becoming READY and HEALTHY, and maintenance / preemption events (seed 002)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowFailException
+
+_GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
+
+
+class _DeferrablePollingSensor(BaseSensorOperator):
+    """Pokes in the worker, or -- deferrable -- frees the worker slot between pokes (``DateTimeTrigger``)."""
+
+    def __init__(self, *, deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deferrable = deferrable
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        return self.execute_complete(context)
+
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+        result = self.poke(context)
+        if isinstance(result, PokeReturnValue):
+            if result.is_done:
+                return result.xcom_value
+        elif result:
+            return None
+        moment = datetime.now(tz=UTC) + timedelta(seconds=float(self.poke_interval))
+        self.defer(trigger=DateTimeTrigger(moment=moment), method_name="execute_complete")
+
+
+class TPUNodeHealthSensor(_DeferrablePollingSensor):
+    """Wait until a TPU node is READY and HEALTHY.
+
+    Args:
+        node_name: ``projects/P/locations/ZONE/nodes/NODE``.
+        deferrable, gcp_conn_id, impersonation_chain: as for the operators.
+
+    Raises:
+        AirflowFailException: the node is gone or cannot come back by itself (TERMINATED, PREEMPTED, STOPPED,
+            DELETING), or reports a permanent symptom; the message names the state, health and symptoms.
+    """
+
+    template_fields: Sequence[str] = ("node_name",)
+
+    def __init__(self, *, node_name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.node_name = node_name
+
+    def poke(self, context: Any) -> bool:
+        from ..hooks.tpu import ResilientTPUHook
+
+        node = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain).get_node(self.node_name)
+        state, health = node.state.name, node.health.name
+        symptoms = [s.symptom_type.name for s in node.symptoms]
+        self.log.info("%s: %s / %s %s", self.node_name, state, health, symptoms or "")
+        if state in _GONE or "PROJECT_ABUSE" in symptoms:
+            raise AirflowFailException(f"{self.node_name} is {state} (health {health}, symptoms {symptoms}); "
+                                       "it will not become healthy by itself: re-create it")
+        return state == "READY" and health in ("HEALTHY", "HEALTH_UNSPECIFIED") and not symptoms
+
+
+class TPUMaintenanceEventSensor(_DeferrablePollingSensor):
+    """Fire when Cloud Audit Logs show a maintenance or preemption event for a node (seed 002:
+    ``"tpu.nodes.terminate" OR "tpu.nodes.restart"``, with ``protoPayload.metadata.terminateReason``).
+
+    Args:
+        project_id: the node's project.
+        node_name: ``projects/P/locations/ZONE/nodes/NODE``.
+        since: only events at or after this time (ISO 8601; templated). Default: when the task started,
+            minus ``lookback_seconds``.
+        lookback_seconds: entries reach Cloud Logging some seconds after the event (ingestion delay); this much
+            before ``since`` is searched too (default 300).
+
+    Returns (XCom): the events as ``{"method", "terminate_reason", "timestamp", "failure_class"}`` dicts.
+    """
+
+    template_fields: Sequence[str] = ("project_id", "node_name", "since")
+
+    def __init__(self, *, project_id: str, node_name: str, since: str | None = None, lookback_seconds: float = 300.0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.node_name = node_name
+        self.since = since
+        self.lookback_seconds = lookback_seconds
+
+    def _since(self, context: Any) -> datetime:
+        if self.since:
+            start = datetime.fromisoformat(self.since.replace("Z", "+00:00"))
+        else:
+            ti = context.get("ti")
+            start = getattr(ti, "start_date", None) or datetime.now(tz=UTC)
+        start = start if start.tzinfo else start.replace(tzinfo=UTC)
+        return start - timedelta(seconds=self.lookback_seconds)
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        from ..hooks.tpu import AuditLogHook
+        from ..policy import classify_tpu_audit_entry
+
+        entries = AuditLogHook(self.gcp_conn_id, self.impersonation_chain).node_events(
+            self.project_id, self.node_name, self._since(context))
+        events = []
+        for entry in entries:
+            failure = classify_tpu_audit_entry(entry)
+            if failure is None or failure.failure_class.value not in ("maintenance_event", "preemption"):
+                continue
+            payload = entry.get("protoPayload", {})
+            events.append({"method": payload.get("methodName"), "terminate_reason": failure.terminate_reason,
+                           "timestamp": entry.get("timestamp"), "failure_class": failure.failure_class.value})
+        if events:
+            self.log.info("Maintenance/preemption events for %s: %s", self.node_name, events)
+        return PokeReturnValue(is_done=bool(events), xcom_value=events)
