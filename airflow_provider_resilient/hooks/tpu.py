@@ -7,6 +7,7 @@ errors retried with backoff. Long-running operations (CreateNode, DeleteNode) ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,37 @@ class ResilientTPUHook(GoogleApiHook):
 
         try:
             operation = self.call(lambda: self.client().delete_node(name=name, retry=None))
+        except gexc.NotFound:
+            return
+        operation.result(timeout=timeout)
+
+    def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
+                               spot: bool, valid_until_seconds: float | None) -> Any:
+        """Request a node through a queued resource (capacity is granted when available). An existing one
+        with this id (a retried call) is returned as is."""
+        from google.api_core import exceptions as gexc
+
+        parent = f"projects/{project_id}/locations/{zone}"
+        request: dict[str, Any] = {"tpu": {"node_spec": [{"parent": parent, "node_id": resource_id, "node": node}]}}
+        if spot:
+            request["spot"] = {}
+        if valid_until_seconds:
+            request["queueing_policy"] = {"valid_until_duration": f"{valid_until_seconds:.0f}s"}
+        with contextlib.suppress(gexc.AlreadyExists):  # a retried call whose first try went through
+            self.call(lambda: self.client().create_queued_resource(
+                parent=parent, queued_resource_id=resource_id, queued_resource=request, retry=None))
+        return self.get_queued_resource(f"{parent}/queuedResources/{resource_id}")
+
+    def get_queued_resource(self, name: str) -> Any:
+        return self.call(lambda: self.client().get_queued_resource(name=name, retry=None))
+
+    def delete_queued_resource(self, name: str, timeout: float = 1800.0) -> None:
+        """Delete a queued resource and its node (force); one already gone is fine."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            operation = self.call(lambda: self.client().delete_queued_resource(
+                request={"name": name, "force": True}, retry=None))
         except gexc.NotFound:
             return
         operation.result(timeout=timeout)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import conf
@@ -57,11 +57,16 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         tpu_node_id: the node id stem (attempt n runs on ``<tpu_node_id>-a<n>``); default: DAG, task and a
             run hash. (Not ``node_id``: that name is BaseOperator's.)
         spot: request Spot capacity (preemptible); ``reserved``: use a reservation.
+        queued_resource: request each node through a queued resource (waits for capacity instead of failing
+            with a stockout); implied by ``valid_until_duration``.
+        valid_until_duration: seconds (or timedelta) the queued resource may wait for capacity; past it, the
+            request FAILs and the attempt counts as a queue timeout (fail over along ``fallbacks``, or fail).
         labels, network, service_account: the node's.
         resilience_policy, fallbacks: see :class:`~.vertex_ai.ResilientCustomJobOperator` (fallbacks take
             ``zone`` and ``accelerator_type``).
         max_worker_restarts: in-place restarts per worker by the runner (seed 000: 5).
-        hang_timeout: seconds without a heartbeat from a running worker before it counts as hung.
+        hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
+            that reports steps, before the worker counts as hung (a transient failure: a new node).
         heartbeat_seconds: how often each worker reports its heartbeat and step (guest attributes).
         keep_node: keep the last node after the task ends (for debugging); default: delete every node.
         deferrable: free the worker slot between looks (each look runs briefly in a worker).
@@ -83,6 +88,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  command: str | Sequence[str], checkpoint_dir: str, setup_script: str | None = None,
                  env: Mapping[str, str] | None = None, checkpoint_marker: str | None = None,
                  tpu_node_id: str | None = None, spot: bool = False, reserved: bool = False,
+                 queued_resource: bool = False, valid_until_duration: float | timedelta | None = None,
                  labels: Mapping[str, str] | None = None, network: str | None = None,
                  service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
                  fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int = 5,
@@ -106,6 +112,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.checkpoint_marker = checkpoint_marker
         self.tpu_node_id = tpu_node_id
         self.spot = spot
+        self.valid_until_seconds = (valid_until_duration.total_seconds() if isinstance(valid_until_duration, timedelta)
+                                    else valid_until_duration)
+        self.queued_resource = queued_resource or self.valid_until_seconds is not None
         self.reserved = reserved
         self.labels = dict(labels or {})
         self.network = network
@@ -169,7 +178,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
         hook = self._tpu()
         if state.job_name and not self.keep_node:  # the previous attempt's node: fresh hardware for this one
-            hook.delete_node(state.job_name)
+            self._release(state.job_name)
         fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
         zone = fallback.zone if fallback and fallback.zone else self.zone
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
@@ -205,7 +214,13 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._live_node = name
         started = self._clock()
         try:
-            hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
+            if self.queued_resource:
+                failure = self._provision_queued(name, zone, node)
+                if failure is not None:
+                    self._live_node = None
+                    return SubmitFailed(failure, self._clock())
+            else:
+                hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
         except gexc.GoogleAPICallError as exc:
             self._live_node = None
             failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
@@ -216,6 +231,24 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                       zone, self._clock() - started, resumed)
         return Submitted(name, self._clock(), checkpoint.step if checkpoint else None,
                          checkpoint.uri if checkpoint else None)
+
+    def _provision_queued(self, node_name: str, zone: str, node: dict[str, Any]) -> Failure | None:
+        """Create a queued resource for the node and wait until it is ACTIVE (None) or FAILED (a failure)."""
+        hook = self._tpu()
+        resource_id = node_name.rsplit("/", 1)[1]
+        qr = hook.create_queued_resource(self.project_id, zone, resource_id, node, spot=self.spot,
+                                         valid_until_seconds=self.valid_until_seconds)
+        while True:
+            state = qr.state.state.name
+            if state == "ACTIVE" and hook.get_node(node_name).state.name == "READY":
+                return None
+            if state in ("FAILED", "SUSPENDED"):
+                message = qr.state.failed_data.error.message or f"queued resource {qr.name} is {state}"
+                hook.delete_queued_resource(qr.name)
+                return Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
+                               terminate_reason=state, timestamp=self._clock())
+            self._sleep(self.poll_interval)
+            qr = hook.get_queued_resource(qr.name)
 
     def _watch(self, context: Any, state: RunState, node_name: str) -> Any:
         self._live_node = node_name
@@ -260,12 +293,30 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                               message=f"worker {worker} {status} with exit {code}", timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now)
-            heartbeat = float(report.get("heartbeat") or 0)
-            if status == "running" and heartbeat and now - heartbeat > self.hang_timeout:
+            if status == "running" and (stalled := self._stalled(node_name, worker, report, now)):
                 return JobFailed(Failure(FailureClass.HANG, Platform.TPU, worker_id=str(worker), timestamp=now,
-                                         message=f"worker {worker}: no heartbeat for {now - heartbeat:.0f} s"), now)
+                                         message=f"worker {worker}: {stalled}"), now)
         if reports and all(r.get("status") == "succeeded" for r in reports):
             return JobSucceeded(now)
+        return None
+
+    def _stalled(self, node_name: str, worker: int, report: Mapping[str, str], now: float) -> str | None:
+        """Why a running worker counts as hung, or None: no runner heartbeat for ``hang_timeout`` (the VM or
+        runner is gone), or -- once it has reported a step -- no new step for ``hang_timeout`` (the workload
+        is stuck while the runner lives)."""
+        heartbeat = float(report.get("heartbeat") or 0)
+        if heartbeat and now - heartbeat > self.hang_timeout:
+            return f"no heartbeat for {now - heartbeat:.0f} s"
+        step = report.get("step")
+        if not step:
+            return None
+        progress = self.__dict__.setdefault("_progress", {})
+        key = (node_name, worker)
+        if key not in progress or progress[key][0] != step:
+            progress[key] = (step, now)
+            return None
+        if now - progress[key][1] > self.hang_timeout:
+            return f"no progress past step {step} for {now - progress[key][1]:.0f} s"
         return None
 
     def _new_audit_entries(self, context: Any, state: RunState, node_name: str) -> list[dict[str, Any]]:
@@ -301,6 +352,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         if self.keep_node:
             self.log.info("Keeping node %s (keep_node=True): delete it yourself", node_name)
             return
+        if self.queued_resource:
+            self._tpu().delete_queued_resource(node_name.replace("/nodes/", "/queuedResources/"))
         self._tpu().delete_node(node_name)
         self.log.info("Deleted node %s", node_name)
 

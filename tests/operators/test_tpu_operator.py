@@ -95,6 +95,59 @@ def test_a_stockout_falls_back_to_another_zone(resilient_emulator):
         "us-central2-b", "europe-west4-a"]
 
 
+def decisions(result: dict) -> list[tuple[str, str]]:
+    return [(i["failure"]["failure_class"], i["decision"]["action"]) for a in result["attempts"]
+            for i in a.get("incidents", [])]
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    ({"kind": "preemption", "after_seconds": 0.3, "grace_seconds": 0.05}, ("preemption", "recreate_node")),
+    ({"kind": "unhealthy", "health": "TIMEOUT", "after_seconds": 0.3}, ("node_unhealthy", "recreate_node")),
+])
+def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
+    resilient_emulator.add_fault({**fault, "match": {"nth": 1}})
+    result = operator("sleep 1", accelerator_type="v4-8").execute(context())
+    assert decisions(result) == [expected] and len(result["attempts"]) == 2
+    assert [c.code for c in resilient_emulator.calls.list("CreateNode")] == ["OK", "OK"]
+    assert nodes_left(resilient_emulator) == []
+
+
+def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "hang", "after_seconds": 0.5, "match": {"nth": 1}})
+    op = operator("python3 -c 'import time\nfor i in range(40): print(\"step\", i, flush=True); time.sleep(0.1)'",
+                  accelerator_type="v4-8", hang_timeout=1.0)
+    result = op.execute(context())
+    assert decisions(result)[0][0] == "hang"
+    assert nodes_left(resilient_emulator) == []
+
+
+def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
+    result = operator("echo ok", accelerator_type="v4-8", valid_until_duration=1,
+                      fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    assert decisions(result) == [("queue_timeout", "recreate_node")]
+    assert "europe-west4-a" in result["node_name"]
+    assert list(tpu_client().list_queued_resources(parent=ZONE)) == []
+    assert nodes_left(resilient_emulator) == []
+
+
+def test_a_killed_task_deletes_its_node(resilient_emulator):
+    op = operator("sleep 60", accelerator_type="v4-8")
+
+    class Killed(BaseException):
+        pass
+
+    def kill_while_watching(seconds: float) -> None:
+        if op._live_node and nodes_left(resilient_emulator):
+            op.on_kill()
+            raise Killed
+
+    op._sleep = kill_while_watching
+    with pytest.raises(Killed):
+        op.execute(context())
+    assert nodes_left(resilient_emulator) == [] and resilient_emulator.tpu.processes() == []
+
+
 def test_keep_node_keeps_the_last_node(resilient_emulator):
     result = operator("echo ok", accelerator_type="v4-8", keep_node=True).execute(context())
     assert nodes_left(resilient_emulator) == [result["node_name"]]
