@@ -47,5 +47,6 @@ def get_provider_info() -> dict[str, Any]:
                   {"integration-name": TPU, "python-modules": [f"{PKG}.hooks.tpu"]}],
         "triggers": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.triggers.vertex_ai"]}],
         "extra-links": [f"{PKG}.links.vertex_ai.VertexAICustomJobLink",
-                        f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink"],
+                        f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink",
+                        f"{PKG}.links.tpu.TPUNodeLink", f"{PKG}.links.tpu.TPUAuditLogLink"],
     }

@@ -30,6 +30,7 @@ from typing import Any
 from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
 from ..specs.tpu import NODE_ID_RE, RUNTIME_RE, ZONE_RE, node_id_for, startup_script, worker_count
 from ..specs.vertex import LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
@@ -81,6 +82,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     """
 
     STATE_KEY = STATE_KEY
+    operator_extra_links = (TPUNodeLink(), TPUAuditLogLink())
     template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
                                       "setup_script", "env", "checkpoint_dir", "tpu_node_id", "labels")
 
@@ -226,6 +228,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
                                             exc.message, platform=Platform.TPU, timestamp=self._clock())
             return SubmitFailed(failure, self._clock())
+        push_node_links(context, name)
         resumed = f"resuming from step {checkpoint.step}" if checkpoint else "from scratch"
         self.log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", action.attempt, name, accelerator,
                       zone, self._clock() - started, resumed)

@@ -7,6 +7,7 @@ import contextlib
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -148,9 +149,13 @@ def test_a_killed_task_deletes_its_node(resilient_emulator):
     assert nodes_left(resilient_emulator) == [] and resilient_emulator.tpu.processes() == []
 
 
-def test_keep_node_keeps_the_last_node(resilient_emulator):
-    result = operator("echo ok", accelerator_type="v4-8", keep_node=True).execute(context())
+def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator):
+    ctx = context()
+    result = operator("echo ok", accelerator_type="v4-8", keep_node=True).execute(ctx)
     assert nodes_left(resilient_emulator) == [result["node_name"]]
+    node = result["node_name"].rsplit("/", 1)[1]
+    assert ctx["ti"].xcom["_link_TPUNodeLink"].endswith(f"/us-central2-b/{node}?project=test-project")
+    assert "tpu.nodes.terminate" in unquote(ctx["ti"].xcom["_link_TPUAuditLogLink"])
 
 
 @pytest.mark.parametrize(("command", "kwargs", "field"), [
