@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -126,3 +127,44 @@ class AuditLogHook(GoogleApiHook):
         request = {"resource_names": [f"projects/{project_id}"], "filter": text, "order_by": "timestamp asc"}
         pager = self.call(lambda: self.client().list_log_entries(request=request, retry=None))
         return [MessageToDict(LogEntry.pb(entry)) for entry in pager]
+
+
+class AsyncResilientTPUHook:
+    """The async face of :class:`ResilientTPUHook` for triggers and async code (same arguments); transient
+    API errors are retried with backoff as in the sync hook."""
+
+    def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, *, emulator: str | None = None,
+                 api_retry_seconds: float = 600.0) -> None:
+        self.sync = ResilientTPUHook(gcp_conn_id, impersonation_chain, emulator=emulator,
+                                     api_retry_seconds=api_retry_seconds)
+        self._client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            from ..clients import tpu_async_client
+
+            self._client = tpu_async_client(credentials=self.sync.credentials, emulator=self.sync.emulator)
+        return self._client
+
+    async def _call(self, fn: Any) -> Any:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+
+        from .vertex_ai import is_transient
+
+        async for attempt in AsyncRetrying(retry=retry_if_exception(is_transient),
+                                           wait=wait_exponential_jitter(initial=1, max=60),
+                                           stop=stop_after_delay(self.sync.api_retry_seconds), reraise=True):
+            with attempt:
+                return await fn()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def get_node(self, name: str) -> Any:
+        return await self._call(lambda: self.client().get_node(name=name, retry=None))
+
+    async def worker_reports(self, name: str) -> list[dict[str, str]]:
+        """As :meth:`ResilientTPUHook.worker_reports`."""
+        response = await self._call(lambda: self.client().get_guest_attributes(
+            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None))
+        return [{item.key: item.value for item in attrs.query_value.items if item.namespace == GUEST_NAMESPACE}
+                for attrs in response.guest_attributes]

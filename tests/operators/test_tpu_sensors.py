@@ -50,3 +50,19 @@ def test_maintenance_sensor_fires_on_the_audit_entry_with_its_reason(resilient_e
     (event,) = result.xcom_value
     assert event == {"method": "tpu.nodes.terminate", "terminate_reason": "Host error",
                      "timestamp": event["timestamp"], "failure_class": "maintenance_event"}
+
+
+def test_async_tpu_hook_reads_the_node_and_the_workers_reports(resilient_emulator):
+    import asyncio
+
+    from airflow_provider_resilient.hooks.tpu import AsyncResilientTPUHook
+
+    name = make_node("async-read")
+    resilient_emulator.tpu.nodes[name].workers[0].metadata.guest_attributes["resilient/status"] = "running"
+
+    async def read() -> tuple[str, list[dict[str, str]]]:
+        hook = AsyncResilientTPUHook()
+        return (await hook.get_node(name)).state.name, await hook.worker_reports(name)
+
+    state, reports = asyncio.run(read())
+    assert state == "READY" and reports == [{"status": "running"}]
