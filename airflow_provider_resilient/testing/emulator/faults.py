@@ -54,7 +54,9 @@ GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
 RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang"})
 #: Faults of a running Cloud TPU node (seed 002). ``crash`` and ``hang`` strike the workload process
-#: of worker ``worker`` (the newest process of its startup script).
+#: of worker ``worker`` (the newest process of its startup script): a crash whose exit code means a signal
+#: (6/134 SIGABRT, 11/139 SIGSEGV, 15/143 SIGTERM) delivers that signal; any other code is a SIGKILL
+#: (the process reports 137), since the emulator cannot make a process exit with a chosen code.
 TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy"})
 QUEUED_RESOURCE_KINDS = frozenset({"never_provision"})
 
