@@ -141,8 +141,8 @@ class SupervisedOperator(BaseOperator):
     # ------------------------------------------------------------------ state and XCom
     @staticmethod
     def _map_index(context: Any) -> int:
-        ti = context.get("ti")
-        return int(getattr(ti, "map_index", -1) or -1) if ti is not None else -1
+        value = getattr(context.get("ti"), "map_index", None)
+        return -1 if value is None else int(value)  # 0 is a map index; None / -1: not mapped
 
     def _load(self, context: Any) -> RunState:
         store = context.get("task_state_store")

@@ -210,7 +210,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
             job = existing[0]
             self.log.info("Attempt %d already exists as %s (the task was interrupted after creating it): "
                           "watching it instead of creating another", action.attempt, job.name)
-            step_env = {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+            primary = job.job_spec.worker_pool_specs[0]
+            spec = primary.container_spec if "container_spec" in primary else primary.python_package_spec
+            step_env = {e.name: e.value for e in spec.env}
             resumed = step_env.get("RESILIENT_RESUME_STEP")
             return Submitted(job.name, self._clock(), int(resumed) if resumed else None,
                              step_env.get("RESILIENT_RESUME_FROM"))

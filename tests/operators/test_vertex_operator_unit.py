@@ -159,3 +159,10 @@ def test_the_operator_module_imports_no_google_library():
             "bad = [m for m in sys.modules if m.startswith(('google.cloud.', 'google.api_core', 'grpc'))];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(("map_index", "expected"), [(None, -1), (-1, -1), (0, 0), (3, 3)])
+def test_map_index_zero_is_kept_apart_from_unmapped(map_index, expected):
+    ti = TI()
+    ti.map_index = map_index
+    assert ResilientCustomJobOperator._map_index({"ti": ti}) == expected
