@@ -31,6 +31,10 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+# Benchmarks print figures (never asserted in tests). So far: import cost; goodput, detection and scale next.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/import_time.py
+
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:
 	test -x $(BIN)/uv || (test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); $(BIN)/python -m pip install --quiet uv)
