@@ -164,5 +164,16 @@ class SupervisedOperator(BaseOperator):
         for line in format_history(state.history):
             self.log.info("%s", line)
 
+    def _step_reports(self) -> list[Any]:
+        """Step observations made while watching (``goodput.StepReport``); none by default."""
+        return []
+
     def _push_history(self, context: Any, state: RunState) -> None:
+        """Push the attempt history and the run's goodput ledger to XCom and log the ledger's summary."""
+        from ..goodput import goodput_ledger
+
         context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
+        if any(a.started_at is not None for a in state.history):
+            ledger = goodput_ledger(state.history, self._step_reports(), end=self._clock())
+            self.log.info("Goodput: %s", ledger.summary())
+            context["ti"].xcom_push(key="goodput", value=ledger.as_dict())

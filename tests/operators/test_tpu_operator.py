@@ -68,6 +68,8 @@ def test_maintenance_recovered_then_terminated_resumes_on_a_new_node(resilient_e
     terminate = next(i for a in attempts for i in a.get("incidents", []) if i["decision"]["action"] == "recreate_node")
     assert terminate["failure"]["node_state"] == "TERMINATED"
     assert result["checkpoint"]["step"] == 12
+    ledger = ctx["ti"].xcom["goodput"]
+    assert ledger["basis"] == "steps" and 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0
     assert nodes_left(resilient_emulator) == [] and resilient_emulator.tpu.processes() == []
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 

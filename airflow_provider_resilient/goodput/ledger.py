@@ -1,0 +1,170 @@
+"""Goodput ledger: how much of a run's wall time became training progress, and where the rest went.
+
+Definitions follow ml-goodput-measurement (REFERENCE.md, "Goodput"): goodput = productive time / total
+time, total = first attempt's start to the last attempt's end, across every restart. Badput buckets:
+
+* ``wasted_progress`` -- steps done again after resuming from an older step, plus work lost after the
+  last step report of an attempt that failed (each redone step is counted once);
+* ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
+* ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
+  TPU re-create), and waits for a maintenance event to pass within an attempt;
+* ``checkpoint_restore`` -- from an attempt's start to its first step report (program startup and
+  loading the checkpoint);
+* ``other`` -- the rest, reported, never hidden.
+
+The buckets add up to the total. Input: the attempt history (:mod:`..policy.decide`) and, when the
+workload reports them (runner heartbeats, checkpoint steps), step observations ``(time, step)``. Without
+step reports an attempt's running time counts as productive when it succeeded and as wasted when it
+failed: an upper and a lower bound, stated in :attr:`Ledger.basis`.
+
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ..policy import Attempt, DecisionAction
+
+BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "other")
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The workload reached ``step`` at ``time`` (seconds since the epoch)."""
+
+    time: float
+    step: int
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Seconds per bucket; ``total`` is their sum. ``basis``: "steps" or "attempts" (no step reports)."""
+
+    total: float
+    productive: float
+    wasted_progress: float
+    detection: float
+    recovery: float
+    checkpoint_restore: float
+    other: float
+    basis: str
+
+    @property
+    def goodput(self) -> float:
+        """Productive time / total time, 0 to 1 (0 for an empty run)."""
+        return self.productive / self.total if self.total > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float | str]:
+        data: dict[str, float | str] = asdict(self)
+        data["goodput"] = round(self.goodput, 4)
+        return data
+
+    def summary(self) -> str:
+        """One line: goodput and the share of each badput bucket."""
+        parts = [f"goodput {self.goodput:.1%} of {self.total:.0f} s"]
+        for name in BUCKETS[1:]:
+            seconds = getattr(self, name)
+            if seconds > 0:
+                parts.append(f"{name.replace('_', ' ')} {seconds:.0f} s ({seconds / self.total:.1%})")
+        return "; ".join(parts) + f" [from {self.basis}]"
+
+
+def _end(attempt: Attempt, end: float) -> float:
+    if attempt.ended_at is not None:
+        return attempt.ended_at
+    decided = [i.decision.decided_at for i in attempt.incidents if i.decision.decided_at is not None]
+    return max(decided, default=end)
+
+
+def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (), *, end: float) -> Ledger:
+    """The ledger of a run.
+
+    Args:
+        history: the attempts, oldest first (``started_at`` set on each that ran).
+        steps: step observations over the whole run, any order.
+        end: when the run ended (or now, for a running one), seconds since the epoch.
+
+    Raises:
+        ValueError: when no attempt has a ``started_at``.
+    """
+    ran = [a for a in history if a.started_at is not None]
+    if not ran:
+        raise ValueError("goodput_ledger: no attempt has started")
+    start = min(a.started_at for a in ran if a.started_at is not None)
+    total = max(0.0, end - start)
+    buckets = dict.fromkeys(BUCKETS, 0.0)
+    reports = sorted(steps, key=lambda r: r.time)
+    best_step = -1  # the furthest step reached by any earlier attempt
+    for index, attempt in enumerate(ran):
+        assert attempt.started_at is not None
+        begin, finish = attempt.started_at, min(_end(attempt, end), end)
+        ending = next((i for i in attempt.incidents
+                       if i.decision.action.is_terminal or i.decision.action.starts_new_attempt), None)
+        failed = ending is not None
+        waits = [i.decision.decided_at for i in attempt.incidents
+                 if i.decision.action == DecisionAction.WAIT and i.decision.decided_at is not None]
+        mine = [r for r in reports if begin <= r.time <= finish]
+        # The time from the failure to our decision is detection; the work before it since the last report
+        # (or the start) was lost.
+        last_seen = mine[-1].time if mine else begin
+        failed_at = finish
+        if ending is not None and ending.failure.timestamp is not None:
+            failed_at = min(finish, max(last_seen, ending.failure.timestamp))
+        buckets["detection"] += finish - failed_at
+        if not mine:
+            buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - begin)
+        else:
+            buckets["checkpoint_restore"] += mine[0].time - begin
+            previous = StepReport(mine[0].time, attempt.resumed_from_step if attempt.resumed_from_step is not None
+                                  else mine[0].step)
+            for report in mine:
+                span = report.time - previous.time
+                gained = report.step - previous.step
+                if span > 0 and gained <= 0:
+                    stalled_for_maintenance = any(previous.time <= w <= report.time for w in waits)
+                    buckets["recovery" if stalled_for_maintenance else "other"] += span
+                elif span > 0:
+                    redone = max(0, min(report.step, best_step) - previous.step)
+                    buckets["wasted_progress"] += span * redone / gained
+                    buckets["productive"] += span * (gained - redone) / gained
+                previous = report
+                best_step = max(best_step, report.step)
+            buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - previous.time)
+        following = ran[index + 1] if index + 1 < len(ran) else None
+        if following is not None and following.started_at is not None:
+            buckets["recovery"] += max(0.0, following.started_at - finish)
+    accounted = sum(buckets[b] for b in BUCKETS if b != "other")
+    buckets["other"] += max(0.0, total - accounted)
+    return Ledger(total=sum(buckets.values()), basis="steps" if reports else "attempts", **buckets)
+
+
+def young_daly_interval(checkpoint_cost: float, mtbf: float) -> float:
+    """Young/Daly's optimal checkpoint interval, ``sqrt(2 * C * MTBF)`` seconds (C: seconds to save one).
+
+    Raises:
+        ValueError: on a non-positive cost or MTBF.
+    """
+    if checkpoint_cost <= 0 or mtbf <= 0:
+        raise ValueError("checkpoint_cost and mtbf must be > 0 seconds")
+    return math.sqrt(2 * checkpoint_cost * mtbf)
+
+
+def goodput_ceiling(checkpoint_cost: float, restart_cost: float, mtbf: float) -> float:
+    """The best achievable goodput with optimal checkpointing: ``1 - sqrt(2C/MTBF) - R/MTBF`` (>= 0)."""
+    if mtbf <= 0:
+        raise ValueError("mtbf must be > 0 seconds")
+    return max(0.0, 1.0 - math.sqrt(2 * checkpoint_cost / mtbf) - restart_cost / mtbf)
+
+
+def checkpoint_advice(interval: float, checkpoint_cost: float, mtbf: float) -> str:
+    """Whether a workload checkpointing every ``interval`` seconds does so too rarely or too often, beside
+    the seeds' rules of thumb (seed 000: at least every 4 hours; seed 002: about hourly)."""
+    best = young_daly_interval(checkpoint_cost, mtbf)
+    verdict = ("too rarely" if interval > 1.5 * best else "too often" if interval < best / 1.5
+               else "about right")
+    return (f"checkpoints every {interval:.0f} s: {verdict} -- Young/Daly optimum {best:.0f} s for a "
+            f"{checkpoint_cost:.0f} s save and {mtbf:.0f} s between failures (seed 000: at least every "
+            "14400 s; seed 002: about every 3600 s)")

@@ -1,0 +1,100 @@
+"""Ledger arithmetic on hand-built histories: buckets sum to the total, redone steps are counted once,
+a run without failures has no disruption badput; Young/Daly figures and the seeds' advice."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_resilient.goodput import (
+    BUCKETS,
+    StepReport,
+    checkpoint_advice,
+    goodput_ceiling,
+    goodput_ledger,
+    young_daly_interval,
+)
+from airflow_provider_resilient.policy import Attempt, Failure, FailureClass, Platform, decide, record_incident
+
+T0 = 1_000_000.0
+CRASH = Failure(FailureClass.TRANSIENT_CRASH, Platform.VERTEX_AI, exit_code=139)
+
+
+def failed_attempt(number: int, start: float, fail_at: float, decided_at: float, resumed: int | None = None):
+    attempt = Attempt(number, f"job-{number}", started_at=start, resumed_from_step=resumed)
+    failure = Failure(CRASH.failure_class, CRASH.platform, exit_code=139, timestamp=fail_at)
+    decision = decide((attempt,), failure, decided_at)
+    return record_incident((attempt,), failure, decision, decided_at)[0]
+
+
+def test_a_run_without_failures_is_all_productive_but_startup():
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=T0 + 100),)
+    steps = [StepReport(T0 + 10 + i * 9, i) for i in range(11)]  # steps 0..10, 10 s startup
+    ledger = goodput_ledger(history, steps, end=T0 + 100)
+    assert ledger.total == pytest.approx(100)
+    assert ledger.checkpoint_restore == pytest.approx(10)
+    assert ledger.productive == pytest.approx(90)
+    assert ledger.wasted_progress == ledger.recovery == ledger.detection == 0
+    assert ledger.goodput == pytest.approx(0.9)
+
+
+def test_redone_steps_are_wasted_once_and_gaps_are_recovery():
+    # Attempt 1: steps 0..20 at 1 step/s from T0+5, crashes at T0+30 (last report step 20 at T0+25),
+    # decided at T0+32. Attempt 2 starts at T0+40 from the step-10 checkpoint and redoes 11..20.
+    first = failed_attempt(1, T0, fail_at=T0 + 30, decided_at=T0 + 32)
+    first = Attempt(1, "job-1", started_at=T0, ended_at=T0 + 32, incidents=first.incidents)
+    second = Attempt(2, "job-2", started_at=T0 + 40, ended_at=T0 + 80, resumed_from_step=10)
+    steps = [StepReport(T0 + 5 + s, s) for s in range(21)]
+    steps += [StepReport(T0 + 45 + (s - 10), s) for s in range(10, 41)]  # step 10 restored at +45
+    ledger = goodput_ledger((first, second), steps, end=T0 + 80)
+    assert ledger.total == pytest.approx(80)
+    assert ledger.recovery == pytest.approx(8)  # decision at +32 -> attempt 2 running at +40
+    assert ledger.detection == pytest.approx(2)  # failure at +30, decided at +32
+    assert ledger.checkpoint_restore == pytest.approx(5 + 5)
+    # wasted: steps 11..20 redone (10 s) + 5 s of lost work after the last report of attempt 1
+    assert ledger.wasted_progress == pytest.approx(10 + 5)
+    assert ledger.productive == pytest.approx(20 + 20 + 5)  # + the tail after step 40 of the success
+    assert sum(getattr(ledger, b) for b in BUCKETS) == pytest.approx(ledger.total)
+
+
+def test_without_step_reports_the_bounds_are_stated():
+    first = failed_attempt(1, T0, fail_at=T0 + 50, decided_at=T0 + 50)
+    second = Attempt(2, "job-2", started_at=T0 + 60, ended_at=T0 + 100)
+    ledger = goodput_ledger((first, second), (), end=T0 + 100)
+    assert ledger.basis == "attempts" and ledger.productive == pytest.approx(40)
+    assert ledger.wasted_progress == pytest.approx(50) and ledger.recovery == pytest.approx(10)
+    assert "goodput 40.0%" in ledger.summary()
+
+
+@settings(max_examples=200, deadline=None)
+@given(durations=st.lists(st.tuples(st.floats(1, 100), st.floats(0, 50), st.integers(0, 30)), min_size=1,
+                          max_size=6))
+def test_buckets_always_add_up_to_the_total(durations):
+    history, steps, now, best = [], [], T0, 0
+    for number, (run, gap, progress) in enumerate(durations, start=1):
+        resumed = max(0, best - progress // 2)
+        attempt = failed_attempt(number, now, fail_at=now + run * 0.9, decided_at=now + run, resumed=resumed)
+        history.append(Attempt(number, f"job-{number}", started_at=now, ended_at=now + run,
+                               resumed_from_step=resumed, incidents=attempt.incidents))
+        for k in range(1, progress + 1):
+            steps.append(StepReport(now + run * 0.8 * k / max(progress, 1), resumed + k))
+        best = max(best, resumed + progress)
+        now += run + gap
+    ledger = goodput_ledger(history, steps, end=now)
+    parts = [getattr(ledger, b) for b in BUCKETS]
+    assert all(p >= -1e-9 for p in parts)
+    assert sum(parts) == pytest.approx(ledger.total) == pytest.approx(now - T0)
+    assert 0 <= ledger.goodput <= 1
+
+
+def test_young_daly_and_advice():
+    assert young_daly_interval(60, 3600 * 10) == pytest.approx(math.sqrt(2 * 60 * 36000))
+    assert goodput_ceiling(60, 300, 36000) == pytest.approx(1 - math.sqrt(120 / 36000) - 300 / 36000)
+    assert "too rarely" in checkpoint_advice(14400, 60, 36000)
+    assert "too often" in checkpoint_advice(60, 60, 36000)
+    assert "seed 000" in checkpoint_advice(2078, 60, 36000) and "about right" in checkpoint_advice(2078, 60, 36000)
+    with pytest.raises(ValueError):
+        young_daly_interval(0, 10)
