@@ -31,9 +31,10 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-# Benchmarks print figures (never asserted in tests). So far: import cost; goodput, detection and scale next.
+# Benchmarks print figures (never asserted in tests). So far: import cost, detection; goodput and scale next.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/import_time.py
+	$(BIN)/python benchmarks/detection.py
 
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:

@@ -15,3 +15,13 @@ def test_import_time_benchmark_prints_its_table_and_no_google_import():
     rows = {line.split("|")[2].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
     for module in ("airflow_provider_resilient.operators.vertex_ai", "airflow_provider_resilient.operators.tpu"):
         assert rows[module].rstrip(" |").endswith("no"), rows[module]  # no google.cloud module imported
+
+
+def test_detection_benchmark_prints_a_row_per_class_and_poll_interval():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "detection.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300, check=True)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["transient_crash", "capacity_stockout"]
+    for row in rows[1:]:
+        detection_p50 = float(row.split("|")[3])
+        assert detection_p50 >= 0  # a figure, not a timing assertion

@@ -265,8 +265,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
         now = self._clock()
         if summary["state"] == "JOB_STATE_SUCCEEDED":
             return JobSucceeded(now)
+        # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
+        ended = summary.get("end_time") or now
         failure = classify_vertex_job(summary["state"], summary.get("error_code"), summary.get("error_message"),
-                                      started=summary.get("started"), timestamp=now)
+                                      started=summary.get("started"), timestamp=min(ended, now))
         if failure is None:  # PARTIALLY_SUCCEEDED is not a failure of a CustomJob
             return JobSucceeded(now)
         self.log.warning("%s ended: %s", summary["name"], failure.summary())

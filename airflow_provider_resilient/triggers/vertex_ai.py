@@ -20,13 +20,15 @@ TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STA
 
 
 def job_summary(job: Any) -> dict[str, Any]:
-    """The facts of a CustomJob the operator needs, as JSON (name, state, error, whether it started)."""
+    """The facts of a CustomJob the operator needs, as JSON (name, state, error, whether it started, when it
+    ended in seconds since the epoch)."""
     return {
         "name": job.name,
         "state": job.state.name,
         "error_code": int(job.error.code),
         "error_message": job.error.message,
         "started": "start_time" in job,
+        "end_time": job.end_time.timestamp() if "end_time" in job else None,
     }
 
 
