@@ -3,11 +3,12 @@
 
     python benchmarks/detection.py [--runs 5] [--poll 1 2 5] [--quick]
 
-Each run submits a job whose first attempt a fault ends (platform retries off, so the figure is ours, not
-the platform's), lets the operator decide, and reads from its attempt history: detection = decision time
-- the job's end time reported by the platform; recovery = the next attempt's submit time - the decision
-(backoff, here 1 s, plus the create call). The emulator runs with ``time_scale`` 0.01 (its ~1 min error
-delay becomes 0.6 s, before the job's end time is set). Prints a Markdown table of p50 / p95 in seconds.
+Each run submits a job whose first attempt a fault ends at a seeded random moment (platform retries off,
+so the figure is ours, not the platform's), lets the operator decide, and reads its attempt history:
+detection = decision time - the job's end time reported by the platform; recovery = the next attempt's
+submit time - the decision (backoff, here 1 s, plus the create call). The emulator runs with
+``time_scale`` 0.01 (its ~1 min error delay becomes 0.6 s, before the end time is set). Prints a
+Markdown table of p50 / p95 in seconds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import statistics
 import sys
 from typing import Any
@@ -49,12 +51,15 @@ class _TI:
 
 def one_run(emulator: Emulator, fault: dict[str, Any], poll: float, run: int) -> tuple[float, float]:
     emulator.reset()
-    emulator.add_fault({**fault, "match": {"nth": 1}})
+    fault = dict(fault, match={"nth": 1})
+    if "after_seconds" in fault:  # strike at a seeded random moment, so failures fall anywhere between polls
+        fault["after_seconds"] = random.Random(f"{fault['kind']}:{poll}:{run}").uniform(0.1, 3.0)
+    emulator.add_fault(fault)
     op = ResilientCustomJobOperator(
         task_id=f"bench{run}", project_id="bench-project", region="us-central1", display_name="bench",
         worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
                             "container_spec": {"image_uri": "x",
-                                               "command": ["python", "-c", "import time; time.sleep(1.5)"]}}],
+                                               "command": ["python", "-c", "import time; time.sleep(4)"]}}],
         base_output_dir="gs://bench/run", disable_retries=True, deferrable=False, poll_interval=poll,
         resilience_policy=POLICY)
     result = op.execute({"task_state_store": _Store(), "ti": _TI(), "run_id": f"bench-{run}"})
