@@ -59,23 +59,11 @@ def example_vertex_ai_resilient_training():
 
         import fsspec
 
-        rows = [("attempt", "job", "region", "resumed from step", "ended by", "decision")]
-        for attempt in result["attempts"]:
-            region = "europe-west4" if attempt.get("fallback_index", -1) >= 0 else "us-central1"
-            job = (attempt.get("resource_name") or "(not created)").rsplit("/", 1)[-1]
-            step = str(attempt.get("resumed_from_step", "-"))
-            incidents = attempt.get("incidents") or [{}]
-            last = incidents[-1]
-            ended = last.get("failure", {}).get("failure_class", "succeeded")
-            exit_code = last.get("failure", {}).get("exit_code")
-            if exit_code is not None:
-                ended += f" (exit {exit_code})"
-            decision = last.get("decision", {}).get("action", "-")
-            rows.append((str(attempt["number"]), job, region, step, ended, decision))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        from airflow_provider_resilient.policy import history_table
+
         print("=== ATTEMPT HISTORY ===")
-        for row in rows:
-            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        for line in history_table(result["attempts"]):
+            print(line)
         with fsspec.open(f"{OUTPUT}/model/metrics.json") as metrics_file:
             accuracy = float(json.load(metrics_file)["test_accuracy"])
         print(f"=== FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {result['checkpoint']['uri']}) ===")

@@ -24,10 +24,13 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     vertex, tpu = out.stdout.split("##### example_tpu_resilient_training")
     rows = [line.split() for line in vertex.splitlines() if re.match(r"^\d+\s+\d{10,}", line)]
     assert [r[0] for r in rows] == ["1", "2", "3", "4"]
-    assert [r[2] for r in rows] == ["us-central1", "us-central1", "europe-west4", "europe-west4"]
+    assert [r[2] for r in rows] == ["-", "-", "1", "1"]  # attempts 3 and 4 on fallback 1 (europe-west4)
     assert rows[0][3] == "-"  # the first attempt starts from scratch ...
-    assert all(int(r[3]) >= 9 for r in rows[1:])  # ... no later one does: a checkpoint existed
-    assert [r[4] for r in rows] == ["transient_crash", "capacity_stockout", "internal_error", "succeeded"]
+    assert all(r[3] == "step" and int(r[4]) >= 9 for r in rows[1:])  # ... no later one does
+    happened = [" ".join(r[5:-1]) if r[3] == "step" else " ".join(r[4:-1]) for r in rows]
+    assert happened[0].startswith("transient_crash exit 139") and happened[1] == "capacity_stockout"
+    assert happened[2] == "internal_error" and happened[3] == "succeeded"
+    assert [r[-1] for r in rows] == ["resubmit", "resubmit", "resubmit", "-"]
     accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", vertex).group(1))
     tpu_rows = [line for line in tpu.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
     assert "maintenance_event node REPAIRING" in tpu_rows[0] and tpu_rows[0].endswith("wait")
