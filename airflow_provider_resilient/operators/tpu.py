@@ -270,15 +270,17 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..policy import classify_exit_status, classify_tpu_audit_entry, classify_tpu_node
 
         now = self._clock()
+        # Every look reads the audit entries that arrived since the last one, so each event counts once. They
+        # are read *before* the node: an event that starts between the two reads then shows in the node's
+        # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
+        audits = [a for e in self._new_audit_entries(context, state, node_name)
+                  if (a := classify_tpu_audit_entry(e)) is not None]
         try:
             node = self._tpu().get_node(node_name)
         except gexc.NotFound:
             return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
                                      message=f"node {node_name} disappeared", timestamp=now), now)
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
-        # Every look reads the audit entries that arrived since the last one, so each event counts once.
-        audits = [a for e in self._new_audit_entries(context, state, node_name)
-                  if (a := classify_tpu_audit_entry(e)) is not None]
         if failure is not None:
             reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
             return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now)
