@@ -148,3 +148,36 @@ def test_python_resolves_to_the_emulators_interpreter():
     spec = CustomJobSpec(custom_job()["job_spec"])
     (plan,) = plan_replicas(spec, job_id="1", base_env={})
     assert plan.argv[0] == PYTHON
+
+
+def test_location_limits_a_fault_to_one_region(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": "us-central1"}})
+    states = {}
+    for region in ("us-central1", "europe-west4"):
+        client = vertex_job_client(region, emulator=resilient_emulator.address)
+        job = client.create_custom_job(parent=f"projects/test-project/locations/{region}",
+                                       custom_job=custom_job("import time; time.sleep(0.1)"))
+        states[region] = resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"],
+                                                           60)
+    assert states == {"us-central1": "JOB_STATE_FAILED", "europe-west4": "JOB_STATE_SUCCEEDED"}
+
+
+def test_active_seconds_is_a_window_since_the_plan_was_loaded():
+    from airflow_provider_resilient.testing.emulator.faults import PROVISIONING_KINDS, Fault, FaultBook
+
+    now = [100.0]
+    book = FaultBook(FaultPlan(faults=(Fault(kind="stockout", times=None, active_seconds=(10, 20),
+                                             match={"location": "us-central1"}),)), clock=lambda: now[0])
+    book.job_created("projects/p/locations/us-central1/customJobs/1", "train", {})
+    book.job_created("projects/p/locations/us-central1-a/nodes/n", "train", {})  # a zone of the region
+    book.job_created("projects/p/locations/europe-west4/customJobs/2", "train", {})
+    seen = {}
+    for at in (105.0, 110.0, 119.9, 120.0):
+        now[0] = at
+        seen[at] = [name.rsplit("/", 1)[-1] for name in ("projects/p/locations/us-central1/customJobs/1",
+                                                          "projects/p/locations/us-central1-a/nodes/n",
+                                                          "projects/p/locations/europe-west4/customJobs/2")
+                    if book.candidates(PROVISIONING_KINDS, name, 1)]
+    assert seen == {105.0: [], 110.0: ["1", "n"], 119.9: ["1", "n"], 120.0: []}
+    with pytest.raises(ValueError, match="active_seconds"):
+        Fault(kind="stockout", active_seconds=(5, 5))

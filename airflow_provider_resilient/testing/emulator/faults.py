@@ -32,7 +32,13 @@ after the job's processes started, or when the workload reaches ``at_step`` (see
 checkpoint under ``AIP_CHECKPOINT_DIR`` -- ``step_source: checkpoint`` -- or a log line matching
 ``log_pattern``, whose first group is the step -- ``step_source: log``); with neither, at once.
 ``times`` is how many times the fault fires in all (``null``: every time); ``probability`` draws from
-the plan's seed, so a run is reproducible.
+the plan's seed, so a run is reproducible. ``active_seconds: [from, until]`` limits a fault to a window of
+real seconds since the plan was loaded (the emulator started or was reset), e.g. a capacity outage::
+
+      - kind: stockout              # us-central1 has no capacity from 30 s to 90 s; other regions do
+        match: {location: us-central1}
+        times: null
+        active_seconds: [30, 90]
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ import fnmatch
 import json
 import random
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,10 +77,19 @@ class Match(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict, description="all must be present and equal")
     nth: int | None = Field(None, ge=1, description="the n-th matching job (or call, for quota/unavailable)")
     platform_attempt: int | None = Field(None, ge=1, description="only in this platform attempt of the job")
+    location: str | None = Field(None, description="only jobs in this Vertex AI region or TPU zone; a region "
+                                                   "also matches its zones ('us-central1' matches 'us-central1-a')")
 
-    def selects(self, display_name: str, labels: Mapping[str, str]) -> bool:
+    def selects(self, display_name: str, labels: Mapping[str, str], name: str = "") -> bool:
+        """Whether a job (or call) with this display name, labels and resource name
+        (``projects/P/locations/L/...``; empty when unknown) is matched."""
         if self.display_name is not None and not fnmatch.fnmatchcase(display_name, self.display_name):
             return False
+        if self.location is not None:
+            parts = name.split("/")
+            where = parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
+            if where != self.location and not where.startswith(self.location + "-"):
+                return False
         return all(labels.get(k) == v for k, v in self.labels.items())
 
 
@@ -100,9 +116,14 @@ class Fault(BaseModel):
     grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
     health: Literal["TIMEOUT", "UNHEALTHY_TENSORFLOW"] = "TIMEOUT"
     symptoms: tuple[str, ...] = ()
+    active_seconds: tuple[float, float] | None = Field(
+        None, description="[from, until): real seconds since the plan was loaded in which the fault may fire")
 
     @model_validator(mode="after")
     def _check(self) -> Fault:
+        if self.active_seconds is not None and not 0 <= self.active_seconds[0] < self.active_seconds[1]:
+            raise ValueError(f"active_seconds must be [from, until) with 0 <= from < until, got "
+                             f"{list(self.active_seconds)}")
         if self.kind == "crash" and self.exit_code is None:
             raise ValueError("a crash fault needs exit_code (e.g. 139 for SIGSEGV)")
         if self.kind == "crash" and self.exit_code == 0:
@@ -148,17 +169,19 @@ class FaultBook:
     Thread-safe. The emulator asks it at each point where a fault may strike.
     """
 
-    def __init__(self, plan: FaultPlan | None = None) -> None:
+    def __init__(self, plan: FaultPlan | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self._load(plan)
 
     def _load(self, plan: FaultPlan | None) -> None:
+        self._loaded_at = self._clock()
         self._plan = plan or FaultPlan()
         self._faults: list[Fault] = list(self._plan.faults)
         self._fired: list[int] = [0] * len(self._faults)
         self._jobs: list[list[str]] = [[] for _ in self._faults]  # matching job names, creation order
         self._calls: list[int] = [0] * len(self._faults)  # matching calls counted
-        self._created: list[tuple[str, str, dict[str, str]]] = []  # every job, for faults added later
+        self._created: list[tuple[str, str, dict[str, str]]] = []  # every job (name, display, labels)
 
     @property
     def seed(self) -> int:
@@ -171,7 +194,8 @@ class FaultBook:
             self._faults.append(fault)
             self._fired.append(0)
             self._jobs.append([name for name, display, labels in self._created
-                               if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display, labels)])
+                               if fault.kind not in CREATE_KINDS | GET_KINDS
+                               and fault.match.selects(display, labels, name)])
             self._calls.append(0)
             return len(self._faults) - 1
 
@@ -189,25 +213,31 @@ class FaultBook:
         with self._lock:
             self._created.append((name, display_name, dict(labels)))
             for i, fault in enumerate(self._faults):
-                if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display_name, labels):
+                if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display_name, labels, name):
                     self._jobs[i].append(name)
 
     def _available(self, i: int) -> bool:
-        times = self._faults[i].times
-        return times is None or self._fired[i] < times
+        fault = self._faults[i]
+        if fault.active_seconds is not None:
+            since = self._clock() - self._loaded_at
+            if not fault.active_seconds[0] <= since < fault.active_seconds[1]:
+                return False
+        return fault.times is None or self._fired[i] < fault.times
 
     def _draw(self, i: int, key: str) -> bool:
         p = self._faults[i].probability
         return p >= 1.0 or random.Random(f"{self._plan.seed}:{i}:{key}:{self._fired[i]}").random() < p
 
-    def on_call(self, kinds: frozenset[str], display_name: str, labels: Mapping[str, str], key: str) -> Fault | None:
-        """A create/get-time fault that fires for this call, counting the call for ``match.nth``.
+    def on_call(self, kinds: frozenset[str], display_name: str, labels: Mapping[str, str], key: str,
+                name: str = "") -> Fault | None:
+        """A create/get-time fault that fires for this call, counting the call for ``match.nth``. ``name``:
+        the resource (or the create call's parent, ``projects/P/locations/L``) for ``match.location``.
 
         With ``nth=k`` the fault fires on the k-th matching call and, while ``times`` allows, the ones after.
         """
         with self._lock:
             for i, fault in enumerate(self._faults):
-                if fault.kind not in kinds or not fault.match.selects(display_name, labels):
+                if fault.kind not in kinds or not fault.match.selects(display_name, labels, name):
                     continue
                 self._calls[i] += 1
                 if fault.match.nth is not None and self._calls[i] < fault.match.nth:

@@ -76,13 +76,13 @@ class VertexBackend:
     def log_dir(self, name: str) -> Path:
         return self.work_dir / "vertex" / name.rsplit("/", 1)[-1]
 
-    def _check_create_faults(self, display_name: str, labels: dict[str, str], key: str) -> None:
-        fault = self.faults.on_call(CREATE_KINDS, display_name, labels, key)
+    def _check_create_faults(self, display_name: str, labels: dict[str, str], key: str, parent: str) -> None:
+        fault = self.faults.on_call(CREATE_KINDS, display_name, labels, key, parent)
         if fault is not None:
             raise ResourceExhausted(f"The following quota metrics exceed quota limits: {fault.quota_metric}")
 
-    def _check_get_faults(self, display_name: str, labels: dict[str, str], key: str) -> None:
-        if self.faults.on_call(GET_KINDS, display_name, labels, key) is not None:
+    def _check_get_faults(self, display_name: str, labels: dict[str, str], key: str, name: str) -> None:
+        if self.faults.on_call(GET_KINDS, display_name, labels, key, name) is not None:
             raise Unavailable("The service is currently unavailable.")
 
     def _make_run(self, job: Any, region: str, *, extra_args: list[str] | None = None,
@@ -106,7 +106,7 @@ class VertexBackend:
                                   "Message: Required field is not set.")
         validate_labels(dict(custom_job.labels), "custom_job.labels")
         validate_job_spec(custom_job.job_spec)
-        self._check_create_faults(custom_job.display_name, dict(custom_job.labels), f"create:{parent}")
+        self._check_create_faults(custom_job.display_name, dict(custom_job.labels), f"create:{parent}", parent)
         types = _types()
         with self.lock:
             job = types.CustomJob(custom_job)
@@ -126,7 +126,7 @@ class VertexBackend:
     def get_custom_job(self, name: str) -> Any:
         with self.lock:
             run = self._run(name)
-            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}")
+            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}", name)
             return _types().CustomJob(run.job)
 
     def list_custom_jobs(self, parent: str, filter_text: str = "", page_size: int = 0,
@@ -166,7 +166,7 @@ class VertexBackend:
                                   "Message: metrics and parameters are required.")
         validate_labels(dict(tuning_job.labels), "hyperparameter_tuning_job.labels")
         validate_job_spec(tuning_job.trial_job_spec, "hyperparameter_tuning_job.trial_job_spec")
-        self._check_create_faults(tuning_job.display_name, dict(tuning_job.labels), f"create:{parent}")
+        self._check_create_faults(tuning_job.display_name, dict(tuning_job.labels), f"create:{parent}", parent)
         types = _types()
         with self.lock:
             job = types.HyperparameterTuningJob(tuning_job)
@@ -185,7 +185,7 @@ class VertexBackend:
     def get_hyperparameter_tuning_job(self, name: str) -> Any:
         with self.lock:
             run = self._tuning_run(name)
-            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}")
+            self._check_get_faults(run.job.display_name, dict(run.job.labels), f"get:{name}", name)
             return _types().HyperparameterTuningJob(run.job)
 
     def list_hyperparameter_tuning_jobs(self, parent: str, filter_text: str = "", page_size: int = 0,
