@@ -103,10 +103,22 @@ def _incidents(history: Sequence[Attempt]) -> list[tuple[int, Incident]]:
     return [(a.number, inc) for a in history for inc in a.incidents]
 
 
+def _last_progress(history: Sequence[Attempt]) -> int:
+    """Index of the newest attempt that resumed from a newer checkpoint than all before it (0: none)."""
+    last, best = 0, -1
+    for index, attempt in enumerate(history):
+        step = -1 if attempt.resumed_from_step is None else attempt.resumed_from_step
+        if step > best:
+            if index > 0:
+                last = index
+            best = step
+    return last
+
+
 def _budget_use(history: Sequence[Attempt], budget_name: str, budget: Budget, failure: Failure,
                 now: float) -> tuple[int, float | None]:
     """(uses so far, seconds since the current streak started) for ``budget_name``."""
-    incidents = _incidents(history)
+    incidents = _incidents(history[_last_progress(history):] if budget.reset_on_progress else history)
     if budget.per_worker:
         current = history[-1].number if history else None
         used = sum(1 for number, inc in incidents

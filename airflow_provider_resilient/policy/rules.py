@@ -123,6 +123,11 @@ class Budget:
             attempt starts the workers' counters afresh), and take the worker's reported
             ``worker_restarts`` into account.
         backoff: the delay schedule for decisions under this budget (``None``: the policy's default).
+        reset_on_progress: count only the decisions since training last moved forward -- since the
+            newest attempt that resumed from a newer checkpoint than every attempt before it. A long run
+            that fails now and then but keeps checkpointing never spends its budget; one that fails again
+            and again without a new checkpoint does. The seeds' counts (seed 003: 3 retries of a transient
+            crash, 2 of an internal error) then mean "in a row without progress". False: per run.
 
     Raises:
         ValueError: when a limit is negative or neither limit is set.
@@ -132,6 +137,7 @@ class Budget:
     max_seconds: float | None = None
     per_worker: bool = False
     backoff: Backoff | None = None
+    reset_on_progress: bool = True
 
     def __post_init__(self) -> None:
         if self.max_retries is None and self.max_seconds is None:

@@ -25,12 +25,15 @@ def run(
     step_seconds: float = 60.0,
     seed: int | str = 0,
     history: tuple[Attempt, ...] | None = None,
+    resume_steps: Iterable[int | None] = (),
 ) -> tuple[list[Decision], tuple[Attempt, ...]]:
     """Feed failures one by one until a terminal decision or the failures run out.
 
     Time advances ``step_seconds`` per failure plus each decision's delay. New attempts are opened on
-    RESUBMIT / RECREATE_NODE with the decision's fallback index.
+    RESUBMIT / RECREATE_NODE with the decision's fallback index, resuming from the next of
+    ``resume_steps`` (None once they run out: no checkpoint).
     """
+    steps = iter(resume_steps)
     history = history or (Attempt(1, "attempt-1", started_at=start),)
     now = start
     decisions: list[Decision] = []
@@ -46,7 +49,7 @@ def run(
         if decision.action.starts_new_attempt:
             number = history[-1].number + 1
             history = (*history, Attempt(number, f"attempt-{number}", fallback_index=decision.fallback_index,
-                                         started_at=now))
+                                         started_at=now, resumed_from_step=next(steps, None)))
     return decisions, history
 
 

@@ -316,3 +316,28 @@ def test_budgets_continue_across_a_reloaded_history():
     more, _ = run(repeat(crash), history=reloaded)
     assert actions(more) == [R, GIVE_UP]
     assert more[0].budget_used == 3
+
+
+def test_budgets_count_failures_since_training_last_moved_forward():
+    """A long run that keeps checkpointing between failures never spends its budget; three failures in a
+    row without a newer checkpoint than before still give up (seed 003's count)."""
+    crash = vertex_failed(EXIT_139)
+    # Each new attempt resumes from a newer checkpoint: ten crashes, all retried.
+    decisions, _ = run([crash] * 10, resume_steps=[100 * (i + 1) for i in range(10)])
+    assert actions(decisions) == [R] * 10
+    assert {d.budget_used for d in decisions} == {1}
+    # Progress, then the same checkpoint again and again: the count runs from the last progress.
+    decisions, _ = run(repeat(crash), resume_steps=[100, 200, 200, 200, 200])
+    assert actions(decisions) == [R, R, R, R, R, GIVE_UP]  # attempts 3, 4, 5 all resumed from step 200
+    assert [d.budget_used for d in decisions] == [1, 1, 1, 2, 3, 3]
+
+
+def test_a_per_run_budget_ignores_progress():
+    from dataclasses import replace
+
+    from airflow_provider_resilient.policy import DEFAULT_BUDGETS
+
+    policy = RetryPolicy(budgets={"transient_crash": replace(DEFAULT_BUDGETS["transient_crash"],
+                                                             reset_on_progress=False)})
+    decisions, _ = run(repeat(vertex_failed(EXIT_139)), policy, resume_steps=[100, 200, 300, 400])
+    assert actions(decisions) == [R, R, R, GIVE_UP]
