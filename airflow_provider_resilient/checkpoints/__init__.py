@@ -4,7 +4,8 @@ Pure apart from the listing it does through fsspec; imports neither Airflow nor 
 (gcsfs is loaded by fsspec only when a ``gs://`` prefix is looked at).
 """
 
-from .discovery import find_latest_checkpoint
-from .formats import Checkpoint, CheckpointFormat, judge_directory, parse_step
+from .discovery import find_latest_checkpoint, list_checkpoint_saves
+from .formats import Checkpoint, CheckpointFormat, CheckpointSave, judge_directory, parse_step
 
-__all__ = ["Checkpoint", "CheckpointFormat", "find_latest_checkpoint", "judge_directory", "parse_step"]
+__all__ = ["Checkpoint", "CheckpointFormat", "CheckpointSave", "find_latest_checkpoint", "judge_directory",
+           "list_checkpoint_saves", "parse_step"]

@@ -25,6 +25,7 @@ from .formats import (
     TF_STATE_FILE,
     Checkpoint,
     CheckpointFormat,
+    CheckpointSave,
     judge_directory,
     needs_orbax_metadata,
     parse_step,
@@ -43,6 +44,17 @@ def _filesystem(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple
 
     fs, path = url_to_fs(prefix, **dict(storage_options or {}))
     return fs, path
+
+
+def _resolve(caller: str, prefix: str, storage_options: Mapping[str, Any] | None, fs: Any) -> tuple[Any, str]:
+    """(filesystem, path without a trailing slash) of ``prefix``; ValueError naming ``caller`` when empty."""
+    if not prefix:
+        raise ValueError(f"{caller}: prefix must be a gs:// URI or a local path, got ''")
+    if fs is None:
+        fs, path = _filesystem(prefix, storage_options)
+    else:
+        path = fs._strip_protocol(prefix)
+    return fs, path.rstrip("/") or "/"
 
 
 def _is_local(fs: Any) -> bool:
@@ -127,15 +139,9 @@ def find_latest_checkpoint(
         Errors of the filesystem other than "not found" (permissions, network) propagate: the caller
         must not mistake "cannot see" for "no checkpoint" and restart from step 0.
     """
-    if not prefix:
-        raise ValueError("find_latest_checkpoint: prefix must be a gs:// URI or a local path, got ''")
     if max_candidates < 1:
         raise ValueError(f"find_latest_checkpoint: max_candidates must be >= 1, got {max_candidates}")
-    if fs is None:
-        fs, path = _filesystem(prefix, storage_options)
-    else:
-        path = fs._strip_protocol(prefix)
-    path = path.rstrip("/") or "/"
+    fs, path = _resolve("find_latest_checkpoint", prefix, storage_options, fs)
 
     files, dirs = _split(path, _listing(fs, path))
     best = _latest_tensorflow(fs, path, files, marker)
@@ -174,3 +180,52 @@ def _latest_tensorflow(fs: Any, path: str, files: Mapping[str, Mapping[str, Any]
                               _mtime(files.get(f"{base}.index")))
         log.info("Skipping TensorFlow checkpoint %s: index or data shards missing", base)
     return None
+
+
+def list_checkpoint_saves(
+    prefix: str,
+    *,
+    marker: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    fs: Any = None,
+    max_saves: int = 20,
+) -> list[CheckpointSave]:
+    """When the newest complete checkpoints under ``prefix`` were written and how long each write took.
+
+    For each of the ``max_saves`` newest complete step directories: the time its completion proof was
+    written (marker, DCP ``.metadata``, Orbax commit file) and the span from its first written object to
+    that proof -- the visible part of the save (serialising before the first byte is not seen, so this is
+    a lower bound of the checkpoint cost C). Costs one listing of the prefix and one per step directory.
+
+    Args:
+        prefix, marker, storage_options, fs: as for :func:`find_latest_checkpoint`.
+        max_saves: how many step directories, newest first, to look at (>= 1).
+
+    Returns:
+        Saves oldest first; empty when the prefix is missing or the store gives no modification times.
+
+    Raises:
+        ValueError: on an empty prefix or ``max_saves`` < 1. Filesystem errors other than "not found"
+            propagate.
+    """
+    if max_saves < 1:
+        raise ValueError(f"list_checkpoint_saves: max_saves must be >= 1, got {max_saves}")
+    fs, path = _resolve("list_checkpoint_saves", prefix, storage_options, fs)
+    _, dirs = _split(path, _listing(fs, path))
+    saves: list[CheckpointSave] = []
+    for step, name in sorted(((s, n) for n in dirs if (s := parse_step(n)) is not None), reverse=True):
+        if len(saves) >= max_saves:
+            break
+        inner_files, inner_dirs = _split(f"{path}/{name}", _listing(fs, f"{path}/{name}"))
+        content = fs.cat_file(f"{path}/{name}/{ORBAX_METADATA}") if needs_orbax_metadata(inner_files) else None
+        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content)
+        if not verdict.complete:
+            continue
+        times = [t for entry in inner_files.values() if (t := _mtime(entry)) is not None]
+        proof = _mtime(inner_files.get(verdict.proof)) if verdict.proof else None
+        completed = proof or (max(times) if times else None)
+        if completed is None:
+            continue
+        began = min([*times, completed])
+        saves.append(CheckpointSave(step, completed.timestamp(), (completed - began).total_seconds()))
+    return sorted(saves, key=lambda s: s.completed_at)

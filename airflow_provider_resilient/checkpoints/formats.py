@@ -69,6 +69,21 @@ class Checkpoint:
     time: datetime | None = None
 
 
+@dataclass(frozen=True)
+class CheckpointSave:
+    """One complete checkpoint as written.
+
+    Attributes:
+        step: the training step it holds.
+        completed_at: when its completion proof was written, seconds since the epoch.
+        write_seconds: from its first written object to the proof (a lower bound of the save's cost).
+    """
+
+    step: int
+    completed_at: float
+    write_seconds: float
+
+
 def parse_step(name: str) -> int | None:
     """The step number of a step directory's base name, or None (temporary or not a step)."""
     if TEMPORARY_RE.search(name):

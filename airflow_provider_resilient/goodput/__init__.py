@@ -2,13 +2,26 @@
 
 from .ledger import (
     BUCKETS,
+    INTERRUPTIONS,
+    CheckpointAdvice,
     Ledger,
     StepReport,
+    advise_checkpointing,
     checkpoint_advice,
     goodput_ceiling,
     goodput_ledger,
     young_daly_interval,
 )
 
-__all__ = ["BUCKETS", "Ledger", "StepReport", "checkpoint_advice", "goodput_ceiling", "goodput_ledger",
-           "young_daly_interval"]
+__all__ = [
+    "BUCKETS",
+    "INTERRUPTIONS",
+    "CheckpointAdvice",
+    "Ledger",
+    "StepReport",
+    "advise_checkpointing",
+    "checkpoint_advice",
+    "goodput_ceiling",
+    "goodput_ledger",
+    "young_daly_interval",
+]

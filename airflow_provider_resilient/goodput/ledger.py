@@ -22,11 +22,15 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from ..policy import Attempt, DecisionAction
+from ..checkpoints.formats import CheckpointSave
+from ..policy import Attempt, DecisionAction, FailureClass
 
 BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "other")
 
@@ -61,6 +65,11 @@ class Ledger:
         data: dict[str, float | str] = asdict(self)
         data["goodput"] = round(self.goodput, 4)
         return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
+        """The ledger of :meth:`as_dict` (e.g. pulled from XCom ``goodput``); extra keys are ignored."""
+        return cls(basis=str(data["basis"]), **{f: float(data[f]) for f in ("total", *BUCKETS)})
 
     def summary(self) -> str:
         """One line: goodput and the share of each badput bucket."""
@@ -168,3 +177,92 @@ def checkpoint_advice(interval: float, checkpoint_cost: float, mtbf: float) -> s
     return (f"checkpoints every {interval:.0f} s: {verdict} -- Young/Daly optimum {best:.0f} s for a "
             f"{checkpoint_cost:.0f} s save and {mtbf:.0f} s between failures (seed 000: at least every "
             "14400 s; seed 002: about every 3600 s)")
+
+
+#: Failures that interrupt running training and so count towards the MTBF (not capacity, quota, queue,
+#: preflight or permanent errors, which stop a run from starting or end it for good).
+INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_ERROR, FailureClass.WORKER_FAILURE,
+                           FailureClass.MAINTENANCE_EVENT, FailureClass.PREEMPTION, FailureClass.NODE_UNHEALTHY,
+                           FailureClass.HANG, FailureClass.UNKNOWN})
+SEED_000_INTERVAL = 4 * 3600.0  # seconds: seed 000, "at least every 4 hours"
+SEED_002_INTERVAL = 3600.0  # seconds: seed 002, "about every hour"
+
+
+@dataclass(frozen=True)
+class CheckpointAdvice:
+    """Whether a run checkpoints too rarely or too often, from what was observed.
+
+    Attributes (seconds; None when not observed):
+        interval: median time between consecutive saves.
+        cost: median visible write time of one save (a lower bound of C).
+        mtbf: running time / interruptions; None without an interruption.
+        running: the attempts' running time the MTBF is taken over.
+        interruptions: failures counted (:data:`INTERRUPTIONS`).
+        optimum: Young/Daly ``sqrt(2 C MTBF)``; with no interruption, the optimum for an MTBF of the
+            running time (a lower bound: failures are rarer than that).
+        verdict: "too rarely", "too often", "about right", "not judged: no interruption yet" (only
+            "too often" can be told without one), or "unknown" (fewer than two saves seen).
+    """
+
+    interval: float | None
+    cost: float | None
+    mtbf: float | None
+    running: float
+    interruptions: int
+    optimum: float | None
+    verdict: str
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        data: dict[str, float | int | str | None] = asdict(self)
+        data["seed_000_interval"] = SEED_000_INTERVAL
+        data["seed_002_interval"] = SEED_002_INTERVAL
+        return data
+
+    def summary(self) -> str:
+        """One line for the run summary: the observed interval against Young/Daly and the seeds' rules."""
+        seeds = (f"seed 000: at least every {SEED_000_INTERVAL:.0f} s; seed 002: about every "
+                 f"{SEED_002_INTERVAL:.0f} s")
+        if self.interval is None or self.cost is None or self.optimum is None:
+            return f"checkpoint interval: too few checkpoints seen to judge ({seeds})"
+        mtbf = (f"MTBF {self.mtbf:.0f} s ({self.interruptions} interruptions in {self.running:.0f} s running)"
+                if self.mtbf is not None else f"no interruption in {self.running:.0f} s running")
+        return (f"checkpoints every {self.interval:.0f} s, {self.cost:.1f} s each: {self.verdict} -- Young/Daly "
+                f"optimum {self.optimum:.0f} s for {mtbf} ({seeds})")
+
+
+def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointSave], *, end: float,
+                         tolerance: float = 1.5) -> CheckpointAdvice:
+    """Judge the run's checkpoint interval against Young/Daly's optimum from its observed failures and saves.
+
+    Args:
+        history: the attempts; their running time and interruptions give the MTBF. A platform's own
+            in-place restarts (Vertex AI's retries) are not in it, so the MTBF is an upper bound.
+        saves: the checkpoints written (:func:`..checkpoints.list_checkpoint_saves`); a gap that spans a
+            failure is longer than the workload's interval, so the median gap is used.
+        end: now or the run's end, seconds since the epoch.
+        tolerance: an interval within ``[optimum / tolerance, optimum * tolerance]`` is "about right"
+            (the goodput curve is flat near the optimum: 1.5x off loses under 10 % of the best overhead).
+    """
+    running = 0.0
+    for attempt in history:
+        if attempt.started_at is not None:
+            running += max(0.0, min(_end(attempt, end), end) - attempt.started_at)
+    interruptions = sum(1 for a in history for i in a.incidents if i.failure.failure_class in INTERRUPTIONS)
+    ordered = sorted(saves, key=lambda s: s.completed_at)
+    gaps = [b.completed_at - a.completed_at for a, b in itertools.pairwise(ordered)
+            if b.completed_at > a.completed_at]
+    if not gaps:
+        return CheckpointAdvice(None, None, None, running, interruptions, None, "unknown")
+    interval = statistics.median(gaps)
+    cost = max(statistics.median(s.write_seconds for s in ordered), 1e-3)
+    mtbf = running / interruptions if interruptions else None
+    optimum = young_daly_interval(cost, mtbf if mtbf is not None else max(running, interval))
+    if mtbf is None:  # the true optimum is above this one: only "too often" can be said
+        verdict = "too often" if interval < optimum / tolerance else "not judged: no interruption yet"
+    elif interval > tolerance * optimum:
+        verdict = "too rarely"
+    elif interval < optimum / tolerance:
+        verdict = "too often"
+    else:
+        verdict = "about right"
+    return CheckpointAdvice(interval, cost, mtbf, running, interruptions, optimum, verdict)

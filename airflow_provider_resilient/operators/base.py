@@ -65,6 +65,10 @@ class SupervisedOperator(BaseOperator):
     """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``."""
 
     STATE_KEY = "resilient_state"
+    #: Task-state-store key of the step reports seen so far ([[time, step], ...], the newest
+    #: :attr:`MAX_STEP_REPORTS`), so that the ledger of a deferred or retried run sees all of them.
+    STEPS_KEY = "resilient_step_reports"
+    MAX_STEP_REPORTS = 2000
     resilience_policy: RetryPolicy
     deferrable: bool
     rerun_after_success: bool
@@ -149,6 +153,7 @@ class SupervisedOperator(BaseOperator):
         if store is None:
             self.log.warning("No task_state_store in the context: a retried task cannot reattach")
             return getattr(self, "_memory_state", RunState())
+        self._load_steps(context)
         try:
             return state_from_json(store.get(self.STATE_KEY))
         except ValueError as exc:
@@ -159,21 +164,62 @@ class SupervisedOperator(BaseOperator):
         store = context.get("task_state_store")
         if store is not None:
             store.set(self.STATE_KEY, state_to_json(state))
+            steps = self._step_reports()
+            if steps:
+                store.set(self.STEPS_KEY, [[r.time, r.step] for r in steps[-self.MAX_STEP_REPORTS:]])
 
     def _log_history(self, state: RunState) -> None:
         for line in format_history(state.history):
             self.log.info("%s", line)
 
+    def _note_step(self, time_: float, step_: int) -> None:
+        """Record that the workload was at ``step_`` at ``time_`` (seconds since the epoch), for the ledger."""
+        from ..goodput import StepReport
+
+        self.__dict__.setdefault("_steps_seen", []).append(StepReport(time_, step_))
+
     def _step_reports(self) -> list[Any]:
-        """Step observations made while watching (``goodput.StepReport``); none by default."""
-        return []
+        """Step observations made while watching (``goodput.StepReport``), this run's, oldest first."""
+        return list(self.__dict__.get("_steps_seen", []))
+
+    def _load_steps(self, context: Any) -> None:
+        """Bring back the step reports of earlier processes of this task (deferrals, task retries)."""
+        store = context.get("task_state_store")
+        if store is None or "_steps_seen" in self.__dict__:
+            return
+        from ..goodput import StepReport
+
+        try:
+            saved = [StepReport(float(t), int(s)) for t, s in store.get(self.STEPS_KEY) or []]
+        except (TypeError, ValueError):
+            saved = []  # unreadable reports only cost the ledger its detail
+        self.__dict__["_steps_seen"] = saved
+
+    def _checkpoint_location(self) -> str | None:
+        """The checkpoint prefix whose saves the run summary judges; None: no advice."""
+        return None
 
     def _push_history(self, context: Any, state: RunState) -> None:
-        """Push the attempt history and the run's goodput ledger to XCom and log the ledger's summary."""
-        from ..goodput import goodput_ledger
+        """Push the attempt history and the run's goodput ledger (with the checkpoint-interval advice) to
+        XCom, and log both as the run's summary."""
+        from ..goodput import advise_checkpointing, goodput_ledger
 
         context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
         if any(a.started_at is not None for a in state.history):
-            ledger = goodput_ledger(state.history, self._step_reports(), end=self._clock())
+            now = self._clock()
+            ledger = goodput_ledger(state.history, self._step_reports(), end=now)
+            summary: dict[str, Any] = dict(ledger.as_dict())
             self.log.info("Goodput: %s", ledger.summary())
-            context["ti"].xcom_push(key="goodput", value=ledger.as_dict())
+            location = self._checkpoint_location()
+            if location:
+                from ..checkpoints import list_checkpoint_saves
+
+                try:
+                    saves = list_checkpoint_saves(location, marker=getattr(self, "checkpoint_marker", None))
+                except Exception as exc:  # advice is a nicety: a failed listing must not fail the task
+                    self.log.warning("Could not list the checkpoints for the interval advice: %s", exc)
+                else:
+                    advice = advise_checkpointing(state.history, saves, end=now)
+                    self.log.info("Checkpointing: %s", advice.summary())
+                    summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
+            context["ti"].xcom_push(key="goodput", value=summary)

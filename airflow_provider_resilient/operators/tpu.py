@@ -318,18 +318,13 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         progress = self.__dict__.setdefault("_progress", {})
         key = (node_name, worker)
         if worker == 0 and step.isdigit():
-            from ..goodput import StepReport
-
-            self.__dict__.setdefault("_steps_seen", []).append(StepReport(now, int(step)))
+            self._note_step(now, int(step))
         if key not in progress or progress[key][0] != step:
             progress[key] = (step, now)
             return None
         if now - progress[key][1] > self.hang_timeout:
             return f"no progress past step {step} for {now - progress[key][1]:.0f} s"
         return None
-
-    def _step_reports(self) -> list[Any]:
-        return list(self.__dict__.get("_steps_seen", []))
 
     def _new_audit_entries(self, context: Any, state: RunState, node_name: str) -> list[dict[str, Any]]:
         """Audit entries about the node not seen before (ids kept in the task state store)."""
@@ -345,6 +340,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 store.set(SEEN_KEY, seen)
             self._seen = seen
         return fresh
+
+    def _checkpoint_location(self) -> str | None:
+        return str(self.checkpoint_dir)
 
     def _finish(self, context: Any, state: RunState, node_name: str) -> dict[str, Any]:
         from ..checkpoints import find_latest_checkpoint

@@ -1,0 +1,103 @@
+"""Checkpoint-interval advice from a run's observed interruptions and saves, and the listing of saves from
+real checkpoint directories."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient.checkpoints import CheckpointSave, list_checkpoint_saves
+from airflow_provider_resilient.goodput import advise_checkpointing, young_daly_interval
+from airflow_provider_resilient.policy import Attempt, Failure, FailureClass, Platform, decide, record_incident
+
+T0 = 1_000_000.0
+
+
+def attempt_failing(number: int, start: float, fail_at: float, kind: FailureClass) -> Attempt:
+    attempt = Attempt(number, f"job-{number}", started_at=start)
+    failure = Failure(kind, Platform.VERTEX_AI, exit_code=139, timestamp=fail_at)
+    return record_incident((attempt,), failure, decide((attempt,), failure, fail_at), fail_at)[0]
+
+
+def saves_every(interval: float, count: int, cost: float = 10.0, start: float = T0) -> list[CheckpointSave]:
+    return [CheckpointSave(step=100 * i, completed_at=start + interval * i, write_seconds=cost)
+            for i in range(1, count + 1)]
+
+
+def history_with_mtbf(mtbf: float, failures: int) -> tuple[Attempt, ...]:
+    attempts = [attempt_failing(i + 1, T0 + i * mtbf, T0 + (i + 1) * mtbf, FailureClass.TRANSIENT_CRASH)
+                for i in range(failures)]
+    return (*attempts, Attempt(failures + 1, "last", started_at=T0 + failures * mtbf,
+                               ended_at=T0 + (failures + 1) * mtbf))
+
+
+@pytest.mark.parametrize(("interval", "verdict"), [(7200.0, "too rarely"), (60.0, "too often"),
+                                                   (600.0, "about right")])
+def test_the_verdict_compares_the_median_interval_with_young_daly(interval: float, verdict: str):
+    history = history_with_mtbf(18_000.0, 4)  # 5 attempts, 90000 s running, 4 interruptions: MTBF 22500 s
+    advice = advise_checkpointing(history, saves_every(interval, 6, cost=10.0), end=T0 + 90_000)
+    assert advice.interruptions == 4
+    assert advice.mtbf == pytest.approx(22_500.0)
+    assert advice.optimum == pytest.approx(young_daly_interval(10.0, 22_500.0))  # ~671 s
+    assert advice.interval == pytest.approx(interval)
+    assert advice.verdict == verdict
+    text = advice.summary()
+    assert verdict in text and "seed 000: at least every 14400 s" in text and "seed 002: about every 3600 s" in text
+
+
+def test_a_gap_across_a_failure_does_not_move_the_median():
+    saves = [*saves_every(600.0, 5), CheckpointSave(900, T0 + 3000 + 5000, 10.0),
+             CheckpointSave(1000, T0 + 3000 + 5600, 10.0)]
+    advice = advise_checkpointing(history_with_mtbf(20_000.0, 2), saves, end=T0 + 60_000)
+    assert advice.interval == pytest.approx(600.0)
+
+
+def test_stockouts_and_permanent_errors_are_not_interruptions():
+    history = (attempt_failing(1, T0, T0 + 100, FailureClass.CAPACITY_STOCKOUT),
+               attempt_failing(2, T0 + 200, T0 + 300, FailureClass.QUOTA_EXCEEDED),
+               Attempt(3, "job-3", started_at=T0 + 400, ended_at=T0 + 10_400))
+    advice = advise_checkpointing(history, saves_every(3600.0, 3), end=T0 + 10_400)
+    assert advice.interruptions == 0 and advice.mtbf is None
+    assert advice.verdict == "not judged: no interruption yet"
+    assert "no interruption in 10200 s running" in advice.summary()
+    # Without an interruption only "too often" can be told: the true optimum is above the bound.
+    often = advise_checkpointing(history, saves_every(5.0, 3, cost=30.0), end=T0 + 10_400)
+    assert often.verdict == "too often"
+
+
+def test_fewer_than_two_saves_give_no_verdict():
+    advice = advise_checkpointing(history_with_mtbf(1000.0, 2), saves_every(600.0, 1), end=T0 + 3000)
+    assert advice.verdict == "unknown" and advice.optimum is None
+    assert "too few checkpoints" in advice.summary()
+
+
+def test_saves_are_listed_from_real_step_directories(tmp_path: Path):
+    root = tmp_path / "checkpoints"
+    for step, written, committed in [(100, 1000.0, 1012.0), (200, 1600.0, 1611.0), (300, 2200.0, 2210.0)]:
+        directory = root / f"step_{step}"
+        directory.mkdir(parents=True)
+        (directory / "state.json").write_text("{}")
+        os.utime(directory / "state.json", (written, written))
+        (directory / "COMMITTED").write_text("")
+        os.utime(directory / "COMMITTED", (committed, committed))
+    torn = root / "step_400"  # no marker: not a save
+    torn.mkdir()
+    (torn / "state.json").write_text("{}")
+    saves = list_checkpoint_saves(str(root), marker="COMMITTED")
+    assert [(s.step, s.completed_at, s.write_seconds) for s in saves] == [
+        (100, 1012.0, 12.0), (200, 1611.0, 11.0), (300, 2210.0, 10.0)]
+    assert [s.step for s in list_checkpoint_saves(str(root), marker="COMMITTED", max_saves=2)] == [200, 300]
+    assert list_checkpoint_saves(str(tmp_path / "missing")) == []
+    with pytest.raises(ValueError, match="max_saves"):
+        list_checkpoint_saves(str(root), max_saves=0)
+
+
+def test_saves_of_the_real_dcp_and_orbax_fixtures_are_listed():
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints"
+    found = {p.name: list_checkpoint_saves(str(p)) for p in sorted(fixtures.iterdir()) if p.is_dir()}
+    assert any(found.values()), found
+    for saves in found.values():
+        assert all(s.write_seconds >= 0 and s.completed_at <= time.time() for s in saves)
