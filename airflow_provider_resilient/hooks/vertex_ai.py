@@ -215,6 +215,33 @@ class AsyncResilientVertexAIHook:
                 return await self.client(region_of(name)).get_custom_job(name=name, retry=None)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def list_custom_jobs(self, project_id: str, region: str, filter_text: str, *,
+                               page_size: int = 0) -> list[Any]:
+        """Every CustomJob in ``projects/project_id/locations/region`` that matches ``filter_text``.
+
+        One ListCustomJobs call per page of ``page_size`` jobs (0: the service's default), each page's call
+        retried on its own; the pages are followed until ``next_page_token`` is empty.
+        """
+        parent = f"projects/{project_id}/locations/{region}"
+        jobs: list[Any] = []
+        token = ""
+        while True:
+            async for attempt in self._retrying():
+                with attempt:
+                    page = await self.client(region).list_custom_jobs(
+                        request={"parent": parent, "filter": filter_text, "page_size": page_size,
+                                 "page_token": token}, retry=None)
+            jobs.extend(page.custom_jobs)  # the pager reads the first response's fields
+            token = page.next_page_token
+            if not token:
+                return jobs
+
+    async def close(self) -> None:
+        """Close the gRPC channels of the clients made so far (call it in the event loop that used them)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.transport.close()
+
     async def cancel_custom_job(self, name: str) -> None:
         from google.api_core import exceptions as gexc
 

@@ -2,21 +2,56 @@
 
 Events: ``{"status": "terminal", "job": {...}}`` with the job's name, state, error and start time when
 it reached a terminal state; ``{"status": "error", "message": ...}`` when the job can no longer be read
-(deleted, permission lost). Transient API errors are retried by the async hook and never end the
-trigger. ``on_kill`` (a user marking the deferred task failed/success or clearing it; Airflow 3.3 does
-not call it on triggerer restarts or reassignment) cancels the job when ``cancel_on_kill``.
+(deleted, permission lost); ``{"status": "hang", "job": {...}, "hang": why, "hang_since": t}`` when a
+``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
+that long -- the trigger has then cancelled the job. With ``hang_timeout`` each event also carries
+``"steps": [[time, step], ...]``, the checkpoint steps seen (for the goodput ledger). Transient API
+errors are retried by the async hook and never end the trigger. ``on_kill`` (a user marking the
+deferred task failed/success or clearing it; Airflow 3.3 does not call it on triggerer restarts or
+reassignment) cancels the job when ``cancel_on_kill``.
+
+Theory of operation -- the shared poller (``shared_poller=True``, the default). Airflow's triggerer runs
+every trigger of its process in one asyncio event loop. The triggers of one loop that watch jobs of the
+same project, region, connection, impersonation chain and emulator subscribe to one
+:class:`CustomJobPoller`, a task of that loop. Each cycle the poller lists the location's live jobs that
+carry the operator's ``resilient-attempt`` label (:func:`list_filter`; pages of :data:`LIST_PAGE_SIZE`)
+and hands every subscriber its job as listed. A subscriber whose job is not in the listing -- a job
+created without our labels (e.g. one the sensor watches), a job that ended (ended jobs are left out of
+the listing so that it does not grow with history), or every job when the listing failed -- reads its
+job with one GetCustomJob of its own that cycle, so correctness never depends on the labels. The cycle
+period is the smallest ``poll_interval`` among the subscribers; the poller stops when the last one
+leaves (its job ended, or its trigger was cancelled).
+
+Cost per cycle, for N watched jobs of one location: ``ceil(L / LIST_PAGE_SIZE)`` ListCustomJobs calls,
+where L is the number of live labelled jobs of the location, plus one GetCustomJob per watched job the
+listing did not show -- instead of N GetCustomJob calls with per-job polling (``shared_poller=False``),
+where every trigger polls its own job with its own client.
+
+Importing this module imports no Google library (they are imported when a trigger runs).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeAlias
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+log = logging.getLogger(__name__)
+
 TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
                              "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
+
+#: Jobs per ListCustomJobs page asked for by the shared poller (a service that caps it pages further).
+LIST_PAGE_SIZE = 1000
+
+#: (project, region, gcp_conn_id, impersonation chain, emulator): the triggers that may share a poller.
+PollerKey: TypeAlias = tuple[str, str, str | None, str | tuple[str, ...] | None, str | None]
 
 
 def job_summary(job: Any) -> dict[str, Any]:
@@ -32,29 +67,188 @@ def job_summary(job: Any) -> dict[str, Any]:
     }
 
 
+def list_filter() -> str:
+    """The ListCustomJobs filter of the shared poller: live jobs carrying ``resilient-attempt``, the label
+    the operator puts on every job it creates (:mod:`..specs.vertex`), e.g.
+    ``labels.resilient-attempt:* AND state!="JOB_STATE_CANCELLED" AND ...``. Only fields and operators that
+    Vertex AI documents for this filter are used (``labels.key:*``, ``state!=``)."""
+    from ..specs.vertex import LABEL_ATTEMPT
+
+    return " AND ".join([f"labels.{LABEL_ATTEMPT}:*", *(f'state!="{s}"' for s in sorted(TERMINAL_STATES))])
+
+
+class Watch:
+    """One trigger's subscription to a :class:`CustomJobPoller`.
+
+    Each cycle the poller sets ``job`` -- the job as listed, or None when the listing did not show it --
+    and then ``observed``; the subscriber clears ``observed`` when it has read ``job``.
+    """
+
+    __slots__ = ("job", "job_name", "observed", "poll_interval")
+
+    def __init__(self, job_name: str, poll_interval: float) -> None:
+        self.job_name = job_name
+        self.poll_interval = poll_interval
+        self.job: Any = None
+        self.observed = asyncio.Event()
+
+
+class CustomJobPoller:
+    """Lists the live labelled jobs of one location once per cycle for every subscribed trigger.
+
+    Create it with :func:`poller_for` (one per event loop and :data:`PollerKey`), never directly.
+
+    Args:
+        key: the location and credentials it serves.
+        hook: an ``AsyncResilientVertexAIHook`` for ``key``; transient API errors are retried there. It
+            is closed when the poller stops; subscribers use it for their own GetCustomJob calls.
+        on_idle: called once when the last subscriber left (removes the poller from the registry).
+    """
+
+    def __init__(self, key: PollerKey, hook: Any, on_idle: Callable[[], None]) -> None:
+        self.key = key
+        self.hook = hook
+        self._on_idle = on_idle
+        self._watches: list[Watch] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.cycles = 0
+
+    @property
+    def job_names(self) -> list[str]:
+        """The jobs watched by the current subscribers, in the order they subscribed."""
+        return [w.job_name for w in self._watches]
+
+    @property
+    def interval(self) -> float:
+        """Seconds between the starts of two cycles: the smallest ``poll_interval`` of the subscribers."""
+        return min((w.poll_interval for w in self._watches), default=0.0)
+
+    def subscribe(self, job_name: str, poll_interval: float) -> Watch:
+        """Watch ``job_name`` from the next cycle on, at least every ``poll_interval`` seconds."""
+        faster = not self._watches or poll_interval < self.interval
+        watch = Watch(job_name, poll_interval)
+        self._watches.append(watch)
+        if self._task is None:
+            project, region = self.key[:2]
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"poll {project}/{region}")
+        elif faster:
+            self._wake.set()  # the cycle being waited for may now be due sooner
+        return watch
+
+    def unsubscribe(self, watch: Watch) -> None:
+        """Stop delivering to ``watch``; the last subscriber to leave stops the poller. Idempotent."""
+        with contextlib.suppress(ValueError):
+            self._watches.remove(watch)
+        if not self._watches and self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self._on_idle()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._watches:
+                started = loop.time()
+                listed = await self._list()
+                self.cycles += 1
+                for watch in list(self._watches):
+                    watch.job = listed.get(watch.job_name) if listed is not None else None
+                    watch.observed.set()
+                await self._sleep_until(started)
+        finally:
+            await self.hook.close()
+
+    async def _list(self) -> dict[str, Any] | None:
+        """The listed jobs by name, or None when the listing could not be read (every subscriber reads its
+        own job this cycle)."""
+        project, region = self.key[:2]
+        try:
+            jobs = await self.hook.list_custom_jobs(project, region, list_filter(), page_size=LIST_PAGE_SIZE)
+        except Exception as exc:  # permission, an unsupported filter, retries used up: fall back to GetCustomJob
+            log.warning("Cannot list the CustomJobs of %s/%s (each trigger reads its own job): %s",
+                        project, region, exc)
+            return None
+        return {job.name: job for job in jobs}
+
+    async def _sleep_until(self, started: float) -> None:
+        """Sleep until ``started + interval``; a subscriber with a shorter interval brings that time forward."""
+        loop = asyncio.get_running_loop()
+        while self._watches:
+            remaining = started + self.interval - loop.time()
+            if remaining <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
+
+
+#: The pollers of each event loop (the triggerer has one loop; tests may run several, one after another).
+_POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[PollerKey, CustomJobPoller]] = \
+    weakref.WeakKeyDictionary()
+
+
+def poller_for(key: PollerKey, make_hook: Callable[[], Any]) -> CustomJobPoller:
+    """The running event loop's poller for ``key``, created (with ``make_hook()``) when there is none."""
+    pollers = _POLLERS.setdefault(asyncio.get_running_loop(), {})
+    poller = pollers.get(key)
+    if poller is None:
+        def forget() -> None:
+            if pollers.get(key) is poller:
+                del pollers[key]
+
+        poller = pollers[key] = CustomJobPoller(key, make_hook(), forget)
+    return poller
+
+
+def active_pollers() -> dict[PollerKey, CustomJobPoller]:
+    """The pollers of the running event loop that have subscribers (for tests and diagnostics)."""
+    return dict(_POLLERS.get(asyncio.get_running_loop(), {}))
+
+
 class CustomJobTrigger(BaseTrigger):
-    """Poll one CustomJob every ``poll_interval`` seconds until it is terminal.
+    """Watch one CustomJob, at least every ``poll_interval`` seconds, until it is terminal.
 
     Args:
         job_name: ``projects/P/locations/R/customJobs/ID``.
-        poll_interval: seconds between GetCustomJob calls.
+        poll_interval: seconds between two looks at the job (a shared poller's cycle is the smallest
+            ``poll_interval`` of its subscribers).
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.vertex_ai.ResilientVertexAIHook`.
         cancel_on_kill: cancel the job when a user kills the deferred task.
+        shared_poller: share one ListCustomJobs poller with the triggers of this event loop that watch jobs
+            of the same location and credentials (see the module docstring); False: one GetCustomJob per
+            ``poll_interval`` for this job alone.
+        hang_timeout: seconds a RUNNING job may go without a new complete checkpoint under
+            ``checkpoint_dir`` before the trigger cancels it and reports a hang; None (default): never, and
+            no checkpoint listing is made (two listings per look when set, in a worker thread).
+        checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
     """
 
     #: The constructor's arguments; ``serialize`` is derived from this one list.
-    FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill")
+    FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
+              "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
-                 cancel_on_kill: bool = True) -> None:
+                 cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
+                 checkpoint_dir: str | None = None, checkpoint_marker: str | None = None) -> None:
         super().__init__()
+        from ..checkpoints.progress import ProgressWatch
+
+        if hang_timeout is not None and not checkpoint_dir:
+            raise ValueError("CustomJobTrigger: hang_timeout needs checkpoint_dir, where progress is seen")
+        self.hang_timeout = hang_timeout
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_marker = checkpoint_marker
+        self._progress = ProgressWatch(hang_timeout)
+        self._steps: list[list[float]] = []
         self.job_name = job_name
         self.poll_interval = poll_interval
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.emulator = emulator
         self.cancel_on_kill = cancel_on_kill
+        self.shared_poller = shared_poller
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
@@ -64,21 +258,96 @@ class CustomJobTrigger(BaseTrigger):
 
         return AsyncResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator)
 
+    def _poller_key(self) -> PollerKey | None:
+        """Who may share a poller with this trigger; None when ``job_name`` is not a CustomJob name."""
+        from ..hooks.vertex_ai import JOB_NAME_RE
+
+        match = JOB_NAME_RE.match(self.job_name)
+        if not match:
+            return None
+        chain = self.impersonation_chain
+        return (match["project"], match["region"], self.gcp_conn_id,
+                tuple(chain) if isinstance(chain, list | tuple) else chain, self.emulator)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        key = self._poller_key() if self.shared_poller else None
+        payload = await (self._watch_shared(key) if key else self._watch_alone())
+        if self._steps:
+            payload = {**payload, "steps": self._steps}
+        yield TriggerEvent(payload)
+
+    async def _check_progress(self, job: Any, hook: Any) -> dict[str, Any] | None:
+        """With a ``hang_timeout``: look for a new checkpoint of the running job; when it has stalled for
+        longer, cancel the job and return the ``hang`` event's payload."""
+        if self.hang_timeout is None or not self.checkpoint_dir or job.state.name != "JOB_STATE_RUNNING":
+            return None
+        from ..checkpoints import find_latest_checkpoint
+
+        now = time.time()
+        try:
+            found = await asyncio.to_thread(find_latest_checkpoint, self.checkpoint_dir,
+                                            marker=self.checkpoint_marker)
+        except Exception as exc:  # a listing error is not evidence of a hang
+            self.log.warning("Could not look for checkpoint progress of %s: %s", self.job_name, exc)
+            return None
+        step = found.step if found else None
+        if self._progress.observe(step, now):
+            self._steps.append([now, step or 0])
+        hung = self._progress.hang(now)
+        if hung is None:
+            return None
+        self.log.warning("%s: %s; cancelling it", self.job_name, hung)
+        await hook.cancel_custom_job(self.job_name)
+        return {"status": "hang", "job": job_summary(job), "hang": hung, "hang_since": self._progress.since}
+
+    async def _watch_alone(self) -> dict[str, Any]:
+        """Per-job polling: one GetCustomJob every ``poll_interval`` seconds; the event's payload."""
+        hook = self._hook()
+        try:
+            while True:
+                payload, job = await self._read(hook)
+                if payload or (payload := await self._check_progress(job, hook)):
+                    return payload
+                self.log.debug("%s is %s", self.job_name, job.state.name)
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await hook.close()
+
+    async def _watch_shared(self, key: PollerKey) -> dict[str, Any]:
+        """The shared poller's observations, a GetCustomJob when it did not list the job; the event's payload.
+
+        Unsubscribes however it ends -- the job ended, the read failed, or the trigger was cancelled.
+        """
+        poller = poller_for(key, self._hook)
+        watch = poller.subscribe(self.job_name, self.poll_interval)
+        try:
+            while True:
+                await watch.observed.wait()
+                watch.observed.clear()
+                if watch.job is not None:
+                    payload, job = self._judge(watch.job), watch.job
+                else:  # not in the listing: no labels of ours, ended, or the listing failed
+                    payload, job = await self._read(poller.hook)
+                if payload or (payload := await self._check_progress(job, poller.hook)):
+                    return payload
+                self.log.debug("%s is %s", self.job_name, job.state.name)
+        finally:
+            poller.unsubscribe(watch)
+
+    async def _read(self, hook: Any) -> tuple[dict[str, Any] | None, Any]:
+        """(the event's payload when the watch is over, else None; the job) from one GetCustomJob."""
         from google.api_core import exceptions as gexc
 
-        hook = self._hook()
-        while True:
-            try:
-                job = await hook.get_custom_job(self.job_name)
-            except gexc.GoogleAPICallError as exc:
-                yield TriggerEvent({"status": "error", "message": f"cannot read {self.job_name}: {exc}"})
-                return
-            if job.state.name in TERMINAL_STATES:
-                yield TriggerEvent({"status": "terminal", "job": job_summary(job)})
-                return
-            self.log.debug("%s is %s", self.job_name, job.state.name)
-            await asyncio.sleep(self.poll_interval)
+        try:
+            job = await hook.get_custom_job(self.job_name)
+        except gexc.GoogleAPICallError as exc:
+            return {"status": "error", "message": f"cannot read {self.job_name}: {exc}"}, None
+        return self._judge(job), job
+
+    @staticmethod
+    def _judge(job: Any) -> dict[str, Any] | None:
+        """The terminal event's payload when ``job`` is in a terminal state, else None."""
+        return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
     async def on_kill(self) -> None:
         if self.cancel_on_kill:

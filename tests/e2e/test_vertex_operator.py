@@ -31,11 +31,13 @@ def test_permanent_error_fails_at_once_without_resubmitting(run_dag, emulator, d
     assert "exited with a non-zero status of 1" in result.log
 
 
-def test_transient_unavailable_while_polling_does_not_fail_the_task(run_dag, emulator):
-    emulator.add_fault({"kind": "unavailable", "match": {"nth": 2}, "times": 3})
-    result = run_dag({"code": SLEEP_THEN_OK, "deferrable": True})
+@pytest.mark.parametrize("calls", ["get", "list"])
+def test_transient_unavailable_while_polling_does_not_fail_the_task(run_dag, emulator, calls):
+    """Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs."""
+    emulator.add_fault({"kind": "unavailable", "calls": calls, "match": {"nth": 2}, "times": 3})
+    result = run_dag({"code": SLEEP_THEN_OK, "deferrable": calls == "list"})
     assert result.returncode == 0, result.log[-3000:]
-    codes = [c.code for c in emulator.calls.list("GetCustomJob")]
+    codes = [c.code for c in emulator.calls.list("GetCustomJob" if calls == "get" else "ListCustomJobs")]
     assert codes.count("UNAVAILABLE") == 3 and codes[-1] == "OK"
     assert len(emulator.calls.list("CreateCustomJob")) == 1
 

@@ -132,6 +132,8 @@ class VertexBackend:
     def list_custom_jobs(self, parent: str, filter_text: str = "", page_size: int = 0,
                          page_token: str = "") -> tuple[list[Any], str]:
         """ListCustomJobs with the filter language (labels, state, display_name, create_time; AND/OR/NOT)."""
+        if self.faults.on_call(GET_KINDS, "", {}, f"list:{parent}:{page_token}", parent, calls="list") is not None:
+            raise Unavailable("The service is currently unavailable.")
         return self._list(self.runs, _types().CustomJob, parent, filter_text, page_size, page_token)
 
     def cancel_custom_job(self, name: str) -> None:
