@@ -30,7 +30,7 @@ from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
-from ..policy import Fallback, Platform, RetryPolicy, history_to_json
+from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
 from ..specs.vertex import (
     SpecError,
     build_custom_job,
@@ -90,7 +90,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
         fallbacks: alternative targets (:class:`~..policy.Fallback` or dicts) consumed on stockouts and
             queue timeouts, in order; shorthand for ``resilience_policy.fallbacks``.
         deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-        poll_interval: seconds between status reads while an attempt runs.
+        poll_interval: seconds between status reads while an attempt runs. Each read also looks for a new
+            complete checkpoint (two listings): the steps seen feed the goodput ledger.
+        hang_timeout: seconds a RUNNING attempt may go without a new complete checkpoint before it counts as
+            hung (DESIGN.md rules table: "no heartbeat / no checkpoint progress for a set time" -> treated as
+            a transient crash, sharing its budget): the job is cancelled and resubmitted from the latest
+            checkpoint. Set it to a few checkpoint intervals; None (default) never declares a hang -- the
+            platform's ``scheduling.timeout`` is then the only limit. Deferred, the trigger watches for it
+            (and only then lists checkpoints: a deferred run has step reports only with a hang_timeout).
         cancel_on_kill: cancel the live job when the task is killed (``on_kill`` / trigger ``on_kill``).
         rerun_after_success: when a successful task is cleared, train again (default: return the earlier
             result without submitting anything).
@@ -136,6 +143,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         fallbacks: Sequence[Fallback | Mapping[str, Any]] = (),
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 30.0,
+        hang_timeout: float | None = None,
         cancel_on_kill: bool = True,
         rerun_after_success: bool = False,
         gcp_conn_id: str = "google_cloud_default",
@@ -145,6 +153,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+        if hang_timeout is not None and hang_timeout <= poll_interval:
+            raise ValueError(f"hang_timeout must be more than poll_interval ({poll_interval} s), got {hang_timeout}")
         self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
         self.project_id = project_id
         self.region = region
@@ -163,6 +173,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.network = network
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.hang_timeout = hang_timeout
         self.cancel_on_kill = cancel_on_kill
         self.rerun_after_success = rerun_after_success
         self.gcp_conn_id = gcp_conn_id
@@ -183,7 +194,12 @@ class ResilientCustomJobOperator(SupervisedOperator):
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase != "running" or not state.job_name:
             raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
-        summary = event.get("job") if isinstance(event, dict) and event.get("status") == "terminal" else None
+        for at, step in (event.get("steps") or []) if isinstance(event, dict) else []:
+            self._note_step(float(at), int(step))
+        status = event.get("status") if isinstance(event, dict) else None
+        summary = event.get("job") if status in ("terminal", "hang") else None
+        if status == "hang" and summary is not None:
+            summary = {**summary, "hang": event.get("hang"), "hang_since": event.get("hang_since")}
         if summary is None:
             if isinstance(event, dict) and event.get("status") == "error":
                 self.log.warning("The trigger could not read the job: %s", event.get("message"))
@@ -250,19 +266,46 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return self._outcome(self._poll_until_terminal(job_name))
 
     def _poll_until_terminal(self, job_name: str) -> dict[str, Any]:
+        from ..checkpoints.progress import ProgressWatch
         from ..triggers.vertex_ai import TERMINAL_STATES
 
         hook = self._hook()
+        progress = ProgressWatch(self.hang_timeout)
         while True:
             summary = self._job_summary(hook.get_custom_job(job_name))
             if summary["state"] in TERMINAL_STATES:
                 return summary
+            if summary["state"] == "JOB_STATE_RUNNING":
+                hung = self._look_for_progress(progress)
+                if hung is not None:
+                    self.log.warning("%s: %s; cancelling it", job_name, hung)
+                    hook.cancel_custom_job(job_name)
+                    return {**summary, "hang": hung, "hang_since": progress.since}
             self._sleep(self.poll_interval)
+
+    def _look_for_progress(self, progress: Any) -> str | None:
+        """Look for a new complete checkpoint (a step report for the ledger when there is one); why the
+        attempt counts as hung, or None."""
+        from ..checkpoints import find_latest_checkpoint
+
+        now = self._clock()
+        try:
+            found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
+        except Exception as exc:  # a listing error is not evidence of a hang
+            self.log.warning("Could not look for checkpoint progress: %s", exc)
+            return None
+        if progress.observe(found.step if found else None, now):
+            self._note_step(now, found.step if found else 0)
+        hang: str | None = progress.hang(now)
+        return hang
 
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
         from ..policy import classify_vertex_job
 
         now = self._clock()
+        if summary.get("hang"):  # the last progress is when the hang began
+            return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
+                                     timestamp=summary.get("hang_since") or now), now)
         if summary["state"] == "JOB_STATE_SUCCEEDED":
             return JobSucceeded(now)
         # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
@@ -280,8 +323,11 @@ class ResilientCustomJobOperator(SupervisedOperator):
         hook = self._hook()
         chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
             self.impersonation_chain
-        self.defer(trigger=CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
-                                            self.cancel_on_kill), method_name="execute_complete")
+        trigger = CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
+                                   self.cancel_on_kill, hang_timeout=self.hang_timeout,
+                                   checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
+                                   checkpoint_marker=self.checkpoint_marker)
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
         from ..checkpoints import find_latest_checkpoint
@@ -310,6 +356,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
         from ..triggers.vertex_ai import job_summary
 
         return job_summary(job)
+
+    def _checkpoint_location(self) -> str | None:
+        return self._checkpoint_dir()
 
     def _checkpoint_dir(self) -> str:
         if self.checkpoint_dir:

@@ -166,3 +166,80 @@ def test_map_index_zero_is_kept_apart_from_unmapped(map_index, expected):
     ti = TI()
     ti.map_index = map_index
     assert ResilientCustomJobOperator._map_index({"ti": ti}) == expected
+
+
+def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilient_emulator):
+    from pathlib import Path
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})  # SIGSTOP at step 20
+    op = operator(hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang")
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "60", "--every", "10",
+                                                            "--step-seconds", "0.02"]
+    ctx = context()
+    result = op.execute(ctx)
+    first, second = result["attempts"]
+    incident = first["incidents"][0]
+    assert incident["failure"]["failure_class"] == "hang"
+    assert "no new checkpoint past step 20" in incident["failure"]["message"]
+    assert incident["decision"]["action"] == "resubmit"
+    assert second["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 60
+    hung = resilient_emulator.wait_for_state(first["resource_name"], ["JOB_STATE_CANCELLED"], 30)
+    assert hung == "JOB_STATE_CANCELLED"  # not leaked
+    goodput = ctx["ti"].xcom["goodput"]
+    assert goodput["basis"] == "steps"  # checkpoint steps seen while polling
+    assert goodput["detection"] >= 4.0  # the hang is known only after hang_timeout
+    assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
+
+
+def test_hang_timeout_must_exceed_the_poll_interval():
+    with pytest.raises(ValueError, match="hang_timeout"):
+        operator(hang_timeout=0.01)
+
+
+def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resilient_emulator):
+    import asyncio
+    from pathlib import Path
+
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})
+    ctx = context()
+
+    def deferrable_operator() -> ResilientCustomJobOperator:
+        op = operator(deferrable=True, hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang-deferred")
+        op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every",
+                                                                "10", "--step-seconds", "0.02"]
+        return op
+
+    with pytest.raises(TaskDeferred) as deferred:
+        deferrable_operator().execute(ctx)
+    trigger = deferred.value.trigger
+    assert trigger.hang_timeout == 4.0 and trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
+    assert CustomJobTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
+
+    async def first_event(t: CustomJobTrigger) -> dict:
+        async for event in t.run():
+            return event.payload
+        raise AssertionError("no event")
+
+    event = asyncio.run(first_event(trigger))
+    assert event["status"] == "hang" and "no new checkpoint past step 20" in event["hang"]
+    assert [s for _, s in event["steps"]][-1] == 20
+    hung = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+    assert resilient_emulator.wait_for_state(hung, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
+    with pytest.raises(TaskDeferred) as deferred:  # decided: resubmit after the backoff, deferred
+        deferrable_operator().execute_complete(ctx, event=event)
+    assert not isinstance(deferred.value.trigger, CustomJobTrigger)  # the backoff's DateTimeTrigger
+    with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
+        deferrable_operator().execute_complete(ctx, event=None)
+    assert ctx["task_state_store"].data[STATE_KEY]["job_name"] != hung
+    last = asyncio.run(first_event(deferred.value.trigger))
+    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    result = deferrable_operator().execute_complete(ctx, event=last)
+    first, second = result["attempts"]
+    assert first["incidents"][0]["failure"]["failure_class"] == "hang"
+    assert second["resumed_from_step"] == 20
+    assert ctx["ti"].xcom["goodput"]["basis"] == "steps"  # reports of both deferrals, kept in the store
+    assert len(ctx["task_state_store"].data["resilient_step_reports"]) >= 4
