@@ -33,8 +33,7 @@ check: lint typecheck test
 
 # Benchmarks print figures (never asserted in tests). So far: import cost, detection; goodput and scale next.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/import_time.py
-	$(BIN)/python benchmarks/detection.py
+	$(BIN)/python benchmarks/run_all.py
 
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:

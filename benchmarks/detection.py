@@ -26,6 +26,7 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # before Airf
 from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+from airflow_provider_resilient.testing.standalone import standalone_context
 
 SCENARIOS = {
     "transient_crash": {"kind": "crash", "exit_code": 139, "after_seconds": 0.3},
@@ -35,18 +36,6 @@ SCENARIOS = {
 }
 FAST = Backoff(initial_seconds=1.0, multiplier=1.0, max_seconds=1.0, jitter=0.0)
 POLICY = RetryPolicy(backoff=FAST, budgets={"stockout": Budget(max_retries=3, backoff=FAST)})
-
-
-class _Store(dict):  # the task state store's get/set
-    def set(self, key: str, value: Any, **_: Any) -> None:
-        self[key] = value
-
-
-class _TI:
-    map_index = -1
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        pass
 
 
 def one_run(emulator: Emulator, fault: dict[str, Any], poll: float, run: int) -> tuple[float, float]:
@@ -62,7 +51,7 @@ def one_run(emulator: Emulator, fault: dict[str, Any], poll: float, run: int) ->
                                                "command": ["python", "-c", "import time; time.sleep(4)"]}}],
         base_output_dir="gs://bench/run", disable_retries=True, deferrable=False, poll_interval=poll,
         resilience_policy=POLICY)
-    result = op.execute({"task_state_store": _Store(), "ti": _TI(), "run_id": f"bench-{run}"})
+    result = op.execute(standalone_context(f"bench-{run}"))
     first, second = result["attempts"][0], result["attempts"][1]
     incident = first["incidents"][0]
     detection = incident["decision"]["decided_at"] - incident["failure"]["timestamp"]

@@ -25,3 +25,28 @@ def test_detection_benchmark_prints_a_row_per_class_and_poll_interval():
     for row in rows[1:]:
         detection_p50 = float(row.split("|")[3])
         assert detection_p50 >= 0  # a figure, not a timing assertion
+
+
+def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "goodput.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=True)
+    assert "| Young/Daly ceiling | " in out.stdout
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    ways = [r.split("|")[1].strip() for r in rows]
+    assert ways[-3:] == ["ours", "task retries", "seed 002 loop"], out.stdout
+    for row in rows[-3:]:
+        cells = [c.strip() for c in row.split("|")]
+        assert float(cells[4].lstrip("< ")) > 0  # a goodput figure, not a timing assertion
+        assert int(cells[6]) >= 1  # failures of the trace struck every way
+    assert "ours, attempt by attempt:" in out.stdout
+
+
+def test_run_all_writes_results_with_the_machine_and_date(tmp_path: Path):
+    output = tmp_path / "RESULTS.md"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--only", "import_time",
+                    "--output", str(output)], capture_output=True, text=True, timeout=300, check=True)
+    text = output.read_text()
+    assert text.startswith("# Benchmark results")
+    assert "| date | " in text and "| CPU | " in text and "cores" in text
+    assert "## import_time:" in text and "`python benchmarks/import_time.py --quick`" in text
+    assert "| airflow_provider_resilient.operators.vertex_ai |" in text

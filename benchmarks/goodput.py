@@ -1,0 +1,325 @@
+"""Goodput of one training job under a seeded fault trace, run three ways side by side on the emulator:
+
+    python benchmarks/goodput.py [--seed 3] [--quick]
+
+* **ours** -- ``ResilientCustomJobOperator`` with its default policy (backoffs compressed by the time
+  scale like every other delay), one fallback region, the workload resuming from the checkpoint.
+* **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
+  and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
+  each time because nothing hands the job its checkpoint (``--resume none``).
+* **seed 002 loop** -- ``while ! run; do sleep 1; done``: rerun until success, the workload resuming from
+  its own checkpoint scan, no classification, always the same region.
+
+The trace (all figures in *platform seconds*; the emulator runs them ``--time-scale`` times faster):
+
+* failures of the running job with exponential inter-arrival times of mean ``--mtbf`` (counted in
+  running time: the k-th failure strikes ``d_k`` after the processes the (k-1)-th left running started),
+  each of a class drawn from the seed mix -- ``transient_crash`` (exit 139, seed 003: retried by the
+  platform 3 times), ``internal_error`` (seed 003: retried twice), ``worker_failure`` (VM lost, seed
+  000/003: restarted in place up to 5 times). The same sequence strikes every way;
+* capacity outages of the primary region us-central1 (seed 003's stockout: "Resources are insufficient in
+  region"): one at launch lasting ``--launch-outage`` seconds -- the common experience with scarce
+  accelerators -- then alternating exponential periods of mean ``--capacity-up`` and ``--capacity-down``;
+  the same wall-clock windows for every way; the fallback region europe-west4 has capacity throughout;
+* a checkpoint cost C (``--checkpoint-cost``), every way checkpointing at the Young/Daly interval; a
+  restart cost R = the platform's in-place restart latency + the workload's measured start-up and
+  restore time (the cheapest way back from a failure);
+* the emulator's platform latencies (REFERENCE.md; seed 003's ~1 min error delay) times the time scale.
+
+Goodput = the job's useful work (steps x step time) / the wall time from the first submit to success. A
+way still unfinished when the others are done (or at ``--horizon`` x the work) is stopped; its goodput
+is then below work / elapsed, printed as ``< x``. The Young/Daly ceiling is ``1 - sqrt(2C/MTBF) - R/MTBF``.
+Prints Markdown tables: the trace, then one row per way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # before Airflow is imported: quiet runs
+
+from airflow_provider_resilient.goodput import goodput_ceiling, young_daly_interval
+from airflow_provider_resilient.policy import RetryPolicy
+from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+from airflow_provider_resilient.testing.standalone import standalone_context
+
+WORKLOAD = str(Path(__file__).resolve().parent / "workloads" / "steady_training.py")
+PROJECT = "bench-project"
+PRIMARY, FALLBACK = "us-central1", "europe-west4"
+#: The seed failure classes of the running job and their shares of the failures.
+MIX = {"transient_crash": 0.5, "internal_error": 0.25, "worker_failure": 0.25}
+FAULT = {"transient_crash": {"kind": "crash", "exit_code": 139}, "internal_error": {"kind": "internal_error"},
+         "worker_failure": {"kind": "worker_failure"}}
+AIRFLOW_RETRY_DELAY = 300.0  # seconds: Airflow's default retry_delay
+LOOP_SLEEP = 1.0  # seconds: seed 002's `sleep 1`
+TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A seeded fault trace; times in platform seconds."""
+
+    seed: int
+    work: float  # seconds of useful training the job needs
+    mtbf: float
+    checkpoint_cost: float
+    failures: tuple[tuple[float, str], ...]  # (running seconds since the previous failure, class)
+    outages: tuple[tuple[float, float], ...]  # [start, end) seconds since the start, primary region
+
+    @classmethod
+    def draw(cls, seed: int, work: float, mtbf: float, checkpoint_cost: float, launch_outage: float,
+             capacity_up: float, capacity_down: float, horizon: float) -> Trace:
+        rng = random.Random(seed)
+        failures: list[tuple[float, str]] = []
+        while sum(d for d, _ in failures) < 4 * horizon:
+            kind = rng.choices(list(MIX), weights=list(MIX.values()))[0]
+            failures.append((rng.expovariate(1 / mtbf), kind))
+        outages: list[tuple[float, float]] = [(0.0, launch_outage)] if launch_outage > 0 else []
+        t, down = launch_outage, False
+        while t < horizon:
+            length = rng.expovariate(1 / (capacity_down if down else capacity_up))
+            if down:
+                outages.append((t, t + length))
+            t += length
+            down = not down
+        return cls(seed, work, mtbf, checkpoint_cost, tuple(failures), tuple(outages))
+
+
+@dataclass
+class Outcome:
+    way: str
+    started: float
+    ended: float | None = None
+    finished: bool = False
+    submits: int = 0
+    regions: set[str] = field(default_factory=set)
+    error: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def scaled_policy(policy: RetryPolicy, scale: float) -> RetryPolicy:
+    """``policy`` with every backoff and time budget multiplied by ``scale`` (compressed time)."""
+
+    def backoff(b: Any) -> Any:
+        return None if b is None else replace(b, initial_seconds=b.initial_seconds * scale,
+                                              max_seconds=b.max_seconds * scale)
+
+    budgets = {name: replace(b, backoff=backoff(b.backoff),
+                             max_seconds=None if b.max_seconds is None else b.max_seconds * scale)
+               for name, b in policy.effective_budgets.items()}
+    return replace(policy, budgets=budgets, backoff=backoff(policy.backoff),
+                   queue_timeout_seconds=policy.queue_timeout_seconds * scale)
+
+
+def worker_pool(args: list[str]) -> list[dict[str, Any]]:
+    return [{"machine_spec": {"machine_type": "a2-highgpu-1g", "accelerator_type": "NVIDIA_TESLA_A100",
+                              "accelerator_count": 1},
+             "replica_count": 1,
+             "container_spec": {"image_uri": "us-docker.pkg.dev/bench/train:latest",
+                                "command": ["python", WORKLOAD, *args]}}]
+
+
+def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, stop: threading.Event) -> None:
+    from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
+
+    op = ResilientCustomJobOperator(
+        task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
+        worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
+        labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
+        poll_interval=poll, deferrable=False)
+    result = op.execute(standalone_context("goodput"))
+    outcome.history = result["attempts"]
+    outcome.submits = len(result["attempts"])
+    outcome.regions = {FALLBACK if a["fallback_index"] >= 0 else PRIMARY for a in result["attempts"]}
+    outcome.finished = True
+
+
+def run_resubmitting(outcome: Outcome, args: list[str], way: str, delay: float, poll: float,
+                     stop: threading.Event) -> None:
+    """Submit, wait for the end, and on failure submit again after ``delay`` seconds, until success."""
+    from airflow_provider_resilient.clients import vertex_job_client
+
+    client = vertex_job_client(PRIMARY)
+    spec = {"display_name": f"goodput-{way}", "labels": {"bench-way": way},
+            "job_spec": {"worker_pool_specs": worker_pool(args),
+                         "base_output_directory": {"output_uri_prefix": f"gs://bench/{way}"}}}
+    while not stop.is_set():
+        job = client.create_custom_job(parent=f"projects/{PROJECT}/locations/{PRIMARY}", custom_job=spec)
+        outcome.submits += 1
+        outcome.regions.add(PRIMARY)
+        while job.state.name not in TERMINAL:
+            if stop.wait(poll):
+                client.cancel_custom_job(name=job.name)
+                return
+            job = client.get_custom_job(name=job.name)
+        if job.state.name == "JOB_STATE_SUCCEEDED":
+            outcome.finished = True
+            return
+        stop.wait(delay)
+
+
+def arm_failures(emulator: Emulator, way: str, trace: Trace, scale: float, stop: threading.Event,
+                 struck: list[str]) -> None:
+    """Keep exactly one failure of the trace armed for ``way``: the next once the previous struck."""
+    for delay, kind in trace.failures:
+        index = emulator.add_fault({**FAULT[kind], "after_seconds": delay * scale, "times": 1,
+                                    "match": {"labels": {"bench-way": way}}})
+        while emulator.faults.fired(index) == 0:
+            if stop.wait(0.02):
+                return
+        struck.append(kind)
+
+
+def measure_restore(emulator: Emulator, scale: float) -> float:
+    """The workload's start-up and restore time (platform seconds): one start that finds a checkpoint."""
+    env = {**os.environ, **emulator.workload_env(), "AIP_CHECKPOINT_DIR": "gs://bench/probe/checkpoints"}
+    subprocess.run([sys.executable, WORKLOAD, "--steps", "1", "--step-seconds", "0", "--every", "1"], env=env,
+                   check=True, capture_output=True)
+    began = time.perf_counter()
+    subprocess.run([sys.executable, WORKLOAD, "--steps", "1", "--step-seconds", "0", "--every", "1"], env=env,
+                   check=True, capture_output=True)
+    return (time.perf_counter() - began) / scale
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--work", type=float, default=3 * 3600.0, help="useful training, platform seconds")
+    parser.add_argument("--mtbf", type=float, default=1800.0, help="mean time between failures, seconds")
+    parser.add_argument("--checkpoint-cost", type=float, default=30.0, help="C: seconds per checkpoint")
+    parser.add_argument("--launch-outage", type=float, default=1800.0, help="seconds without capacity at launch")
+    parser.add_argument("--capacity-up", type=float, default=7200.0, help="mean seconds the region has capacity")
+    parser.add_argument("--capacity-down", type=float, default=1800.0, help="mean seconds of a later outage")
+    parser.add_argument("--poll-interval", type=float, default=30.0, help="seconds, every way")
+    parser.add_argument("--time-scale", type=float, default=0.02, help="real seconds per platform second")
+    parser.add_argument("--horizon", type=float, default=2.5, help="stop a way after this many x the work")
+    parser.add_argument("--quick", action="store_true", help="a 30 min job, MTBF 10 min (CI)")
+    a = parser.parse_args()
+    if a.quick:
+        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1800.0, 600.0, 10.0, 600.0
+    logging.disable(logging.WARNING)  # the operator's own log lines would drown the tables
+    s = a.time_scale
+    step_seconds = 6.0  # platform seconds per step (0.12 s real at the default scale)
+    steps = round(a.work / step_seconds)
+    interval = young_daly_interval(a.checkpoint_cost, a.mtbf)
+    every = max(1, round(interval / step_seconds))
+    horizon = a.horizon * a.work
+    trace = Trace.draw(a.seed, a.work, a.mtbf, a.checkpoint_cost, a.launch_outage, a.capacity_up,
+                       a.capacity_down, horizon)
+    args = ["--steps", str(steps), "--step-seconds", f"{step_seconds * s:g}", "--every", str(every),
+            "--save-seconds", f"{a.checkpoint_cost * s:g}"]
+    config = EmulatorConfig(time_scale=s, seed=a.seed)
+    with Emulator(config=config) as emulator:
+        os.environ.update(emulator.env())
+        emulator.ensure_bucket("bench")
+        restore = measure_restore(emulator, s)
+        restart = config.latencies.restart_seconds + restore
+        ceiling = goodput_ceiling(a.checkpoint_cost, restart, a.mtbf)
+        print(f"## Goodput: seed {a.seed}, time scale {s:g}\n")
+        print("| trace | value |\n| --- | --- |")
+        for name, value in [
+            ("useful work W", f"{a.work:.0f} s ({steps} steps of {step_seconds:g} s)"),
+            ("MTBF of the running job", f"{a.mtbf:.0f} s, classes {', '.join(f'{k} {v:.0%}' for k, v in MIX.items())}"),
+            ("checkpoint cost C", f"{a.checkpoint_cost:.0f} s, every {every} steps "
+                                  f"({every * step_seconds:.0f} s; Young/Daly {interval:.0f} s)"),
+            ("restart cost R", f"{restart:.0f} s (platform restart {config.latencies.restart_seconds:.0f} s + "
+                               f"workload start-up and restore {restore:.0f} s)"),
+            ("capacity outages in " + PRIMARY,
+             ", ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in trace.outages if lo < horizon) or "none"),
+            ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
+        ]:
+            print(f"| {name} | {value} |")
+        print(flush=True)
+
+        from airflow_provider_resilient.clients import vertex_job_client  # warm imports: a fair start
+        from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator  # noqa: F401
+
+        vertex_job_client(PRIMARY).list_custom_jobs(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
+        emulator.reset()  # the outage windows count from here
+        emulator.ensure_bucket("bench")
+        for lo, hi in trace.outages:
+            emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
+                                "active_seconds": [lo * s, hi * s]})
+        stop_all, stop_faults = threading.Event(), threading.Event()
+        outcomes: dict[str, Outcome] = {}
+        struck: dict[str, list[str]] = {}
+        poll = a.poll_interval * s
+        ways: dict[str, Callable[[Outcome], None]] = {
+            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, stop_all),
+            "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
+                                                       AIRFLOW_RETRY_DELAY * s, poll, stop_all),
+            "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * s,
+                                                        poll, stop_all),
+        }
+        label = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop"}
+        threads = []
+        began = time.monotonic()
+        for name, body in ways.items():
+            outcome = outcomes[name] = Outcome(name, began)
+            struck[name] = []
+            threads.append(threading.Thread(target=arm_failures, daemon=True,
+                                            args=(emulator, label[name], trace, s, stop_faults, struck[name])))
+
+            def work(body: Callable[[Outcome], None] = body, outcome: Outcome = outcome) -> None:
+                try:
+                    body(outcome)
+                except Exception as exc:  # a way that gives up is a result, not a crash of the benchmark
+                    outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                finally:
+                    outcome.ended = time.monotonic()
+
+            threads.append(threading.Thread(target=work, name=name, daemon=True))
+        for thread in threads:
+            thread.start()
+        deadline = began + horizon * s
+        while time.monotonic() < deadline:
+            ended = [o for o in outcomes.values() if o.ended is not None]
+            if len(ended) == len(outcomes) or (len(ended) >= 2 and all(
+                    outcomes[w].ended is not None for w in ("ours", "seed 002 loop"))):
+                break
+            time.sleep(0.1)
+        stop_all.set()
+        stop_faults.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        figures = {}
+        print("| way | finished | wall s | goodput | of ceiling | failures struck | jobs submitted | regions |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for name, o in outcomes.items():
+            wall = ((o.ended or time.monotonic()) - o.started) / s
+            goodput = a.work / wall
+            figures[name] = goodput if o.finished else None
+            shown = f"{goodput:.3f}" if o.finished else f"< {goodput:.3f}"
+            status = "yes" if o.finished else ("no: " + o.error if o.error else "no: stopped")
+            print(f"| {name} | {status} | {wall:.0f} | {shown} | {goodput / ceiling:.0%} | {len(struck[name])} | "
+                  f"{o.submits} | {', '.join(sorted(o.regions))} |")
+        if outcomes["ours"].history:
+            from airflow_provider_resilient.policy import history_from_json, history_table
+
+            print("\nours, attempt by attempt:\n\n```")
+            print("\n".join(history_table(history_from_json(outcomes["ours"].history))))
+            print("```")
+        ours = figures["ours"]
+        others = [g for n, g in figures.items() if n != "ours"]
+        if ours is not None:
+            print(f"\nours: {ours:.3f} = {ours / ceiling:.1%} of the Young/Daly ceiling {ceiling:.3f}; above both "
+                  f"baselines: {'yes' if all(g is None or ours > g for g in others) else 'no'}")
+        else:
+            print("\nours: did not finish")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

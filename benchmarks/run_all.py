@@ -1,0 +1,96 @@
+"""Run the benchmarks and write their tables to ``benchmarks/RESULTS.md`` with the machine and the date.
+
+    python benchmarks/run_all.py [--quick] [--only goodput scale ...] [--output benchmarks/RESULTS.md]
+
+Each benchmark is a script in this directory that prints Markdown; this runs them one after another (they
+measure time, so never in parallel), echoes their output, and writes one file: a header naming the
+machine (CPU, cores, memory, OS, Python, Airflow) and the date, then one section per benchmark with the
+command that made it and how long it took. A benchmark that fails is recorded as failed with its last
+output lines, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: name -> (script, what it measures), in the order they run.
+BENCHMARKS = {
+    "import_time": ("import_time.py", "import cost of the operator modules over bare `airflow.sdk`"),
+    "detection": ("detection.py", "fault-to-decision and decision-to-running latency per failure class"),
+    "goodput": ("goodput.py", "goodput under a seeded fault trace: ours, Airflow task retries, seed 002 loop"),
+    "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
+}
+
+
+def machine() -> list[tuple[str, str]]:
+    """(name, value) rows describing this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal")))
+        memory = f"{kib / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    versions = []
+    for dist in ("apache-airflow", "google-cloud-aiplatform", "airflow-provider-resilient"):
+        try:
+            versions.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{dist} not installed")
+    return [("date", dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")), ("CPU", f"{cpu}, {cores} cores"),
+            ("memory", memory or "unknown"), ("OS", platform.platform()),
+            ("Python", platform.python_version()), ("packages", ", ".join(versions))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="each benchmark's --quick mode")
+    parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), help="run only these")
+    parser.add_argument("--output", type=Path, default=HERE / "RESULTS.md")
+    args = parser.parse_args()
+    names = args.only or list(BENCHMARKS)
+    sections, failed = [], False
+    for name in names:
+        script, what = BENCHMARKS[name]
+        command = [sys.executable, str(HERE / script), *(["--quick"] if args.quick else [])]
+        shown = f"python benchmarks/{script}{' --quick' if args.quick else ''}"
+        print(f"\n===== {shown}", flush=True)
+        began = time.monotonic()
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        took = time.monotonic() - began
+        print(proc.stdout, end="", flush=True)
+        body = proc.stdout.strip()
+        if proc.returncode != 0:
+            failed = True
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+            print(tail, file=sys.stderr)
+            body = f"**failed** (exit {proc.returncode}):\n\n```\n{tail}\n```"
+        sections.append(f"## {name}: {what}\n\n`{shown}` -- {took:.0f} s\n\n{body}\n")
+    header = ["# Benchmark results", "", "Written by `make bench` (`python benchmarks/run_all.py`"
+              f"{' --quick' if args.quick else ''}). Figures from one run on this machine:", "",
+              "| machine | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in machine()), ""]
+    args.output.write_text("\n".join(header) + "\n" + "\n".join(sections))
+    print(f"\nwrote {args.output}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

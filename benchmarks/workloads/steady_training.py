@@ -1,0 +1,82 @@
+"""A training job of fixed length for the goodput benchmark: ``--steps`` steps of ``--step-seconds`` each,
+a checkpoint every ``--every`` steps that costs ``--save-seconds`` (C), written as ``step_N/state.json`` then
+the ``step_N/COMMITTED`` marker under ``$AIP_CHECKPOINT_DIR`` (the plain step-folder format our checkpoint
+discovery reads). The two newest checkpoints are kept.
+
+``--resume scan`` resumes from the newest committed checkpoint: the newer of ``RESILIENT_RESUME_FROM`` /
+``RESILIENT_RESUME_STEP`` (what our operator hands over) and its own scan of the checkpoint directory (what
+a seed 002 retry loop relies on, and what the platform's own restarts need). ``--resume none`` always
+starts from step 0, as a script that is not wired for resumption does (it still pays for checkpoints).
+
+Standard library plus fsspec/gcsfs (``gs://`` reaches the emulated bucket through STORAGE_EMULATOR_HOST).
+Prints ``start step S`` when training begins and ``done steps N`` at the end; exits 0 when all steps ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+MARKER = "COMMITTED"
+KEEP = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, required=True, help="total steps of the job")
+    parser.add_argument("--step-seconds", type=float, required=True, help="seconds of work per step")
+    parser.add_argument("--every", type=int, required=True, help="checkpoint every this many steps")
+    parser.add_argument("--save-seconds", type=float, default=0.0, help="seconds one checkpoint costs (C)")
+    parser.add_argument("--resume", choices=("scan", "none"), default="scan")
+    args = parser.parse_args(argv)
+    root = os.environ.get("AIP_CHECKPOINT_DIR", "").rstrip("/")
+    if not root:
+        sys.stderr.write("AIP_CHECKPOINT_DIR is not set\n")
+        return 2
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # no HNS probe against an emulator
+    from fsspec.core import url_to_fs
+
+    fs, base = url_to_fs(root)
+    step = resume_step(fs, base) if args.resume == "scan" else 0
+    print(f"start step {step}", flush=True)
+    while step < args.steps:
+        time.sleep(args.step_seconds)
+        step += 1
+        if step % args.every == 0 or step == args.steps:
+            save(fs, base, step, args.save_seconds)
+    print(f"done steps {step}", flush=True)
+    return 0
+
+
+def committed_steps(fs, base: str) -> list[int]:
+    try:
+        names = fs.ls(base, detail=False, refresh=True)
+    except FileNotFoundError:
+        return []
+    steps = []
+    for name in names:
+        match = re.fullmatch(r"step_(\d+)", name.rstrip("/").rsplit("/", 1)[-1])
+        if match and fs.exists(f"{base}/{match.group(0)}/{MARKER}"):
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def resume_step(fs, base: str) -> int:
+    scanned = committed_steps(fs, base)
+    handed = int(os.environ.get("RESILIENT_RESUME_STEP") or 0) if os.environ.get("RESILIENT_RESUME_FROM") else 0
+    return max([handed, *scanned])
+
+
+def save(fs, base: str, step: int, cost: float) -> None:
+    time.sleep(cost)  # serialising the state: the checkpoint cost C
+    fs.pipe_file(f"{base}/step_{step}/state.json", f'{{"step": {step}}}'.encode())
+    fs.pipe_file(f"{base}/step_{step}/{MARKER}", b"")
+    for old in committed_steps(fs, base)[:-KEEP]:
+        fs.rm(f"{base}/step_{old}", recursive=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
