@@ -52,6 +52,15 @@ def example_tpu_resilient_training():
         print("=== TPU ATTEMPT HISTORY ===")
         for line in history_table(result["attempts"]):
             print(line)
+        from airflow.sdk import get_current_context
+
+        from airflow_provider_resilient.goodput import Ledger
+
+        goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
+        if goodput:
+            print(f"=== TPU GOODPUT: {Ledger.from_dict(goodput).summary()} ===")
+            if "checkpoint_advice" in goodput:
+                print(f"=== TPU CHECKPOINTING: {goodput['checkpoint_advice']['summary']} ===")
         with fsspec.open(f"{OUTPUT}/model/metrics.json") as metrics_file:
             accuracy = float(json.load(metrics_file)["test_accuracy"])
         print(f"=== TPU FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {result['checkpoint']['uri']}) ===")

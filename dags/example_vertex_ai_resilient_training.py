@@ -50,6 +50,9 @@ def example_vertex_ai_resilient_training():
         resilience_policy=DEMO_POLICY,
         deferrable=True,
         poll_interval=1.0,
+        # No new checkpoint for 60 s while RUNNING (a checkpoint comes every ~0.3 s here): a hang -- cancel
+        # and resume. It also has the trigger report checkpoint steps for the goodput ledger.
+        hang_timeout=60.0,
     )
 
     @task
@@ -64,6 +67,15 @@ def example_vertex_ai_resilient_training():
         print("=== ATTEMPT HISTORY ===")
         for line in history_table(result["attempts"]):
             print(line)
+        from airflow.sdk import get_current_context
+
+        from airflow_provider_resilient.goodput import Ledger
+
+        goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
+        if goodput:
+            print(f"=== GOODPUT: {Ledger.from_dict(goodput).summary()} ===")
+            if "checkpoint_advice" in goodput:
+                print(f"=== CHECKPOINTING: {goodput['checkpoint_advice']['summary']} ===")
         with fsspec.open(f"{OUTPUT}/model/metrics.json") as metrics_file:
             accuracy = float(json.load(metrics_file)["test_accuracy"])
         print(f"=== FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {result['checkpoint']['uri']}) ===")

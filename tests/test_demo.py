@@ -38,6 +38,10 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     assert tpu_rows[1].endswith("recreate_node") and "step " in tpu_rows[2] and "succeeded" in tpu_rows[2]
     assert tpu.count("DeleteNode") == 2  # both nodes it created are gone
     tpu_accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", tpu).group(1))
+    # The run summary: the goodput ledger (from step reports) and the checkpoint-interval advice.
+    assert re.search(r"=== GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", vertex), vertex[-2000:]
+    assert re.search(r"=== TPU GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", tpu), tpu[-2000:]
+    assert "=== CHECKPOINTING: checkpoints every" in vertex and "seed 002: about every 3600 s" in vertex
 
     baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "30",
                                "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
