@@ -148,9 +148,14 @@ def test_the_primary_exiting_zero_succeeds_and_stops_the_other_workers(submit, r
     assert resilient_emulator.processes() == []
 
 
-def test_replicas_get_the_environment_vertex_gives(submit, resilient_emulator):
-    dump = "import json, os; print('ENV=' + json.dumps(dict(os.environ)))"
-    job = submit(custom_job(pools=[pool(dump, env={"MY_SETTING": "on"}), pool(dump, replicas=2)],
+def test_replicas_get_the_environment_vertex_gives(submit, resilient_emulator, tmp_path):
+    dump = "import json, os; print('ENV=' + json.dumps(dict(os.environ)), flush=True)"
+    # The job ends (and its other replicas are stopped) when the chief exits: it waits for the workers'
+    # dumps, which each worker marks with a file, so no replica is stopped before it printed.
+    worker = f"{dump}; open(os.path.join({str(tmp_path)!r}, os.environ['RANK']), 'w').close()"
+    chief = (f"{dump}; import time; deadline = time.time() + 60\n"
+             f"while len(os.listdir({str(tmp_path)!r})) < 2 and time.time() < deadline: time.sleep(0.01)")
+    job = submit(custom_job(pools=[pool(chief, env={"MY_SETTING": "on"}), pool(worker, replicas=2)],
                             base_output_dir="gs://bucket/run"))
     envs = {}
     for replica in ("workerpool0-0", "workerpool1-0", "workerpool1-1"):
