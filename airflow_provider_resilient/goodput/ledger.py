@@ -224,10 +224,34 @@ class CheckpointAdvice:
                  f"{SEED_002_INTERVAL:.0f} s")
         if self.interval is None or self.cost is None or self.optimum is None:
             return f"checkpoint interval: too few checkpoints seen to judge ({seeds})"
-        mtbf = (f"MTBF {self.mtbf:.0f} s ({self.interruptions} interruptions in {self.running:.0f} s running)"
-                if self.mtbf is not None else f"no interruption in {self.running:.0f} s running")
-        return (f"checkpoints every {self.interval:.0f} s, {self.cost:.1f} s each: {self.verdict} -- Young/Daly "
-                f"optimum {self.optimum:.0f} s for {mtbf} ({seeds})")
+        mtbf = (f"MTBF {_seconds(self.mtbf)} ({self.interruptions} interruptions in {_seconds(self.running)} "
+                "running)" if self.mtbf is not None else f"no interruption in {_seconds(self.running)} running")
+        return (f"checkpoints every {_seconds(self.interval)}, {_seconds(self.cost)} each: {self.verdict} -- "
+                f"Young/Daly optimum {_seconds(self.optimum)} for {mtbf} ({seeds})")
+
+
+def _seconds(value: float) -> str:
+    """``1234 s``, ``12.3 s``, ``0.042 s``: whole seconds from 100 up, else three significant digits."""
+    return f"{value:.0f} s" if value >= 100 else f"{value:.3g} s"
+
+
+def count_interruptions(history: Sequence[Attempt]) -> int:
+    """The interruptions of running training in ``history`` (:data:`INTERRUPTIONS`). The looks at one
+    ongoing event that were answered with WAIT -- a node REPAIRING through a maintenance event, seen at
+    every poll -- count once: an incident right after a WAIT of the same class and node state in the
+    same attempt is the same event."""
+    count = 0
+    for attempt in history:
+        previous = None
+        for incident in attempt.incidents:
+            failure = incident.failure
+            same_event = (previous is not None and previous.decision.action == DecisionAction.WAIT
+                          and previous.failure.failure_class == failure.failure_class
+                          and previous.failure.node_state == failure.node_state)
+            if failure.failure_class in INTERRUPTIONS and not same_event:
+                count += 1
+            previous = incident
+    return count
 
 
 def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointSave], *, end: float,
@@ -247,7 +271,7 @@ def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointS
     for attempt in history:
         if attempt.started_at is not None:
             running += max(0.0, min(_end(attempt, end), end) - attempt.started_at)
-    interruptions = sum(1 for a in history for i in a.incidents if i.failure.failure_class in INTERRUPTIONS)
+    interruptions = count_interruptions(history)
     ordered = sorted(saves, key=lambda s: s.completed_at)
     gaps = [b.completed_at - a.completed_at for a, b in itertools.pairwise(ordered)
             if b.completed_at > a.completed_at]

@@ -101,3 +101,25 @@ def test_saves_of_the_real_dcp_and_orbax_fixtures_are_listed():
     assert any(found.values()), found
     for saves in found.values():
         assert all(s.write_seconds >= 0 and s.completed_at <= time.time() for s in saves)
+
+
+def test_the_looks_at_one_maintenance_event_count_once():
+    from airflow_provider_resilient.goodput.ledger import count_interruptions
+
+    attempt = Attempt(1, "node-1", started_at=T0)
+    history: tuple[Attempt, ...] = (attempt,)
+    now = T0
+    events = [("REPAIRING", 6), ("TERMINATED", 1)]  # one event seen at 6 looks, then a second event
+    for state, looks in events:
+        for _ in range(looks):
+            now += 30
+            failure = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state=state, timestamp=now)
+            history = record_incident(history, failure, decide(history, failure, now), now)
+    assert [i.decision.action.value for i in history[0].incidents][:6] == ["wait"] * 6
+    assert count_interruptions(history) == 2
+
+
+def test_small_figures_keep_their_digits():
+    advice = advise_checkpointing(history_with_mtbf(10.0, 2), saves_every(0.3, 5, cost=0.004), end=T0 + 30)
+    assert advice.summary().startswith("checkpoints every 0.3 s, 0.004 s each: ")
+    assert "Young/Daly optimum 0.346 s for MTBF 15 s (2 interruptions in 30 s running)" in advice.summary()
