@@ -8,8 +8,9 @@ time, total = first attempt's start to the last attempt's end, across every rest
 * ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
 * ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
   TPU re-create), and waits for a maintenance event to pass within an attempt;
-* ``checkpoint_restore`` -- from an attempt's start to its first step report (program startup and
-  loading the checkpoint);
+* ``checkpoint_restore`` -- from an attempt's start to its first step report, and after a waited-out
+  event (a TPU maintenance event with recovery) until the step moves again (program startup and loading
+  the checkpoint);
 * ``other`` -- the rest, reported, never hidden.
 
 The buckets add up to the total. Input: the attempt history (:mod:`..policy.decide`) and, when the
@@ -129,13 +130,18 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
             buckets["checkpoint_restore"] += mine[0].time - begin
             previous = StepReport(mine[0].time, attempt.resumed_from_step if attempt.resumed_from_step is not None
                                   else mine[0].step)
+            restarting = False  # after a waited-out event, until the workload moves again
             for report in mine:
                 span = report.time - previous.time
                 gained = report.step - previous.step
                 if span > 0 and gained <= 0:
-                    stalled_for_maintenance = any(previous.time <= w <= report.time for w in waits)
-                    buckets["recovery" if stalled_for_maintenance else "other"] += span
+                    if any(previous.time <= w <= report.time for w in waits):
+                        buckets["recovery"] += span
+                        restarting = True
+                    else:
+                        buckets["checkpoint_restore" if restarting else "other"] += span
                 elif span > 0:
+                    restarting = False
                     redone = max(0, min(report.step, best_step) - previous.step)
                     buckets["wasted_progress"] += span * redone / gained
                     buckets["productive"] += span * (gained - redone) / gained

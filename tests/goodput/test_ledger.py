@@ -98,3 +98,24 @@ def test_young_daly_and_advice():
     assert "seed 000" in checkpoint_advice(2078, 60, 36000) and "about right" in checkpoint_advice(2078, 60, 36000)
     with pytest.raises(ValueError):
         young_daly_interval(0, 10)
+
+
+def test_a_waited_out_maintenance_event_is_recovery_then_restore_not_other():
+    # Steps 0..10 at 1 step/s from T0+5; maintenance at T0+15: the node is REPAIRING and we WAIT at
+    # T0+16 and T0+18; it is READY at T0+20, the workload restarts and reports its old step 10 until it
+    # moves again at T0+24 (step 11), then runs to step 16 and succeeds at T0+29.
+    attempt = Attempt(1, "node-1", started_at=T0, ended_at=T0 + 29)
+    history: tuple[Attempt, ...] = (attempt,)
+    for at in (T0 + 16, T0 + 18):
+        failure = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING", timestamp=at)
+        history = record_incident(history, failure, decide(history, failure, at), at)
+    assert [i.decision.action.value for i in history[0].incidents] == ["wait", "wait"]
+    steps = [StepReport(T0 + 5 + i, i) for i in range(11)]  # step 10 at T0+15
+    steps += [StepReport(T0 + 20, 10), StepReport(T0 + 22, 10), StepReport(T0 + 23, 10)]
+    steps += [StepReport(T0 + 24 + i, 11 + i) for i in range(6)]  # step 16 at T0+29
+    ledger = goodput_ledger(history, steps, end=T0 + 29)
+    assert ledger.total == pytest.approx(29)
+    assert ledger.recovery == pytest.approx(5)  # T0+15 .. T0+20: the span holding the waits
+    assert ledger.checkpoint_restore == pytest.approx(5 + 3)  # start-up, and T0+20 .. T0+23 still at step 10
+    assert ledger.productive == pytest.approx(10 + 6)  # steps 0..10, then 10..16
+    assert ledger.other == pytest.approx(0)
