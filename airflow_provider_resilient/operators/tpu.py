@@ -273,6 +273,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         # Every look reads the audit entries that arrived since the last one, so each event counts once. They
         # are read *before* the node: an event that starts between the two reads then shows in the node's
         # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
+        # When the node shows a failure, they are read once more for its terminate reason.
         audits = [a for e in self._new_audit_entries(context, state, node_name)
                   if (a := classify_tpu_audit_entry(e)) is not None]
         try:
@@ -282,6 +283,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                      message=f"node {node_name} disappeared", timestamp=now), now)
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
         if failure is not None:
+            if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
+                audits += [a for e in self._new_audit_entries(context, state, node_name)
+                           if (a := classify_tpu_audit_entry(e)) is not None]
             reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
             return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now)
         if audits:  # a maintenance event that came and went between two looks
