@@ -134,24 +134,26 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
             for report in mine:
                 span = report.time - previous.time
                 gained = report.step - previous.step
-                if span > 0 and gained <= 0:
-                    if any(previous.time <= w <= report.time for w in waits):
-                        buckets["recovery"] += span
-                        restarting = True
-                    else:
-                        buckets["checkpoint_restore" if restarting else "other"] += span
-                elif span > 0:
+                waited = [w for w in waits if previous.time <= w <= report.time]
+                # A span holding our first WAIT look at an event is work until that look, recovery after it.
+                work = (min(waited) - previous.time) if waited else span
+                if waited:
+                    buckets["recovery"] += span - work
+                if work > 0 and gained <= 0:
+                    buckets["checkpoint_restore" if restarting else "other"] += work
+                elif work > 0:
                     restarting = False
                     redone = max(0, min(report.step, best_step) - previous.step)
-                    buckets["wasted_progress"] += span * redone / gained
-                    buckets["productive"] += span * (gained - redone) / gained
+                    buckets["wasted_progress"] += work * redone / gained
+                    buckets["productive"] += work * (gained - redone) / gained
+                restarting = restarting or bool(waited)
                 previous = report
                 best_step = max(best_step, report.step)
             buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - previous.time)
         following = ran[index + 1] if index + 1 < len(ran) else None
         if following is not None and following.started_at is not None:
             buckets["recovery"] += max(0.0, following.started_at - finish)
-    accounted = sum(buckets[b] for b in BUCKETS if b != "other")
+    accounted = sum(buckets.values())  # stalls without a known cause are already in "other"
     buckets["other"] += max(0.0, total - accounted)
     return Ledger(total=sum(buckets.values()), basis="steps" if reports else "attempts", **buckets)
 

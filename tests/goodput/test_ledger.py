@@ -115,7 +115,23 @@ def test_a_waited_out_maintenance_event_is_recovery_then_restore_not_other():
     steps += [StepReport(T0 + 24 + i, 11 + i) for i in range(6)]  # step 16 at T0+29
     ledger = goodput_ledger(history, steps, end=T0 + 29)
     assert ledger.total == pytest.approx(29)
-    assert ledger.recovery == pytest.approx(5)  # T0+15 .. T0+20: the span holding the waits
+    assert ledger.recovery == pytest.approx(4)  # T0+16 (our first WAIT look) .. T0+20
     assert ledger.checkpoint_restore == pytest.approx(5 + 3)  # start-up, and T0+20 .. T0+23 still at step 10
     assert ledger.productive == pytest.approx(10 + 6)  # steps 0..10, then 10..16
+    assert ledger.other == pytest.approx(1)  # T0+15 .. T0+16: no step, before we saw the event
+
+
+def test_steps_reached_just_before_an_event_are_work_until_the_first_wait():
+    # The last look before the event saw step 8 at T0+13; the workload reached step 10 by T0+15, the event
+    # struck, we WAITed from T0+16, and after it the node reported the stale step 10 at T0+20.
+    attempt = Attempt(1, "node-1", started_at=T0, ended_at=T0 + 25)
+    failure = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING", timestamp=T0 + 16)
+    history = record_incident((attempt,), failure, decide((attempt,), failure, T0 + 16), T0 + 16)
+    steps = [StepReport(T0 + 5, 0), StepReport(T0 + 13, 8), StepReport(T0 + 20, 10), StepReport(T0 + 22, 10),
+             StepReport(T0 + 25, 13)]
+    ledger = goodput_ledger(history, steps, end=T0 + 25)
+    assert ledger.total == pytest.approx(25)
+    assert ledger.productive == pytest.approx(8 + 3 + 3)  # 0..8; 8..10 until the WAIT; 10..13
+    assert ledger.recovery == pytest.approx(4)  # T0+16 .. T0+20
+    assert ledger.checkpoint_restore == pytest.approx(5 + 2)  # start-up; T0+20 .. T0+22 still at step 10
     assert ledger.other == pytest.approx(0)
