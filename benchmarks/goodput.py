@@ -131,6 +131,7 @@ def worker_pool(args: list[str]) -> list[dict[str, Any]]:
 
 
 def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, stop: threading.Event) -> None:
+    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
@@ -138,6 +139,7 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
         poll_interval=poll, deferrable=False)
+    threading.Thread(target=lambda: stop.wait() and op.on_kill(), daemon=True).start()
     result = op.execute(standalone_context("goodput"))
     outcome.history = result["attempts"]
     outcome.submits = len(result["attempts"])

@@ -42,29 +42,12 @@ def example_tpu_resilient_training():
 
     @task
     def report(result: dict) -> float:
-        """Print the attempt history (with the maintenance events and their reasons) and the accuracy."""
-        import json
-
-        import fsspec
-
-        from airflow_provider_resilient.policy import history_table
-
-        print("=== TPU ATTEMPT HISTORY ===")
-        for line in history_table(result["attempts"]):
-            print(line)
+        """Print the attempt history, the goodput ledger and checkpoint advice, and the held-out accuracy."""
         from airflow.sdk import get_current_context
-
-        from airflow_provider_resilient.goodput import Ledger
+        from demo_report import print_report
 
         goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
-        if goodput:
-            print(f"=== TPU GOODPUT: {Ledger.from_dict(goodput).summary()} ===")
-            if "checkpoint_advice" in goodput:
-                print(f"=== TPU CHECKPOINTING: {goodput['checkpoint_advice']['summary']} ===")
-        with fsspec.open(f"{OUTPUT}/model/metrics.json") as metrics_file:
-            accuracy = float(json.load(metrics_file)["test_accuracy"])
-        print(f"=== TPU FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {result['checkpoint']['uri']}) ===")
-        return accuracy
+        return print_report(result, goodput, OUTPUT, label="TPU ")
 
     report(train.output)
 

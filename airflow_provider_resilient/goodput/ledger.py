@@ -176,17 +176,6 @@ def goodput_ceiling(checkpoint_cost: float, restart_cost: float, mtbf: float) ->
     return max(0.0, 1.0 - math.sqrt(2 * checkpoint_cost / mtbf) - restart_cost / mtbf)
 
 
-def checkpoint_advice(interval: float, checkpoint_cost: float, mtbf: float) -> str:
-    """Whether a workload checkpointing every ``interval`` seconds does so too rarely or too often, beside
-    the seeds' rules of thumb (seed 000: at least every 4 hours; seed 002: about hourly)."""
-    best = young_daly_interval(checkpoint_cost, mtbf)
-    verdict = ("too rarely" if interval > 1.5 * best else "too often" if interval < best / 1.5
-               else "about right")
-    return (f"checkpoints every {interval:.0f} s: {verdict} -- Young/Daly optimum {best:.0f} s for a "
-            f"{checkpoint_cost:.0f} s save and {mtbf:.0f} s between failures (seed 000: at least every "
-            "14400 s; seed 002: about every 3600 s)")
-
-
 #: Failures that interrupt running training and so count towards the MTBF (not capacity, quota, queue,
 #: preflight or permanent errors, which stop a run from starting or end it for good).
 INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_ERROR, FailureClass.WORKER_FAILURE,

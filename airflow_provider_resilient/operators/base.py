@@ -165,8 +165,9 @@ class SupervisedOperator(BaseOperator):
         if store is not None:
             store.set(self.STATE_KEY, state_to_json(state))
             steps = self._step_reports()
-            if steps:
+            if len(steps) != self.__dict__.get("_steps_stored", 0):  # only when there are new ones
                 store.set(self.STEPS_KEY, [[r.time, r.step] for r in steps[-self.MAX_STEP_REPORTS:]])
+                self.__dict__["_steps_stored"] = len(steps)
 
     def _log_history(self, state: RunState) -> None:
         for line in format_history(state.history):
@@ -194,6 +195,7 @@ class SupervisedOperator(BaseOperator):
         except (TypeError, ValueError):
             saved = []  # unreadable reports only cost the ledger its detail
         self.__dict__["_steps_seen"] = saved
+        self.__dict__["_steps_stored"] = len(saved)
 
     def _checkpoint_location(self) -> str | None:
         """The checkpoint prefix whose saves the run summary judges; None: no advice."""

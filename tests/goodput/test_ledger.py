@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from airflow_provider_resilient.goodput import (
     BUCKETS,
     StepReport,
-    checkpoint_advice,
     goodput_ceiling,
     goodput_ledger,
     young_daly_interval,
@@ -90,12 +89,9 @@ def test_buckets_always_add_up_to_the_total(durations):
     assert 0 <= ledger.goodput <= 1
 
 
-def test_young_daly_and_advice():
+def test_young_daly_interval_and_ceiling():
     assert young_daly_interval(60, 3600 * 10) == pytest.approx(math.sqrt(2 * 60 * 36000))
     assert goodput_ceiling(60, 300, 36000) == pytest.approx(1 - math.sqrt(120 / 36000) - 300 / 36000)
-    assert "too rarely" in checkpoint_advice(14400, 60, 36000)
-    assert "too often" in checkpoint_advice(60, 60, 36000)
-    assert "seed 000" in checkpoint_advice(2078, 60, 36000) and "about right" in checkpoint_advice(2078, 60, 36000)
     with pytest.raises(ValueError):
         young_daly_interval(0, 10)
 
