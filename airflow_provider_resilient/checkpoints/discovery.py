@@ -152,10 +152,12 @@ def find_latest_checkpoint(
             break
         step_path = f"{path}/{name}"
         inner_files, inner_dirs = _split(step_path, _listing(fs, step_path))
+        object_store = not _is_local(fs)
         content = None
-        if needs_orbax_metadata(inner_files):
+        if needs_orbax_metadata(inner_files, object_store=object_store):
             content = fs.cat_file(f"{step_path}/{ORBAX_METADATA}")
-        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content)
+        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content,
+                                  object_store=object_store)
         if verdict.complete:
             proof = inner_files.get(verdict.proof) if verdict.proof else None
             return Checkpoint(step, _uri(fs, step_path), verdict.format, _mtime(proof))
@@ -217,8 +219,11 @@ def list_checkpoint_saves(
         if len(saves) >= max_saves:
             break
         inner_files, inner_dirs = _split(f"{path}/{name}", _listing(fs, f"{path}/{name}"))
-        content = fs.cat_file(f"{path}/{name}/{ORBAX_METADATA}") if needs_orbax_metadata(inner_files) else None
-        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content)
+        object_store = not _is_local(fs)
+        content = (fs.cat_file(f"{path}/{name}/{ORBAX_METADATA}")
+                   if needs_orbax_metadata(inner_files, object_store=object_store) else None)
+        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content,
+                                  object_store=object_store)
         if not verdict.complete:
             continue
         times = [t for entry in inner_files.values() if (t := _mtime(entry)) is not None]

@@ -10,7 +10,10 @@ candidate step directory), so discovery never walks a tree. The rules, by format
   ``<step>.orbax-checkpoint-tmp-<timestamp>``) and is renamed when done on file systems that rename
   atomically. On object stores (``gs://``) there is no rename: Orbax writes ``commit_success.txt`` into
   the step directory last. Orbax 0.12 writes ``commit_success.txt`` in both modes, and stamps
-  ``commit_timestamp_nsecs`` in ``_CHECKPOINT_METADATA`` at commit; either one proves completion.
+  ``commit_timestamp_nsecs`` in ``_CHECKPOINT_METADATA`` at commit. On a local file system (where the
+  rename already made the step directory whole) either one proves completion; on an object store only
+  ``commit_success.txt`` does, as for Orbax's own reader: the metadata is written before the commit
+  file, so a save that died between the two has a commit time but is not finalised.
 * **TensorFlow** -- the ``checkpoint`` state file names the newest checkpoint prefix and is rewritten
   after ``<prefix>.index`` and its ``<prefix>.data-NNNNN-of-MMMMM`` shards exist.
 * **Plain directories** -- ``step_N/``, ``checkpoint-N/``, ``ckpt_N/`` or a bare ``N/``; complete when
@@ -108,6 +111,7 @@ def judge_directory(
     *,
     marker: str | None = None,
     orbax_metadata: bytes | None = None,
+    object_store: bool = False,
 ) -> Verdict:
     """Judge one step directory from the names directly inside it.
 
@@ -116,7 +120,9 @@ def judge_directory(
         dirs: base names of the sub-directories in it.
         marker: a user's completion marker file name that must be present too, when set.
         orbax_metadata: the content of ``_CHECKPOINT_METADATA``, when the caller read it (only needed
-            for Orbax saves without ``commit_success.txt``).
+            for Orbax saves without ``commit_success.txt`` on a local file system).
+        object_store: True for ``gs://`` and other stores without atomic rename: an Orbax save is then
+            complete only with ``commit_success.txt``.
     """
     if marker is not None and marker not in files:
         fmt = _guess_format(files, dirs)
@@ -128,8 +134,11 @@ def judge_directory(
     if ORBAX_COMMIT_FILE in files:
         return Verdict(True, CheckpointFormat.ORBAX, ORBAX_COMMIT_FILE)
     if ORBAX_METADATA in files or any(TEMPORARY_RE.search(d) for d in dirs):
-        if orbax_metadata is not None and orbax_committed(orbax_metadata):
+        if not object_store and orbax_metadata is not None and orbax_committed(orbax_metadata):
             return Verdict(True, CheckpointFormat.ORBAX, ORBAX_METADATA)
+        if object_store:
+            return Verdict(False, CheckpointFormat.ORBAX,
+                           why="Orbax save on an object store without commit_success.txt")
         return Verdict(False, CheckpointFormat.ORBAX, why="Orbax save without commit_success.txt or commit time")
     if TF_STATE_FILE in files and any(f.endswith(".index") for f in files):
         return Verdict(True, CheckpointFormat.TENSORFLOW, TF_STATE_FILE)
@@ -141,9 +150,9 @@ def judge_directory(
     return Verdict(False, CheckpointFormat.DIRECTORY, why="empty directory")
 
 
-def needs_orbax_metadata(files: Collection[str]) -> bool:
+def needs_orbax_metadata(files: Collection[str], *, object_store: bool = False) -> bool:
     """Whether :func:`judge_directory` would need ``_CHECKPOINT_METADATA``'s content to decide."""
-    return ORBAX_METADATA in files and ORBAX_COMMIT_FILE not in files and DCP_METADATA not in files
+    return not object_store and ORBAX_METADATA in files and ORBAX_COMMIT_FILE not in files and DCP_METADATA not in files
 
 
 def orbax_committed(content: bytes) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_resilient.checkpoints import CheckpointFormat, find_latest_checkpoint
+from airflow_provider_resilient.checkpoints import CheckpointFormat, find_latest_checkpoint, list_checkpoint_saves
 from airflow_provider_resilient.testing.storage import StorageEmulator
 
 pytestmark = pytest.mark.gcs
@@ -42,6 +42,18 @@ def test_orbax_on_gcs_without_commit_success_is_incomplete(gcs: StorageEmulator,
     gcs.put_objects("test-bucket", {"orbax/30/commit_success.txt": b"Checkpoint commit was successful"})
     again = find_latest_checkpoint("gs://test-bucket/orbax")
     assert again is not None and again.step == 30
+
+
+def test_orbax_on_gcs_needs_commit_success_even_with_a_commit_time(gcs: StorageEmulator, checkpoint_fixtures: Path):
+    """Orbax stamps ``commit_timestamp_nsecs`` before it writes ``commit_success.txt``; on GCS a save that
+    died between the two is not finalised (Orbax's own reader would refuse it), so it is skipped."""
+    upload(gcs, checkpoint_fixtures / "orbax_gcs_style", "orbax")
+    committed = (checkpoint_fixtures / "orbax_gcs_style" / "20" / "_CHECKPOINT_METADATA").read_bytes()
+    assert b'"commit_timestamp_nsecs": 1' in committed
+    gcs.put_objects("test-bucket", {"orbax/30/_CHECKPOINT_METADATA": committed})
+    found = find_latest_checkpoint("gs://test-bucket/orbax")
+    assert found is not None and found.step == 20
+    assert sorted(s.step for s in list_checkpoint_saves("gs://test-bucket/orbax")) == [10, 20]
 
 
 def test_missing_prefix_on_gcs_gives_none(gcs: StorageEmulator):
