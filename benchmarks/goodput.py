@@ -119,6 +119,7 @@ def scaled_policy(policy: RetryPolicy, scale: float) -> RetryPolicy:
                              max_seconds=None if b.max_seconds is None else b.max_seconds * scale)
                for name, b in policy.effective_budgets.items()}
     return replace(policy, budgets=budgets, backoff=backoff(policy.backoff),
+                   failover_backoff=backoff(policy.failover_backoff),
                    queue_timeout_seconds=policy.queue_timeout_seconds * scale)
 
 

@@ -21,9 +21,10 @@ OUTPUT = os.environ.get("RESILIENT_DEMO_OUTPUT", "gs://resilient-demo/digits")
 EPOCHS = os.environ.get("RESILIENT_DEMO_EPOCHS", "30")
 
 # Short backoffs so that the offline demo finishes in a minute; in production keep the defaults
-# (30 s doubling to 10 min; stockouts 2 min doubling to 30 min).
+# (30 s doubling to 10 min; stockouts 2 min doubling to 30 min; 10 s before each failover).
 DEMO_POLICY = RetryPolicy(
     backoff=Backoff(initial_seconds=1.0, max_seconds=4.0),
+    failover_backoff=Backoff(initial_seconds=1.0, max_seconds=4.0),
     budgets={"stockout": Budget(max_retries=3, backoff=Backoff(initial_seconds=2.0, max_seconds=8.0))},
 )
 

@@ -14,6 +14,7 @@ from .classify import (
     classify_create_error,
     classify_error_message,
     classify_exit_status,
+    classify_queue_wait,
     classify_tpu_audit_entry,
     classify_tpu_node,
     classify_vertex_job,
@@ -23,6 +24,7 @@ from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
 from .history import format_history, history_from_json, history_table, history_to_json
 from .rules import (
     DEFAULT_BUDGETS,
+    DEFAULT_FAILOVER_BACKOFF,
     DEFAULT_QUEUE_TIMEOUT_SECONDS,
     DEFAULT_RULES,
     Backoff,
@@ -37,6 +39,7 @@ from .rules import (
 
 __all__ = [
     "DEFAULT_BUDGETS",
+    "DEFAULT_FAILOVER_BACKOFF",
     "DEFAULT_POLICY",
     "DEFAULT_QUEUE_TIMEOUT_SECONDS",
     "DEFAULT_RULES",
@@ -61,6 +64,7 @@ __all__ = [
     "classify_create_error",
     "classify_error_message",
     "classify_exit_status",
+    "classify_queue_wait",
     "classify_tpu_audit_entry",
     "classify_tpu_node",
     "classify_vertex_job",

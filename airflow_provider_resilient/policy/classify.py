@@ -9,6 +9,7 @@ One function per source of evidence:
 * :func:`classify_create_error` -- an error returned by a create call (quota, stockout, bad request).
 * :func:`classify_tpu_node` -- a Cloud TPU node's state, health and symptoms.
 * :func:`classify_tpu_audit_entry` -- a Cloud Audit Logs entry about a TPU node.
+* :func:`classify_queue_wait` -- a job or queued resource waiting for resources past the queue timeout.
 
 Rules of the module: pure functions, no I/O, no Airflow or Google imports. Enum arguments are accepted
 as proto-plus enums, as their names (with or without the ``JOB_STATE_`` prefix) or as numbers. Nothing
@@ -28,8 +29,10 @@ The message patterns are the exact texts of seeds 000, 001 and 003 (English vers
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from .failures import Failure, FailureClass, Platform
@@ -114,6 +117,55 @@ _TPU_SYMPTOMS = {0: "SYMPTOM_TYPE_UNSPECIFIED", 1: "LOW_MEMORY", 2: "OUT_OF_MEMO
                  3: "EXECUTE_TIMED_OUT", 4: "MESH_BUILD_FAIL", 5: "HBM_OUT_OF_MEMORY", 6: "PROJECT_ABUSE"}
 
 
+def _as_int(value: Any) -> int | None:
+    """An integer from an int, an integral float, a numeric string or an int-valued enum; None otherwise.
+
+    Booleans, NaN, infinities and text that is not a number give None, so odd input never raises.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    number = getattr(value, "value", None)
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def _as_text(value: Any) -> str:
+    """A message as stripped text: None -> ``""``, anything else through ``str()``."""
+    if value is None:
+        return ""
+    return (value if isinstance(value, str) else str(value)).strip()
+
+
+def _as_epoch(value: Any) -> float | None:
+    """Seconds since the epoch from a number, a ``datetime`` or an RFC 3339 text; None when unreadable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        text = value.strip()
+        match = re.fullmatch(r"(.*?T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", text)
+        if match is None:
+            return None
+        fraction = (match[2] or "")[:7]  # datetime reads microseconds; RFC 3339 may give nanoseconds
+        zone = "+00:00" if match[3] in (None, "Z") else match[3]
+        try:
+            return datetime.fromisoformat(match[1] + fraction + zone).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
 def _enum_name(value: Any, by_number: Mapping[int, str] | None = None, prefix: str = "") -> str:
     """Normalise a proto-plus enum, a name or a number to a bare upper-case name."""
     if value is None:
@@ -143,6 +195,7 @@ def exit_code_signal(exit_code: int | None) -> int | None:
     container runtime reporting signal ``n``, for ``n`` from 1 to 64) both give ``n``. Raw 6 and 11 are
     the seeds' "ExitCode 6" / "ExitCode 11" forms of SIGABRT and SIGSEGV.
     """
+    exit_code = _as_int(exit_code)
     if exit_code is None:
         return None
     if exit_code < 0:
@@ -180,12 +233,13 @@ def classify_exit_status(
         infrastructure or the OOM killer; an explicit "ran out of memory" text is needed for
         OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR.
     """
+    exit_code, signal = _as_int(exit_code), _as_int(signal) or None  # signal 0 is no signal
     sig = signal if signal is not None else exit_code_signal(exit_code)
     if (exit_code is None or exit_code == 0) and sig is None:
         return None
     common: dict[str, Any] = {
         "platform": platform, "exit_code": exit_code, "signal": sig, "worker_id": worker_id,
-        "worker_restarts": worker_restarts, "message": message, "timestamp": timestamp,
+        "worker_restarts": _as_int(worker_restarts), "message": _as_text(message), "timestamp": timestamp,
     }
     if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
         cls = FailureClass.TRANSIENT_CRASH
@@ -213,7 +267,8 @@ def classify_error_message(
     fallback, since Google does not document which code each failure carries. Unrecognised text with
     no telling code -> UNKNOWN.
     """
-    text = (message or "").strip()
+    text = _as_text(message)
+    rpc_code = _as_int(rpc_code)
     base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc_code,
                             "timestamp": timestamp}
     if m := _OOM_RE.search(text):
@@ -242,18 +297,16 @@ def classify_error_message(
     code = _as_rpc_code(rpc_code)
     if code == RPC_RESOURCE_EXHAUSTED:
         return Failure(FailureClass.CAPACITY_STOCKOUT, **base)
-    if code in _RETRYABLE_RPC_CODES:
+    if code in _RETRYABLE_RPC_CODES:  # incl. DEADLINE_EXCEEDED: the platform's own, not a hang of ours
         return Failure(FailureClass.INTERNAL_ERROR, **base)
-    if code == RPC_DEADLINE_EXCEEDED:
-        return Failure(FailureClass.HANG, **base)
     return Failure(FailureClass.UNKNOWN, **base)
 
 
 def _as_rpc_code(code: int | None) -> int | None:
     """A google.rpc code; HTTP statuses (>= 100) are mapped to the matching rpc code."""
+    code = _as_int(code)
     if code is None:
         return None
-    code = int(code)
     if code >= 100:
         if code in _HTTP_TO_RPC:
             return _HTTP_TO_RPC[code]
@@ -289,7 +342,8 @@ def classify_vertex_job(
     if name in ("SUCCEEDED", "PARTIALLY_SUCCEEDED", "QUEUED", "PENDING", "RUNNING", "CANCELLING",
                 "UPDATING", "PAUSED"):
         return None
-    message = (error_message or "").strip()
+    message = _as_text(error_message)
+    error_code = _as_int(error_code)
     if name == "CANCELLED":
         return Failure(FailureClass.CANCELLED, Platform.VERTEX_AI, message=message or "CustomJob was cancelled",
                        rpc_code=error_code, timestamp=timestamp)
@@ -308,6 +362,59 @@ def classify_vertex_job(
                    rpc_code=error_code, timestamp=timestamp)
 
 
+#: States in which a job or queued resource waits for capacity or quota, by platform (seed 003: a job
+#: "may stay in JOB_STATE_QUEUED" until quota frees; Cloud TPU queued resources wait in
+#: WAITING_FOR_RESOURCES; seed 004: queuing over 30 minutes ends the job).
+QUEUED_STATES: Mapping[Platform, frozenset[str]] = {
+    Platform.VERTEX_AI: frozenset({"QUEUED", "PENDING"}),
+    Platform.AI_PLATFORM: frozenset({"QUEUED", "PREPARING"}),
+    Platform.TPU: frozenset({"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "CREATING"}),
+}
+
+
+def classify_queue_wait(
+    state: Any,
+    queued_since: float | None,
+    now: float,
+    limit_seconds: float,
+    *,
+    platform: Platform = Platform.VERTEX_AI,
+    resource: str = "",
+) -> Failure | None:
+    """A job or queued resource that has waited for resources longer than the queue timeout.
+
+    Seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically"; seed 003: a
+    Vertex AI job can sit in ``JOB_STATE_QUEUED`` until the project has quota again. The policy's
+    ``queue-timeout`` rule then fails over to the next fallback, or fails with this message.
+
+    Args:
+        state: the job's ``JobState`` (Vertex AI: QUEUED or PENDING count as waiting), a legacy job's
+            state (QUEUED, PREPARING) or a queued resource's state (ACCEPTED, WAITING_FOR_RESOURCES,
+            PROVISIONING); proto-plus enum, name or number.
+        queued_since: when the wait began (the job's ``create_time``), seconds since the epoch.
+        now: the current time, seconds since the epoch.
+        limit_seconds: ``RetryPolicy.queue_timeout_seconds``.
+        resource: the job or queued resource name, for the message.
+
+    Returns:
+        A QUEUE_TIMEOUT :class:`Failure` once ``now - queued_since > limit_seconds`` in a waiting
+        state; None otherwise (also for odd input).
+    """
+    name = vertex_state_name(state) if platform == Platform.VERTEX_AI else _enum_name(state)
+    since = _as_epoch(queued_since)
+    when = _as_epoch(now)
+    limit = _as_epoch(limit_seconds)
+    if since is None or when is None or limit is None or name not in QUEUED_STATES.get(platform, frozenset()):
+        return None
+    waited = when - since
+    if waited <= limit:
+        return None
+    what = resource or "the job"
+    return Failure(FailureClass.QUEUE_TIMEOUT, platform, terminate_reason=name, timestamp=when,
+                   message=f"{what} waited {waited:.0f} s in {name}, longer than the queue timeout of "
+                           f"{limit:.0f} s (RetryPolicy.queue_timeout_seconds; seed 004: 30 min)")
+
+
 def classify_ai_platform_job(
     state: str | None, error_message: str | None = None, *, timestamp: float | None = None
 ) -> Failure | None:
@@ -321,8 +428,8 @@ def classify_ai_platform_job(
     if name in ("QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "CANCELLING", "STATE_UNSPECIFIED"):
         return None
     if name == "CANCELLED":
-        return Failure(FailureClass.CANCELLED, Platform.AI_PLATFORM, message=error_message or "Job was cancelled",
-                       timestamp=timestamp)
+        return Failure(FailureClass.CANCELLED, Platform.AI_PLATFORM,
+                       message=_as_text(error_message) or "Job was cancelled", timestamp=timestamp)
     if name == "FAILED":
         return classify_error_message(error_message, platform=Platform.AI_PLATFORM, timestamp=timestamp)
     return Failure(FailureClass.UNKNOWN, Platform.AI_PLATFORM, message=f"unexpected job state {name!r}",
@@ -347,7 +454,7 @@ def classify_create_error(
     wrong); others -> UNKNOWN.
     """
     rpc = _as_rpc_code(code)
-    text = (message or "").strip()
+    text = _as_text(message)
     base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc, "timestamp": timestamp}
     if m := _QUOTA_RE.search(text):
         return Failure(FailureClass.QUOTA_EXCEEDED, quota_metric=m["metric"] or m["metric2"], **base)
@@ -389,11 +496,13 @@ def classify_tpu_node(
     """
     state_name = _enum_name(state, _TPU_STATES)
     health_name = _enum_name(health, _TPU_HEALTH)
+    if symptoms is None or isinstance(symptoms, (str, bytes, Mapping)) or not isinstance(symptoms, Iterable):
+        symptoms = () if symptoms is None else (symptoms,)
     symptom_names = tuple(_symptom_name(s) for s in symptoms)
     symptom_names = tuple(s for s in symptom_names if s and s != "SYMPTOM_TYPE_UNSPECIFIED")
     base: dict[str, Any] = {"platform": Platform.TPU, "node_state": state_name or None,
                             "node_health": health_name or None, "symptoms": symptom_names,
-                            "message": health_description or "", "timestamp": timestamp}
+                            "message": _as_text(health_description), "timestamp": timestamp}
     if state_name == "PREEMPTED":
         return Failure(FailureClass.PREEMPTION, **base)
     if state_name in ("TERMINATED", "REPAIRING", "RESTARTING") or health_name == "UNHEALTHY_MAINTENANCE":
@@ -436,7 +545,9 @@ def classify_tpu_audit_entry(entry: Mapping[str, Any]) -> Failure | None:
         entry: a LogEntry as a mapping (``LogEntry.to_dict()``, the REST JSON, or the high-level
             client's ``entry.to_api_repr()``), camelCase or snake_case keys. The fields read are
             ``protoPayload.methodName``, ``protoPayload.resourceName``,
-            ``protoPayload.metadata.terminateReason``, ``protoPayload.status``, ``severity``.
+            ``protoPayload.metadata.terminateReason``, ``protoPayload.status``, ``severity`` and
+            ``timestamp`` (RFC 3339 text, a ``datetime`` or epoch seconds; it becomes
+            ``Failure.timestamp``, the time of the event rather than of our look).
 
     Returns:
         ``tpu.nodes.terminate`` -> MAINTENANCE_EVENT with node_state TERMINATED and the terminate reason
@@ -451,26 +562,26 @@ def classify_tpu_audit_entry(entry: Mapping[str, Any]) -> Failure | None:
     method = str(_get(payload, "methodName") or "")
     resource = str(_get(payload, "resourceName") or "")
     node = resource.rsplit("/", 1)[-1] if resource else None
-    reason = _get(payload, "metadata", "terminateReason")
+    reason = _as_text(_get(payload, "metadata", "terminateReason")) or None
+    when = _as_epoch(_get(entry, "timestamp"))
     message = f"{method} on {resource}" + (f": {reason}" if reason else "")
     if method == "tpu.nodes.terminate":
-        preempted = isinstance(reason, str) and "preempt" in reason.lower()
+        preempted = reason is not None and "preempt" in reason.lower()
         return Failure(FailureClass.PREEMPTION if preempted else FailureClass.MAINTENANCE_EVENT,
                        Platform.TPU, message=message, terminate_reason=reason,
-                       node_state="PREEMPTED" if preempted else "TERMINATED", worker_id=None)
+                       node_state="PREEMPTED" if preempted else "TERMINATED", worker_id=None, timestamp=when)
     if method == "tpu.nodes.restart":
         return Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, message=message,
-                       terminate_reason=reason, node_state="RESTARTING")
+                       terminate_reason=reason, node_state="RESTARTING", timestamp=when)
     status = _get(payload, "status")
     severity = _enum_name(_get(entry, "severity"))
     failed = bool(status and (_get(status, "code") or _get(status, "message"))) or severity in (
         "ERROR", "CRITICAL", "ALERT", "EMERGENCY")
     if failed and (method.endswith("CreateNode") or method.endswith("CreateQueuedResource")):
         code = _get(status, "code") if status else None
-        failure = classify_create_error(code if isinstance(code, int) else None,
-                                        str(_get(status, "message") or "") if status else message,
-                                        platform=Platform.TPU)
+        failure = classify_create_error(code, _as_text(_get(status, "message")) if status else message,
+                                        platform=Platform.TPU, timestamp=when)
         return Failure(failure.failure_class, Platform.TPU, message=failure.message or message,
                        rpc_code=failure.rpc_code, region=failure.region, quota_metric=failure.quota_metric,
-                       terminate_reason=node)
+                       terminate_reason=node, timestamp=when)
     return None

@@ -196,11 +196,12 @@ def decide(
         if rule.fail_over and (nxt := _next_fallback(history, failure, policy.fallbacks)):
             index, fallback = nxt
             action = DecisionAction.RECREATE_NODE if failure.platform == Platform.TPU else DecisionAction.RESUBMIT
+            delay = policy.failover_backoff.delay(index, _jitter(seed, history, rule))
             return Decision(
                 action, rule.name,
                 f"{failure.failure_class.value}: failing over to fallback {index + 1}/{len(policy.fallbacks)} "
-                f"({fallback.describe()})",
-                delay_seconds=0.0, fallback_index=index, failed_over=True, decided_at=now,
+                f"({fallback.describe()}) in {delay:.0f}s",
+                delay_seconds=delay, fallback_index=index, failed_over=True, decided_at=now,
             )
         if rule.action == RuleAction.FAIL:
             return Decision(DecisionAction.FAIL, rule.name,

@@ -320,6 +320,10 @@ DEFAULT_BUDGETS: Mapping[str, Budget] = {
     "unknown": Budget(max_retries=1),
 }
 
+#: Delay before each hop along the fallbacks: short, since another region or strategy has its own
+#: capacity, but jittered by half so that many jobs that lost the same region do not move at once.
+DEFAULT_FAILOVER_BACKOFF = Backoff(initial_seconds=10.0, multiplier=2.0, max_seconds=120.0, jitter=0.5)
+
 #: Seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically".
 DEFAULT_QUEUE_TIMEOUT_SECONDS = 1800.0
 
@@ -333,6 +337,9 @@ class RetryPolicy:
         budgets: overrides of :data:`DEFAULT_BUDGETS` by name, plus budgets for user rules.
         backoff: the delay schedule for budgets without their own.
         fallbacks: alternative targets, consumed in order by rules with ``fail_over``.
+        failover_backoff: the delay before moving to fallback number n (0-based). Short but jittered by
+            default (10 s, doubling, at most 2 min): a stockout strikes every job in the region at once,
+            and the jitter keeps them from all landing on the next region in the same second.
         queue_timeout_seconds: how long a job may stay QUEUED / a queued resource WAITING_FOR_RESOURCES
             before it is a QUEUE_TIMEOUT (seed 004: 30 minutes); also caps the ``quota_wait`` budget
             unless that budget is overridden.
@@ -350,6 +357,7 @@ class RetryPolicy:
     fallbacks: tuple[Fallback, ...] = ()
     queue_timeout_seconds: float = DEFAULT_QUEUE_TIMEOUT_SECONDS
     include_default_rules: bool = True
+    failover_backoff: Backoff = field(default_factory=lambda: DEFAULT_FAILOVER_BACKOFF)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules))

@@ -23,8 +23,9 @@ from .test_vertex_operator_unit import TI, Store
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 WORKLOAD = Path(__file__).resolve().parents[2] / "dags" / "workloads" / "train_digits.py"
 FAST = Backoff(initial_seconds=0.05, max_seconds=0.2)
-POLICY = RetryPolicy(backoff=FAST, budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
-                                            "stockout": Budget(max_retries=3, backoff=FAST)})
+POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
+                     budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
+                              "stockout": Budget(max_retries=3, backoff=FAST)})
 ZONE = "projects/test-project/locations/us-central2-b"
 
 

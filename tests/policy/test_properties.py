@@ -129,6 +129,67 @@ def test_fallbacks_are_used_in_order_and_never_repeated(policy, seq):
             assert inc.failure.failure_class in policy.fallbacks[inc.decision.fallback_index].on
 
 
+def _segments(history):
+    """The history cut where an attempt resumed from a newer checkpoint than every attempt before it
+    (progress): a budget with ``reset_on_progress`` counts within one segment."""
+    segments, best = [[]], -1
+    for index, attempt in enumerate(history):
+        step = -1 if attempt.resumed_from_step is None else attempt.resumed_from_step
+        if step > best:
+            if index > 0:
+                segments.append([])
+            best = step
+        segments[-1].append(attempt)
+    return segments
+
+
+@SETTINGS
+@given(seq=st.lists(failures, min_size=1, max_size=60), policy=policies, seed=st.integers(0, 2**32),
+       steps=st.lists(st.none() | st.integers(0, 50), max_size=60))
+def test_budgets_hold_between_checkpoint_progress(seq, policy, seed, steps):
+    """With checkpoint progress, count budgets restart; between two progress points they still hold."""
+    decisions, history = run(seq, policy, seed=seed, resume_steps=steps)
+    budgets = policy.effective_budgets
+    for segment in _segments(history):
+        used = Counter(inc.decision.budget for attempt in segment for inc in attempt.incidents
+                       if inc.decision.counts_against_budget)
+        for name, count in used.items():
+            budget = budgets[name]
+            if budget.max_retries is not None and not budget.per_worker:
+                limit = budget.max_retries if budget.reset_on_progress else None
+                if limit is not None:
+                    assert count <= limit, (name, count)
+    for name, budget in budgets.items():  # budgets that ignore progress hold over the whole run
+        if budget.max_retries is not None and not budget.per_worker and not budget.reset_on_progress:
+            assert sum(1 for d in decisions if d.budget == name and d.counts_against_budget) <= budget.max_retries
+
+
+@SETTINGS
+@given(seq=st.lists(st.sampled_from([FailureClass.QUOTA_EXCEEDED, FailureClass.MAINTENANCE_EVENT]), min_size=1,
+                    max_size=80),
+       step_seconds=st.floats(min_value=1.0, max_value=900.0), seed=st.integers(0, 2**32))
+def test_time_limited_budgets_end_once_their_time_is_spent(seq, step_seconds, seed):
+    """Quota and maintenance waits are bounded by time: no decision keeps waiting past ``max_seconds``
+    after the first decision of its streak (plus at most one backoff that started before the limit)."""
+    failure_of = {FailureClass.QUOTA_EXCEEDED: Failure(FailureClass.QUOTA_EXCEEDED, Platform.VERTEX_AI),
+                  FailureClass.MAINTENANCE_EVENT: Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU,
+                                                          node_state="REPAIRING")}
+    decisions, _ = run([failure_of[c] for c in seq], seed=seed, step_seconds=step_seconds)
+    budgets = RetryPolicy().effective_budgets
+    streak_start: dict[str, float] = {}
+    previous = None
+    for d in decisions:
+        if d.budget is None or not d.counts_against_budget or d.budget != previous:
+            streak_start.clear()
+        previous = d.budget if d.counts_against_budget else None
+        if d.budget is None or not d.counts_against_budget:
+            continue
+        limit = budgets[d.budget].max_seconds
+        start = streak_start.setdefault(d.budget, d.decided_at)
+        if limit is not None and not d.action.is_terminal:
+            assert d.decided_at - start < limit, (d.budget, d.decided_at - start, limit)
+
+
 @SETTINGS
 @given(failure=failures, policy=policies, now=st.floats(min_value=0, max_value=4e9))
 def test_delays_are_within_the_backoff_cap(failure, policy, now):
@@ -139,15 +200,22 @@ def test_delays_are_within_the_backoff_cap(failure, policy, now):
         assert decision.delay_seconds == 0
 
 
+odd_values = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63)
+              | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=30)
+              | st.binary(max_size=8) | st.lists(st.integers(), max_size=3)
+              | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+
+
 @SETTINGS
 @given(
     text=st.text(max_size=200),
     code=st.none() | st.integers(min_value=-(2**31), max_value=2**31),
     state=st.none() | st.text(max_size=20) | st.integers(-5, 40),
-    entry=st.recursive(st.none() | st.text(max_size=10) | st.integers(),
+    entry=st.recursive(st.none() | st.text(max_size=10) | st.integers() | st.floats(),
                        lambda c: st.dictionaries(st.sampled_from(
                            ["protoPayload", "methodName", "metadata", "terminateReason", "status", "code",
-                            "message", "severity", "proto_payload"]), c, max_size=4), max_leaves=10),
+                            "message", "severity", "proto_payload", "timestamp", "resourceName"]), c, max_size=4)
+                       | st.lists(c, max_size=3), max_leaves=10),
 )
 def test_classifiers_never_raise_on_odd_input(text, code, state, entry):
     classify_error_message(text, rpc_code=code)
@@ -156,8 +224,21 @@ def test_classifiers_never_raise_on_odd_input(text, code, state, entry):
     classify_ai_platform_job(state if isinstance(state, str) else None, text)
     classify_create_error(code, text)
     classify_tpu_node(state, state, [state] if state is not None else [])
-    if isinstance(entry, dict):
-        classify_tpu_audit_entry(entry)
+    classify_tpu_audit_entry(entry)
+
+
+@SETTINGS
+@given(a=odd_values, b=odd_values, c=odd_values, d=odd_values)
+def test_classifiers_never_raise_on_values_of_the_wrong_type(a, b, c, d):
+    """Module rule: odd input becomes UNKNOWN or None, never an exception (a classifier runs inside the
+    loop that must keep a job alive; it cannot crash on a platform sending something unexpected)."""
+    for failure in (classify_error_message(a, rpc_code=b), classify_create_error(a, b),
+                    classify_vertex_job(a, b, c, started=d), classify_ai_platform_job(a, b),
+                    classify_exit_status(a, signal=b, message=c), classify_tpu_node(a, b, c, d),
+                    classify_tpu_audit_entry({"protoPayload": {"methodName": a, "status": b,
+                                                               "metadata": {"terminateReason": c}},
+                                              "timestamp": d})):
+        assert failure is None or isinstance(failure.message, str)
 
 
 @SETTINGS

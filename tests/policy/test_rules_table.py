@@ -22,6 +22,7 @@ from airflow_provider_resilient.policy import (
     classify_ai_platform_job,
     classify_create_error,
     classify_exit_status,
+    classify_queue_wait,
     classify_tpu_audit_entry,
     classify_tpu_node,
     classify_vertex_job,
@@ -268,6 +269,26 @@ def test_queue_timeout_fails_with_a_clear_message_or_fails_over():
     decisions, _ = run(repeat(expired), policy)
     assert actions(decisions) == [R, FAIL]
     assert decisions[0].failed_over and decisions[0].fallback_index == 0
+
+
+def test_a_job_queued_past_the_queue_timeout_is_a_queue_timeout():
+    """Seed 003: a job may stay JOB_STATE_QUEUED until quota frees; seed 004: 30 min, then it exits."""
+    created = 1_800_000_000.0
+    limit = DEFAULT_POLICY.queue_timeout_seconds
+    assert limit == 1800.0
+    for state in ("JOB_STATE_QUEUED", "JOB_STATE_PENDING"):
+        assert classify_queue_wait(state, created, created + limit, limit) is None
+        waited = classify_queue_wait(state, created, created + 31 * 60, limit, resource="jobs/7")
+        assert waited is not None and waited.failure_class == FailureClass.QUEUE_TIMEOUT
+        assert "jobs/7 waited 1860 s in" in waited.message and "queue timeout of 1800 s" in waited.message
+    assert classify_queue_wait("JOB_STATE_RUNNING", created, created + 7200, limit) is None
+    tpu = classify_queue_wait("WAITING_FOR_RESOURCES", created, created + 7200, limit, platform=Platform.TPU)
+    assert tpu is not None and tpu.failure_class == FailureClass.QUEUE_TIMEOUT and tpu.platform == Platform.TPU
+    assert classify_queue_wait("ACTIVE", created, created + 7200, limit, platform=Platform.TPU) is None
+    assert classify_queue_wait("JOB_STATE_QUEUED", None, created, limit) is None
+    # Then the rule: fail with the message, or move to the next fallback.
+    assert actions(run(repeat(waited))[0]) == [FAIL]
+    assert actions(run(repeat(waited), RetryPolicy(fallbacks=(Fallback(region="europe-west4"),)))[0]) == [R, FAIL]
 
 
 def test_hang_is_a_transient_crash_sharing_its_budget():

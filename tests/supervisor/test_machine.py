@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_resilient.policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, decide
+from airflow_provider_resilient.policy import Backoff, Failure, FailureClass, Fallback, Platform, RetryPolicy, decide
 from airflow_provider_resilient.supervisor import (
     Fail,
     IllegalTransition,
@@ -77,8 +77,19 @@ def test_permanent_failure_fails_with_the_attempt_history():
     assert "attempt 1 jobs/1 from scratch -> permanent_user_error exit 1 -> fail" in fail.message
 
 
-def test_stockout_with_fallbacks_fails_over_at_once():
+def test_stockout_with_fallbacks_fails_over_after_a_short_jittered_backoff():
     policy = RetryPolicy(fallbacks=(Fallback(region="europe-west4"),))
+    stockout = Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI, region="us-central1")
+    state, actions = step(running(), JobFailed(stockout, T0 + 5), policy)
+    (sleep,) = actions
+    assert isinstance(sleep, Sleep) and 5.0 <= sleep.seconds <= 10.0  # failover_backoff: 10 s, jitter 0.5
+    assert "failing over to fallback 1/1 (region=europe-west4)" in sleep.reason
+    _, actions = step(state, WokeUp(state.wake_at), policy)
+    assert actions == [Submit(2, 0, "capacity_stockout")]
+
+
+def test_stockout_with_fallbacks_fails_over_at_once_when_asked():
+    policy = RetryPolicy(fallbacks=(Fallback(region="europe-west4"),), failover_backoff=Backoff(initial_seconds=0.0))
     stockout = Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI, region="us-central1")
     _, actions = step(running(), JobFailed(stockout, T0 + 5), policy)
     assert actions == [Submit(2, 0, "capacity_stockout")]
