@@ -140,6 +140,66 @@ def test_a_seed_makes_fault_draws_reproducible():
     assert first != other
 
 
+HALF_QUOTA = {"kind": "quota", "probability": 0.5, "times": None}
+
+
+def run_time_quota_pattern(config: EmulatorConfig, plan: FaultPlan | None = None) -> list[str]:
+    """Outcomes of 16 creates under a 50 % quota fault added at run time (as POST /faults does)."""
+    with Emulator(fault_plan=plan, config=config, storage=False) as emulator:
+        emulator.add_fault(HALF_QUOTA)
+        client = vertex_job_client("us-central1", emulator=emulator.address)
+        outcomes = []
+        for _ in range(16):
+            try:
+                client.create_custom_job(parent=PARENT, custom_job=custom_job("pass"), retry=None)
+                outcomes.append("ok")
+            except exceptions.ResourceExhausted:
+                outcomes.append("quota")
+        return outcomes
+
+
+def test_the_configured_seed_drives_faults_added_at_run_time():
+    seed_1, seed_1_again, seed_2 = (run_time_quota_pattern(EmulatorConfig(time_scale=0.002, seed=seed))
+                                    for seed in (1, 1, 2))
+    assert seed_1 == seed_1_again
+    assert set(seed_1) == {"ok", "quota"}
+    assert seed_1 != seed_2  # seed 0 (the empty plan's) used to drive both
+
+
+def test_an_explicit_config_seed_wins_over_the_plans_and_the_plans_applies_otherwise():
+    plan_7 = FaultPlan(seed=7)
+    explicit = run_time_quota_pattern(EmulatorConfig(time_scale=0.002, seed=3), plan_7)
+    assert explicit == run_time_quota_pattern(EmulatorConfig(time_scale=0.002, seed=3))
+    from_plan = run_time_quota_pattern(EmulatorConfig(time_scale=0.002), plan_7)
+    assert from_plan == run_time_quota_pattern(EmulatorConfig(time_scale=0.002, seed=7))
+    assert explicit != from_plan
+
+
+@pytest.mark.parametrize(("argv", "seed"), [([], 7), (["--seed", "11"], 11)])
+def test_the_cli_seed_reaches_the_fault_book(tmp_path: Path, argv: list[str], seed: int):
+    from airflow_provider_resilient.testing.emulator.__main__ import build
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN_YAML)  # seed: 7
+    emulator = build(["--fault-plan", str(plan), "--work-dir", str(tmp_path / "work"), *argv])
+    try:
+        assert emulator.faults.seed == seed and emulator.config.seed == seed
+    finally:
+        emulator.stop()
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002, seed=5, fault_plan={"seed": 7})
+def test_the_markers_seed_reaches_the_fault_book(resilient_emulator):
+    assert resilient_emulator.faults.seed == 5
+    resilient_emulator.reset(FaultPlan(seed=9))  # a plan loaded later does not override it either
+    assert resilient_emulator.faults.seed == 5
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002, fault_plan={"seed": 7})
+def test_without_a_marker_seed_the_plans_seed_applies(resilient_emulator):
+    assert resilient_emulator.faults.seed == 7
+
+
 def test_python_resolves_to_the_emulators_interpreter():
     from google.cloud.aiplatform_v1.types import CustomJobSpec
 

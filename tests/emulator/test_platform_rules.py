@@ -38,7 +38,9 @@ def test_user_code_error_fails_the_job_without_retry(submit, resilient_emulator)
 
 
 @pytest.mark.parametrize("signal_code", [("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", 139),
-                                         ("import os; os.abort()", 134)])
+                                         ("import os; os.abort()", 134),
+                                         ("raise SystemExit(6)", 6),
+                                         ("raise SystemExit(11)", 11)], ids=["139", "134", "6", "11"])
 def test_transient_exit_codes_are_retried_by_the_platform_three_times(submit, resilient_emulator, signal_code):
     code, exit_code = signal_code
     job = submit(custom_job(code))
@@ -103,6 +105,23 @@ def test_stockout_is_retried_three_times_then_fails(submit, resilient_emulator):
     assert starts(resilient_emulator, job.name) == 0  # never got machines
 
 
+@pytest.mark.resilient_emulator(time_scale=0.002,
+                                fault_plan={"faults": [{"kind": "stockout", "times": 4, "match": {"nth": 2}}]})
+def test_a_stockout_on_the_kth_create_fails_only_that_job(client, resilient_emulator):
+    jobs = [client.create_custom_job(parent=PARENT, custom_job=custom_job(display_name=f"job-{i}"))
+            for i in (1, 2, 3)]
+    states = [resilient_emulator.wait_for_state(j.name, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], 60)
+              for j in jobs]
+    assert states == ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]
+    failed = client.get_custom_job(name=jobs[1].name)
+    assert failed.error.message == ("Resources are insufficient in region: us-central1. "
+                                    "Try a different region or use a different accelerator.")
+    assert failed.error.code == 8
+    assert resilient_emulator.job_events(jobs[1].name).count("stockout in us-central1") == 4  # 1 + 3 retries
+    assert not any(e.startswith("stockout") for j in (jobs[0], jobs[2]) for e in resilient_emulator.job_events(j.name))
+    assert resilient_emulator.faults.faults()[0]["fired"] == 4
+
+
 def test_a_stockout_absorbed_by_platform_retries_runs(submit, resilient_emulator):
     resilient_emulator.add_fault({"kind": "stockout", "times": 3})
     assert submit(custom_job()).state.name == "JOB_STATE_SUCCEEDED"
@@ -117,18 +136,43 @@ def test_internal_error_is_retried_twice_then_fails(submit, resilient_emulator):
 
 
 def test_disable_retries_turns_every_platform_retry_off(submit, resilient_emulator):
+    """REFERENCE.md: ``disable_retries`` turns off the platform's job retries and its worker restarts too."""
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": None, "match": {"display_name": "a"}})
     resilient_emulator.add_fault({"kind": "stockout", "times": 1, "match": {"display_name": "b"}})
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05,
+                                  "times": None, "match": {"display_name": "c"}})
+    resilient_emulator.add_fault({"kind": "internal_error", "after_seconds": 0.05, "times": None,
+                                  "match": {"display_name": "d"}})
     no_retries = {"disable_retries": True}
     crashed = submit(custom_job(LONG, display_name="a", scheduling=no_retries))
     assert starts(resilient_emulator, crashed.name) == 1 and "status of 139" in crashed.error.message
     stocked_out = submit(custom_job(display_name="b", scheduling=no_retries))
     assert stocked_out.error.message.startswith("Resources are insufficient in region")
+    assert resilient_emulator.job_events(stocked_out.name).count("stockout in us-central1") == 1
+
+    lost_worker = submit(custom_job(pools=[pool(LONG), pool(LONG)], display_name="c", scheduling=no_retries))
+    assert lost_worker.state.name == "JOB_STATE_FAILED"
+    assert lost_worker.error.message == ("The replica workerpool1-0 exited with a non-zero status of 137. "
+                                         "Termination reason: Error.")
+    assert starts(resilient_emulator, lost_worker.name, "workerpool1-0") == 1  # no restart in place
+    assert starts(resilient_emulator, lost_worker.name, "workerpool0-0") == 1  # no job retry
+    events = resilient_emulator.job_events(lost_worker.name)
+    assert not any(e.startswith(("restart ", "platform retry")) for e in events)
+
+    internal = submit(custom_job(LONG, display_name="d", scheduling=no_retries))
+    assert internal.error.message == "Internal error occurred for the current attempt."
+    assert internal.error.code == 13
+    assert starts(resilient_emulator, internal.name) == 1
+    assert not any(e.startswith("platform retry") for e in resilient_emulator.job_events(internal.name))
 
 
 def test_scheduling_timeout_expires_the_job(submit, resilient_emulator):
     job = submit(custom_job(LONG, scheduling={"timeout": "1s"}))
     assert job.state.name == "JOB_STATE_EXPIRED"
+    assert job.error.code == 4  # google.rpc.Code.DEADLINE_EXCEEDED (RpcCodes.expired)
+    assert job.error.message == "Job exceeded its scheduling.timeout of 1s."
+    assert (job.end_time - job.start_time).total_seconds() >= 1  # the timeout runs on real time
+    assert resilient_emulator.job_events(job.name)[-2:] == ["RUNNING", "EXPIRED"]
     assert resilient_emulator.processes() == []
 
 

@@ -64,3 +64,23 @@ def test_classification_of_api_errors_and_names():
     assert region_of("projects/p/locations/asia-east1/customJobs/1") == "asia-east1"
     with pytest.raises(ValueError, match="CustomJob name"):
         region_of("projects/p/customJobs/1")
+
+
+def test_the_connection_extra_emulator_host_points_the_hook_at_the_emulator(resilient_emulator, monkeypatch):
+    """The endpoint override read from an Airflow connection's extra, with RESILIENT_EMULATOR_HOST unset."""
+    import json
+
+    from airflow_provider_resilient.clients import EMULATOR_HOST_ENV
+
+    monkeypatch.delenv(EMULATOR_HOST_ENV, raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_RESILIENT_EMU", json.dumps({
+        "conn_type": "google_cloud_platform", "extra": {"emulator_host": resilient_emulator.address}}))
+    hook = ResilientVertexAIHook(gcp_conn_id="resilient_emu", sleep=lambda s: None)
+    assert hook.emulator == resilient_emulator.address
+    assert hook.credentials is None  # no Google credentials are looked up for the emulator
+    job = hook.create_custom_job("test-project", "us-central1", {**JOB, "labels": {"via": "conn-extra"}})
+    assert [j.name for j in hook.list_custom_jobs("test-project", "us-central1", "labels.via=conn-extra")] == [
+        job.name]
+    (listed,) = resilient_emulator.calls.list("ListCustomJobs")
+    assert listed.code == "OK" and "labels.via=conn-extra" in listed.request
+    assert [c.code for c in resilient_emulator.calls.list("CreateCustomJob")] == ["OK"]

@@ -17,7 +17,7 @@ from .faults import FaultPlan
 from .server import Emulator
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="resilient-emulator", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
@@ -25,18 +25,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-plan", type=Path, help="YAML or JSON fault plan")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="multiply platform latencies by this (e.g. 0.01 for tests)")
-    parser.add_argument("--seed", type=int, default=None, help="seed for fault probabilities (default: the plan's)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of fault probability draws (of the plan's faults and of faults added through "
+                             "POST /faults), job ids and tuning parameters; it wins over the plan's 'seed' "
+                             "(default: the plan's seed, 0 without a plan)")
     parser.add_argument("--work-dir", type=Path, help="where replica logs go (default: a temporary directory)")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def build(argv: list[str] | None = None) -> Emulator:
+    """The (not yet started) emulator the command line ``argv`` describes; exits with a usage error on a
+    bad fault plan."""
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         plan = FaultPlan.load(args.fault_plan) if args.fault_plan else None
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    seed = args.seed if args.seed is not None else (plan.seed if plan else 0)
-    config = EmulatorConfig(time_scale=args.time_scale, seed=seed)
-    emulator = Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
-                        control_port=args.control_port)
+    config = EmulatorConfig(time_scale=args.time_scale, seed=args.seed)  # None: the plan's seed
+    return Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
+                    control_port=args.control_port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    emulator = build(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

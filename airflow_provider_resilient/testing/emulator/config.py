@@ -39,6 +39,7 @@ class RpcCodes(BaseModel):
     internal: int = 13  # INTERNAL
     cancelled: int = 1  # CANCELLED
     expired: int = 4  # DEADLINE_EXCEEDED
+    trials_failed: int = 9  # FAILED_PRECONDITION: a HyperparameterTuningJob failed by its failed trials
 
 
 class PlatformRules(BaseModel):
@@ -54,7 +55,13 @@ class PlatformRules(BaseModel):
 
 
 class EmulatorConfig(BaseModel):
-    """Everything that shapes an emulator run. ``seed`` makes fault probabilities reproducible."""
+    """Everything that shapes an emulator run.
+
+    ``seed`` makes a run reproducible: it seeds the fault book's probability draws (faults of the plan and
+    faults added at run time alike), job ids and tuning trials' random parameters. Precedence: a seed given
+    here (``EmulatorConfig(seed=N)``, ``resilient-emulator --seed N``, the pytest marker's ``seed=N``) wins
+    over the fault plan's ``seed``; with None the plan's seed applies (0 without a plan).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -62,8 +69,15 @@ class EmulatorConfig(BaseModel):
     latencies: Latencies = Latencies()
     rpc_codes: RpcCodes = RpcCodes()
     platform: PlatformRules = PlatformRules()
-    seed: int = 0
+    seed: int | None = Field(None, description="seed of fault draws, ids and trial parameters; "
+                                                "None: the fault plan's seed (0 without a plan)")
     tick_seconds: float = Field(0.02, gt=0, description="how often the lifecycle engine looks at jobs")
+
+    def resolved_seed(self, plan_seed: int | None) -> int:
+        """The seed in force: this config's when given, else the plan's (``plan_seed``), else 0."""
+        if self.seed is not None:
+            return self.seed
+        return plan_seed if plan_seed is not None else 0
 
     def scaled(self, seconds: float) -> float:
         """``seconds`` of platform latency in real seconds."""

@@ -33,8 +33,11 @@ after the job's processes started, or when the workload reaches ``at_step`` (see
 checkpoint under ``AIP_CHECKPOINT_DIR`` -- ``step_source: checkpoint`` -- or a log line matching
 ``log_pattern``, whose first group is the step -- ``step_source: log``); with neither, at once.
 ``times`` is how many times the fault fires in all (``null``: every time); ``probability`` draws from
-the plan's seed, so a run is reproducible. ``active_seconds: [from, until]`` limits a fault to a window of
-real seconds since the plan was loaded (the emulator started or was reset), e.g. a capacity outage::
+the run's seed, so a run is reproducible. The seed is the emulator's configured one when it is given
+(``EmulatorConfig(seed=N)``, ``resilient-emulator --seed N``, the pytest marker's ``seed=N``), else the
+plan's ``seed`` (0 without a plan); it applies to faults added at run time as much as to the plan's.
+``active_seconds: [from, until]`` limits a fault to a window of real seconds since the plan was loaded
+(the emulator started or was reset), e.g. a capacity outage::
 
       - kind: stockout              # us-central1 has no capacity from 30 s to 90 s; other regions do
         match: {location: us-central1}
@@ -169,11 +172,20 @@ class FaultBook:
     """The run-time state of a plan: which jobs and calls each fault matched, how often it fired.
 
     Thread-safe. The emulator asks it at each point where a fault may strike.
+
+    Args:
+        plan: the faults to start with (more can be added at run time with :meth:`add`).
+        clock: monotonic seconds, for ``active_seconds``.
+        seed: seeds every probability draw, overriding ``plan.seed`` (and the seed of any plan loaded later
+            by :meth:`reset`); None: the plan's seed. The emulator passes its configured seed here when one
+            was given explicitly.
     """
 
-    def __init__(self, plan: FaultPlan | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, plan: FaultPlan | None = None, clock: Callable[[], float] = time.monotonic, *,
+                 seed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._clock = clock
+        self._seed_override = seed
         self._load(plan)
 
     def _load(self, plan: FaultPlan | None) -> None:
@@ -187,7 +199,8 @@ class FaultBook:
 
     @property
     def seed(self) -> int:
-        return self._plan.seed
+        """The seed of the probability draws: the one given to the book when given, else the plan's."""
+        return self._plan.seed if self._seed_override is None else self._seed_override
 
     def add(self, fault: Fault) -> int:
         """Add a fault at run time; returns its index. It applies to matching jobs that exist already too
@@ -233,7 +246,7 @@ class FaultBook:
 
     def _draw(self, i: int, key: str) -> bool:
         p = self._faults[i].probability
-        return p >= 1.0 or random.Random(f"{self._plan.seed}:{i}:{key}:{self._fired[i]}").random() < p
+        return p >= 1.0 or random.Random(f"{self.seed}:{i}:{key}:{self._fired[i]}").random() < p
 
     def on_call(self, kinds: frozenset[str], display_name: str, labels: Mapping[str, str], key: str,
                 name: str = "", calls: str = "get") -> Fault | None:

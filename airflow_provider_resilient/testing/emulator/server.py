@@ -45,7 +45,9 @@ class Emulator:
         host: loopback address to bind.
         port: gRPC port (0: a free one).
         fault_plan: faults to inject (see :mod:`.faults`).
-        config: latencies, time scale, platform rules, seed.
+        config: latencies, time scale, platform rules, seed. Its ``seed``, when given, seeds fault draws
+            (also of faults added at run time and of plans loaded by :meth:`reset`) and wins over
+            ``fault_plan.seed``; when None, the plan's seed applies (0 without a plan).
         work_dir: where replica logs go (default: a temporary directory removed at stop).
         storage: also run the Cloud Storage emulator (gcp-storage-emulator) in process.
         control_port: port of the HTTP control API (0: a free one; None: no HTTP API).
@@ -56,8 +58,11 @@ class Emulator:
                  control_port: int | None = None) -> None:
         self.host = host
         self._port = port
-        self.config = config or EmulatorConfig(seed=fault_plan.seed if fault_plan else 0)
-        self.faults = FaultBook(fault_plan)
+        config = config or EmulatorConfig()
+        # The backends see the seed in force; the fault book keeps the explicit one (None: each plan's own).
+        self.config = config.model_copy(update={"seed": config.resolved_seed(fault_plan.seed if fault_plan
+                                                                             else None)})
+        self.faults = FaultBook(fault_plan, seed=config.seed)
         self.calls = CallLog()
         self.operations = OperationStore()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -217,12 +222,13 @@ class Emulator:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def job_events(self, job_name: str) -> list[str]:
-        """The platform's story of a job: states, faults, platform retries, in order."""
-        with self.vertex.lock:
-            return list(self.vertex._run(job_name).events)
+        """The platform's story of a CustomJob (states, faults, platform retries) or HyperparameterTuningJob
+        (states, trials' states), in order."""
+        return self.vertex.events(job_name)
 
     def wait_for_state(self, job_name: str, states: Iterable[str], timeout: float = 60.0) -> str:
-        """Block until the job's state name (``JOB_STATE_*``) is one of ``states``; return it.
+        """Block until the state name (``JOB_STATE_*``) of a CustomJob or HyperparameterTuningJob is one of
+        ``states``; return it.
 
         Raises:
             TimeoutError: naming the state it was left in.
@@ -230,8 +236,7 @@ class Emulator:
         wanted = set(states)
         deadline = time.monotonic() + timeout
         while True:
-            with self.vertex.lock:
-                state = self.vertex._run(job_name).job.state.name
+            state = self.vertex.state_name(job_name)
             if state in wanted:
                 return str(state)
             if time.monotonic() > deadline:

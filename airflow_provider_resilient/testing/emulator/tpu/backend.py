@@ -168,7 +168,7 @@ class TpuBackend:
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeRun] = {}
         self.queued: dict[str, dict[str, Any]] = {}  # name -> {"qr": QueuedResource, "phase", "next_at", ...}
-        self._ids = itertools.count(7_000_000_000_000_000_000 + config.seed * 1000)
+        self._ids = itertools.count(7_000_000_000_000_000_000 + (config.seed or 0) * 1000)
 
     # ------------------------------------------------------------------ helpers
     def _later(self, now: float, seconds: float) -> float:

@@ -61,7 +61,7 @@ class VertexBackend:
         self.lock = threading.RLock()
         self.runs: dict[str, JobRun] = {}  # CustomJob name -> run
         self.tuning: dict[str, TuningRun] = {}  # HyperparameterTuningJob name -> run
-        self._ids = itertools.count(1_000_000_000_000_000_000 + config.seed * 1000)
+        self._ids = itertools.count(1_000_000_000_000_000_000 + (config.seed or 0) * 1000)
 
     # ------------------------------------------------------------------ helpers
     def _new_id(self) -> str:
@@ -195,8 +195,26 @@ class VertexBackend:
         return self._list(self.tuning, _types().HyperparameterTuningJob, parent, filter_text, page_size, page_token)
 
     def cancel_hyperparameter_tuning_job(self, name: str) -> None:
+        """CancelHyperparameterTuningJob: CANCELLING at once, CANCELLED after the cancel latency (see
+        :meth:`TuningRun.cancel`). Raises FailedPrecondition for a job already in a terminal state."""
         with self.lock:
-            self._tuning_run(name).cancel()
+            self._tuning_run(name).cancel(time.monotonic())
+
+    def state_name(self, name: str) -> str:
+        """The ``JOB_STATE_*`` name of a CustomJob or HyperparameterTuningJob. Raises NotFound."""
+        with self.lock:
+            run: JobRun | TuningRun | None = self.runs.get(name) or self.tuning.get(name)
+            if run is None:
+                raise NotFound(f'The job "{name}" does not exist.')
+            return str(run.job.state.name)
+
+    def events(self, name: str) -> list[str]:
+        """The platform's story of a CustomJob or HyperparameterTuningJob (states, faults, retries, trials)."""
+        with self.lock:
+            run: JobRun | TuningRun | None = self.runs.get(name) or self.tuning.get(name)
+            if run is None:
+                raise NotFound(f'The job "{name}" does not exist.')
+            return list(run.events)
 
     def delete_hyperparameter_tuning_job(self, name: str) -> Any:
         with self.lock:
@@ -266,8 +284,19 @@ class TuningRun:
     otherwise random with the emulator's seed) and passed as ``--<parameter_id>=<value>`` arguments.
     A trial reports its metric by writing JSON lines ``{"<metric_id>": value}`` to the file named by
     ``CLOUD_ML_HP_METRIC_FILE`` (what the ``cloudml-hypertune`` library does); the last line is the
-    final measurement. The job SUCCEEDS when every trial ended and at most ``max_failed_trial_count``
-    failed (0: Vertex's default of "any number but all").
+    final measurement. A trial whose run fails is INFEASIBLE, with the run's error as
+    ``infeasible_reason``.
+
+    The job FAILS once ``max_failed_trial_count`` trials have failed -- "the number of failed Trials that
+    need to be seen before failing the HyperparameterTuningJob" (the field's documentation in
+    ``google.cloud.aiplatform_v1``) -- without starting more trials; with 0 ("Vertex AI decides") it fails
+    only when every trial failed. Otherwise it SUCCEEDS when ``max_trial_count`` trials have ended.
+
+    Cancel goes QUEUED/RUNNING -> CANCELLING -> CANCELLED like a CustomJob (seed 000's cancel path, same
+    latency). The running trial's processes are killed at once and the trial is STOPPING ("the Trial should
+    stop according to the service"); once CANCELLED the trial is done without a final measurement, so it
+    ends INFEASIBLE, which ``Trial.State`` defines as "done but missing the final_measurement" (the enum has
+    no cancelled state), with ``infeasible_reason`` saying it was stopped by the cancel.
     """
 
     def __init__(self, backend: VertexBackend, job: Any, region: str) -> None:
@@ -278,25 +307,46 @@ class TuningRun:
         self.failed = 0
         self.rng = random.Random(f"{backend.config.seed}:{job.name}")
         self.next_at = time.monotonic() + backend.config.scaled(backend.config.latencies.queued_seconds)
-        self.cancelled = False
+        self.events: list[str] = ["QUEUED"]
 
     def kill_all(self) -> None:
         if self.current is not None:
             self.current.kill_all()
 
-    def cancel(self) -> None:
+    def _set_state(self, state: str) -> None:
+        types = _types()
+        self.job.state = getattr(types.JobState, f"JOB_STATE_{state}")
+        self.job.update_time = _now()
+        if state == "RUNNING":
+            self.job.start_time = self.job.update_time
+        if f"JOB_STATE_{state}" in TERMINAL:
+            self.job.end_time = self.job.update_time
+        self.events.append(state)
+
+    def cancel(self, now: float) -> None:
+        """CANCELLING now (the running trial STOPPING, its processes killed); CANCELLED after the cancel latency.
+
+        Raises:
+            FailedPrecondition: the job is already in a terminal state.
+        """
         types = _types()
         if self.job.state.name in TERMINAL:
-            raise FailedPrecondition(f'Cannot cancel "{self.job.name}": it is already {self.job.state.name}.')
-        self.kill_all()
-        self.cancelled = True
-        self._finish(types.JobState.JOB_STATE_CANCELLED, {"code": 1, "message": "CANCELED"})
+            raise FailedPrecondition(f'Cannot cancel HyperparameterTuningJob "{self.job.name}": it is already in '
+                                     f"state {self.job.state.name}.")
+        if self.job.state == types.JobState.JOB_STATE_CANCELLING:
+            return
+        self._set_state("CANCELLING")
+        if self.current is not None:
+            trial = self.job.trials[-1]
+            trial.state = types.Trial.State.STOPPING
+            self.current.cancel(now)  # kills the trial's processes
+            self.events.append(f"trial {trial.id} STOPPING")
+        self.next_at = now + self.backend.config.scaled(self.backend.config.latencies.cancel_seconds)
 
-    def _finish(self, state: Any, error: dict[str, Any] | None = None) -> None:
-        self.job.state = state
-        self.job.end_time = self.job.update_time = _now()
+    def _finish(self, state: str, error: dict[str, Any] | None = None) -> None:
         if error:
             self.job.error = error
+        self._set_state(state)
 
     def _parameters(self, index: int) -> list[tuple[str, Any]]:
         types = _types()
@@ -344,6 +394,7 @@ class TuningRun:
         run.start(now)
         self.current = run
         self.metric_file = metric_file
+        self.events.append(f"trial {trial_id} ACTIVE")
 
     def _end_trial(self) -> None:
         types = _types()
@@ -360,28 +411,48 @@ class TuningRun:
             trial.state = types.Trial.State.INFEASIBLE
             trial.infeasible_reason = self.current.job.error.message
             self.failed += 1
+        self.events.append(f"trial {trial.id} {trial.state.name}")
         self.current = None
+
+    def _end_cancelled(self) -> None:
+        """The cancel latency is over: the stopped trial ends INFEASIBLE and the job CANCELLED."""
+        types = _types()
+        if self.current is not None:
+            self.current.kill_all()
+            trial = self.job.trials[-1]
+            trial.end_time = _now()
+            trial.state = types.Trial.State.INFEASIBLE
+            trial.infeasible_reason = "The trial was stopped because its HyperparameterTuningJob was cancelled."
+            self.events.append(f"trial {trial.id} INFEASIBLE")
+            self.current = None
+        self._finish("CANCELLED", {"code": self.backend.config.rpc_codes.cancelled, "message": "CANCELED"})
 
     def advance(self, now: float) -> None:
         types = _types()
         if self.job.state.name in TERMINAL or now < self.next_at:
             return
+        if self.job.state == types.JobState.JOB_STATE_CANCELLING:
+            self._end_cancelled()
+            return
         if self.job.state == types.JobState.JOB_STATE_QUEUED:
-            self.job.state = types.JobState.JOB_STATE_RUNNING
-            self.job.start_time = self.job.update_time = _now()
+            self._set_state("RUNNING")
         if self.current is not None:
             self.current.advance(now)
             if not self.current.done:
                 return
             self._end_trial()
         max_failed = self.job.max_failed_trial_count
-        if (max_failed and self.failed > max_failed) or (self.failed and self.failed == self.job.max_trial_count):
-            last = self.job.trials[-1].infeasible_reason
-            self._finish(types.JobState.JOB_STATE_FAILED,
-                         {"code": 9, "message": f"{self.failed} trials failed; the last: {last}"})
+        if (max_failed and self.failed >= max_failed) or (self.failed and self.failed == self.job.max_trial_count):
+            last = self.job.trials[-1]
+            limit = (f"max_failed_trial_count {max_failed}" if max_failed else
+                     f"all {self.job.max_trial_count} trials")
+            self._finish("FAILED", {
+                "code": self.backend.config.rpc_codes.trials_failed,
+                "message": f"{self.failed} of {len(self.job.trials)} trials failed, reaching {limit}. "
+                           f"The last failed trial, {last.id}: {last.infeasible_reason}"})
             return
         if len(self.job.trials) >= self.job.max_trial_count:
-            self._finish(types.JobState.JOB_STATE_SUCCEEDED)
+            self._finish("SUCCEEDED")
             return
         self._start_trial(now)
 

@@ -79,8 +79,11 @@ def validate_job_spec(spec: Any, field: str = "custom_job.job_spec") -> None:
             raise _invalid(f"{where}.machine_spec.machine_type", "Required field is not set.")
         has_container = "container_spec" in pool
         has_python = "python_package_spec" in pool
-        if has_container == has_python:
-            raise _invalid(where, "exactly one of container_spec or python_package_spec must be set.")
+        if not has_container and not has_python:
+            raise _invalid(f"{where}.container_spec", "Required field is not set: one of container_spec or "
+                                                      "python_package_spec must be set.")
+        if has_container and has_python:
+            raise _invalid(where, "only one of container_spec or python_package_spec may be set.")
         if has_container:
             if not pool.container_spec.image_uri:
                 raise _invalid(f"{where}.container_spec.image_uri", "Required field is not set.")
