@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from google.api_core import exceptions
@@ -69,7 +70,7 @@ def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_f
     one = client.get_guest_attributes(request={"name": name, "query_path": "resilient/", "worker_ids": ["2"]})
     assert [g.query_value.items[0].value for g in one.guest_attributes] == ["2"]
     assert [n.name for n in client.list_nodes(parent=ZONE)] == [name]
-    assert len(resilient_emulator.tpu.processes()) == 4
+    assert len(resilient_emulator.tpu.worker_pids()) == 4
 
     client.stop_node(request={"name": name}).result(timeout=30)
     assert client.get_node(name=name).state.name == "STOPPED" and resilient_emulator.tpu.processes() == []
@@ -157,14 +158,15 @@ def test_stockout_fails_the_create_operation_and_writes_an_audit_entry(resilient
         client.get_node(name=f"{ZONE}/nodes/nocap")
     entries, _ = resilient_emulator.logging.list_log_entries(["projects/test-project"], "severity>=ERROR", "", 0, "")
     assert len(entries) == 1
+    assert entries[0].log_name == "projects/test-project/logs/cloudaudit.googleapis.com%2Factivity"
 
 
 def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 1, "after_seconds": 0.3})
     _ready_node("crashy")
     log1 = resilient_emulator.work_dir / "tpu" / "crashy" / "worker-1.log"
-    wait_for(lambda: "Segmentation" in log1.read_text() or len(resilient_emulator.tpu.processes()) == 1)
-    assert len(resilient_emulator.tpu.processes()) == 1  # worker 1's script ended, worker 0 still runs
+    wait_for(lambda: "Segmentation" in log1.read_text() or len(resilient_emulator.tpu.worker_pids()) == 1)
+    assert len(resilient_emulator.tpu.worker_pids()) == 1  # worker 1's script ended, worker 0 still runs
 
 
 def test_queued_resource_becomes_active_with_its_node(resilient_emulator):
@@ -189,3 +191,45 @@ def test_a_queued_resource_never_provisioned_fails_when_its_validity_ends(resili
     wait_for(lambda: client.get_queued_resource(name=name).state.state.name == "WAITING_FOR_RESOURCES")
     failed = wait_for(lambda: (q := client.get_queued_resource(name=name)).state.state.name == "FAILED" and q)
     assert "valid_until_duration" in failed.state.failed_data.error.message
+
+
+def test_deleting_a_node_kills_commands_in_sessions_of_their_own(resilient_emulator, tmp_path):
+    """The worker runner starts the training command in its own session; a command that ignores SIGTERM
+    must still die with the VM, or the emulator would leak it past DeleteNode and past shutdown."""
+    pid_file = tmp_path / "stubborn.pid"
+    script = (f"setsid bash -c 'trap \"\" TERM; echo $$ > {pid_file}; while true; do sleep 0.2; done' &\n"
+              "wait\n")
+    client = tpu_client()
+    name = f"{ZONE}/nodes/stubborn"
+    client.create_node(parent=ZONE, node_id="stubborn",
+                       node={**node("v4-8"), "metadata": {"startup-script": script}}).result(timeout=30)
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
+    assert pid in resilient_emulator.tpu.processes()  # seen although it left the script's process group
+    client.delete_node(name=name).result(timeout=30)
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[1]
+             .split()[0] == "Z")
+    assert resilient_emulator.tpu.processes() == []
+
+
+def test_unavailable_faults_strike_tpu_and_logging_calls(resilient_emulator):
+    """``unavailable`` with ``service: tpu`` / ``service: logging``: the k-th matching call answers
+    UNAVAILABLE (the hooks must retry through it); other services' calls are not counted."""
+    from airflow_provider_resilient.logging_clients import logging_gapic_client
+
+    name = _ready_node("flaky", "v4-8")
+    resilient_emulator.add_fault({"kind": "unavailable", "service": "tpu", "match": {"nth": 2}})
+    resilient_emulator.add_fault({"kind": "unavailable", "service": "tpu", "calls": "list"})
+    resilient_emulator.add_fault({"kind": "unavailable", "service": "logging", "calls": "list"})
+    client = tpu_client()
+    assert client.get_node(name=name, retry=None).state.name == "READY"  # the 1st Get passes
+    with pytest.raises(exceptions.ServiceUnavailable):
+        client.get_node(name=name, retry=None)
+    assert client.get_node(name=name, retry=None).state.name == "READY"  # times: 1 -- once only
+    with pytest.raises(exceptions.ServiceUnavailable):
+        client.list_nodes(parent=ZONE, retry=None)
+    assert [n.name for n in client.list_nodes(parent=ZONE, retry=None)] == [name]
+    logs = logging_gapic_client()
+    with pytest.raises(exceptions.ServiceUnavailable):
+        list(logs.list_log_entries(resource_names=["projects/test-project"], retry=None))
+    assert isinstance(list(logs.list_log_entries(resource_names=["projects/test-project"], retry=None)), list)
+    assert [f["fired"] for f in resilient_emulator.faults.faults()] == [1, 1, 1]

@@ -20,7 +20,8 @@ Kinds and where they strike:
 ============== =================================================================================
 create time    ``quota`` (the create call is refused: 429 RESOURCE_EXHAUSTED naming ``quota_metric``)
 get time       ``unavailable`` (a Get call -- or with ``calls: list`` a ListCustomJobs call -- answers
-               UNAVAILABLE)
+               UNAVAILABLE; ``service: tpu`` for GetNode / GetGuestAttributes / GetQueuedResource
+               and ListNodes / ListQueuedResources, ``service: logging`` for ListLogEntries)
 provisioning   ``stockout`` (one provisioning attempt of the job finds no capacity)
 running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
                platform restarts the worker in place), ``internal_error``, ``hang`` (the
@@ -113,7 +114,9 @@ class Fault(BaseModel):
     times: int | None = Field(1, ge=1, description="how many times it fires; null: always")
     probability: float = Field(1.0, ge=0, le=1)
     quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"
-    calls: Literal["get", "list"] = Field("get", description="unavailable: Get calls or ListCustomJobs calls")
+    calls: Literal["get", "list"] = Field("get", description="unavailable: Get calls or List calls")
+    service: Literal["aiplatform", "tpu", "logging"] = Field(
+        "aiplatform", description="unavailable: the API whose calls answer UNAVAILABLE (logging: ListLogEntries)")
     region: str | None = Field(None, description="stockout: the region named (default: the job's)")
     worker: int = Field(0, ge=0, description="TPU: the worker VM struck by crash / hang")
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
@@ -249,7 +252,7 @@ class FaultBook:
         return p >= 1.0 or random.Random(f"{self.seed}:{i}:{key}:{self._fired[i]}").random() < p
 
     def on_call(self, kinds: frozenset[str], display_name: str, labels: Mapping[str, str], key: str,
-                name: str = "", calls: str = "get") -> Fault | None:
+                name: str = "", calls: str = "get", service: str = "aiplatform") -> Fault | None:
         """A create/get-time fault that fires for this call, counting the call for ``match.nth``. ``name``:
         the resource (or the create call's parent, ``projects/P/locations/L``) for ``match.location``.
 
@@ -259,7 +262,7 @@ class FaultBook:
             for i, fault in enumerate(self._faults):
                 if fault.kind not in kinds or not fault.match.selects(display_name, labels, name):
                     continue
-                if fault.kind in GET_KINDS and fault.calls != calls:
+                if fault.kind in GET_KINDS and (fault.calls != calls or fault.service != service):
                     continue
                 self._calls[i] += 1
                 if fault.match.nth is not None and self._calls[i] < fault.match.nth:

@@ -84,7 +84,7 @@ class Emulator:
 
         self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
                                     self.ensure_bucket, self.storage_filesystem)
-        self.logging = LogStore()
+        self.logging = LogStore(faults=self.faults)
 
         def audit(project: str, **entry: Any) -> None:
             self.logging.add_audit_entry(project, service_name=TPU_SERVICE, **entry)

@@ -41,12 +41,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, Unavailable
+from ..faults import GET_KINDS
 from ..filters import FilterError, compile_filter
 
-__all__ = ["AUDIT_LOG_TYPE", "SYSTEM_EVENT_LOG", "LogStore"]
+__all__ = ["ACTIVITY_LOG", "AUDIT_LOG_TYPE", "SYSTEM_EVENT_LOG", "LogStore"]
 
 SYSTEM_EVENT_LOG = "cloudaudit.googleapis.com%2Fsystem_event"  # seed 002: TPU maintenance events
+ACTIVITY_LOG = "cloudaudit.googleapis.com%2Factivity"  # Admin Activity: the user's own calls, e.g. CreateNode
 AUDIT_LOG_TYPE = "type.googleapis.com/google.cloud.audit.AuditLog"
 DEFAULT_PAGE_SIZE = 50  # the API's documented default and maximum for ListLogEntries
 MAX_PAGE_SIZE = 1000
@@ -82,8 +84,9 @@ class LogStore:
             ``receive_timestamp`` and relative filter times (``now-24h``).
     """
 
-    def __init__(self, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(self, clock: Callable[[], datetime] = _now, faults: Any = None) -> None:
         self.clock = clock
+        self.faults = faults  # a FaultBook: ``unavailable`` faults with ``service: logging``
         self._lock = threading.Lock()
         self._entries: list[_Stored] = []
         self._seq = itertools.count(1)
@@ -151,6 +154,10 @@ class LogStore:
         Raises InvalidArgument for no or bad resource names, a bad filter, order or page token.
         """
         parents = _parents(resource_names)
+        if self.faults is not None:
+            key = f"list-logs:{','.join(sorted(parents))}:{page_token}"
+            if self.faults.on_call(GET_KINDS, "", {}, key, "", calls="list", service="logging") is not None:
+                raise Unavailable("The service is currently unavailable.")
         descending = _ORDER.get(" ".join(order_by.lower().split()))
         if descending is None:
             raise InvalidArgument(f"Invalid order_by {order_by!r}: use 'timestamp asc' or 'timestamp desc'.")

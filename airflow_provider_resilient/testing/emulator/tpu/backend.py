@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cloud_logging.backend import ACTIVITY_LOG
 from ..config import EmulatorConfig
-from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from ..faults import PROVISIONING_KINDS, QUEUED_RESOURCE_KINDS, TPU_RUNNING_KINDS, Fault, FaultBook
+from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from ..faults import GET_KINDS, PROVISIONING_KINDS, QUEUED_RESOURCE_KINDS, TPU_RUNNING_KINDS, Fault, FaultBook
 from ..operations import OperationStore
 from .metadata import MetadataServer
 from .topology import worker_count
@@ -80,6 +81,15 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass
 class Worker:
     """One worker VM: its metadata server and its startup-script process."""
@@ -89,6 +99,7 @@ class Worker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    killed: set[int] = field(default_factory=set)
 
     def start(self, script: str, env: dict[str, str]) -> None:
         self.stop()
@@ -121,10 +132,41 @@ class Worker:
         return False
 
     def stop(self) -> None:
-        if self.proc is not None:
+        """Power the VM off: kill the startup script and every process below it.
+
+        The worker runner starts the training command in a session of its own, so killing the script's
+        process group is not enough; the tree is frozen (SIGSTOP, so nothing forks meanwhile), then
+        killed. Pids killed this way are remembered so :meth:`leftovers` can prove none survived.
+        """
+        if self.proc is None:
+            return
+        tree = [self.proc.pid]
+        if self.alive():
+            for _ in range(5):  # freeze until no new process appears under the script
+                found = [self.proc.pid, *_descendants(self.proc.pid)]
+                for pid in found:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGSTOP)
+                if set(found) <= set(tree) and len(tree) > 1:
+                    break
+                tree = list(dict.fromkeys([*tree, *found]))
             self.signal_group(signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        self.killed.update(tree[1:])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+    def leftovers(self) -> list[int]:
+        """Processes this worker started that are still alive: the script, its descendants, and any
+        process killed by :meth:`stop` that is somehow still running (never expected)."""
+        alive = []
+        if self.alive():
+            assert self.proc is not None
+            alive = [self.proc.pid, *_descendants(self.proc.pid)]
+        alive += [pid for pid in sorted(self.killed) if _running(pid)]
+        return list(dict.fromkeys(alive))
 
 
 @dataclass
@@ -168,6 +210,7 @@ class TpuBackend:
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeRun] = {}
         self.queued: dict[str, dict[str, Any]] = {}  # name -> {"qr": QueuedResource, "phase", "next_at", ...}
+        self.all_workers: list[Worker] = []  # of deleted nodes too, so processes() can prove nothing survived
         self._ids = itertools.count(7_000_000_000_000_000_000 + (config.seed or 0) * 1000)
 
     # ------------------------------------------------------------------ helpers
@@ -240,6 +283,7 @@ class TpuBackend:
             run = NodeRun(created, zone, project, [])
             run.workers = [Worker(i, MetadataServer(i, self._attributes_of(run, i)), log_dir / f"worker-{i}.log")
                            for i in range(count)]
+            self.all_workers.extend(run.workers)
             self._set_state(run, "CREATING")
             run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_create_seconds)
             op_name = self._op_name(parent)
@@ -258,11 +302,20 @@ class TpuBackend:
 
         return attributes
 
+    def _check_unavailable(self, calls: str, key: str, name: str, run: NodeRun | None = None) -> None:
+        """Answer UNAVAILABLE when an ``unavailable`` fault with ``service: tpu`` fires for this call."""
+        display, labels = (run.node.name.rsplit("/", 1)[-1], dict(run.node.labels)) if run else ("", {})
+        if self.faults.on_call(GET_KINDS, display, labels, key, name, calls=calls, service="tpu") is not None:
+            raise Unavailable("The service is currently unavailable.")
+
     def get_node(self, name: str) -> Any:
         with self.lock:
-            return _types().Node(self._run(name).node)
+            run = self._run(name)
+            self._check_unavailable("get", f"get:{name}", name, run)
+            return _types().Node(run.node)
 
     def list_nodes(self, parent: str) -> list[Any]:
+        self._check_unavailable("list", f"list:{parent}", parent)
         with self.lock:
             return [_types().Node(r.node) for n, r in self.nodes.items() if n.startswith(parent + "/")]
 
@@ -305,6 +358,7 @@ class TpuBackend:
         types = _types()
         with self.lock:
             run = self._run(name)
+            self._check_unavailable("get", f"attributes:{name}", name, run)
             wanted = {int(w) for w in worker_ids if str(w).isdigit()} if worker_ids and "all" not in worker_ids \
                 else {w.index for w in run.workers}
             out = []
@@ -350,9 +404,11 @@ class TpuBackend:
             entry = self.queued.get(name)
             if entry is None:
                 raise NotFound(f"Resource '{name}' was not found")
+            self._check_unavailable("get", f"get:{name}", name)
             return _types().QueuedResource(entry["qr"])
 
     def list_queued_resources(self, parent: str) -> list[Any]:
+        self._check_unavailable("list", f"list-queued:{parent}", parent)
         with self.lock:
             return [_types().QueuedResource(e["qr"]) for n, e in self.queued.items() if n.startswith(parent + "/")]
 
@@ -429,8 +485,11 @@ class TpuBackend:
                 if self.faults.fire(index, f"{run.name}:create"):
                     message = (f'There is no more capacity in the zone "{run.zone}"; you can try in another zone '
                                "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")
+                    # A failed CreateNode is an Admin Activity entry (the call was the user's), unlike the
+                    # system events of maintenance (seed 002), which Google writes to system_event.
                     self.audit(run.project, method_name="google.cloud.tpu.v2.Tpu.CreateNode",
-                               resource_name=run.name, severity="ERROR", status_code=8, status_message=message)
+                               resource_name=run.name, severity="ERROR", status_code=8, status_message=message,
+                               log=ACTIVITY_LOG)
                     assert run.operation is not None
                     self.operations.finish(run.operation, error=(8, message))
                     for worker in run.workers:
@@ -534,5 +593,12 @@ class TpuBackend:
             self.queued.clear()
 
     def processes(self) -> list[int]:
+        """Every live process the emulated TPU VMs started: startup scripts, the training commands
+        under them (also those in sessions of their own) and anything a stopped VM left behind."""
         with self.lock:
-            return [w.proc.pid for r in self.nodes.values() for w in r.workers if w.alive() and w.proc]
+            return [pid for w in self.all_workers for pid in w.leftovers()]
+
+    def worker_pids(self) -> list[int]:
+        """The startup-script process of each worker VM whose script still runs (one per worker)."""
+        with self.lock:
+            return [w.proc.pid for w in self.all_workers if w.alive() and w.proc is not None]
