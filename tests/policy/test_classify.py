@@ -92,7 +92,8 @@ def test_oom_message_without_replica_still_classifies():
 
 def test_stockout_message_from_the_japanese_seed_variant():
     # Seed 003 (ja) quotes an older English text with a different second sentence.
-    text = "Resources are insufficient in region: europe-west4. Try a different region. If you use K80, ..."
+    text = ("Resources are insufficient in region: europe-west4. Try a different region. If you use K80, "
+            "consider using P100 or V100 instead.")
     failure = classify_error_message(text)
     assert failure.failure_class == FC.CAPACITY_STOCKOUT and failure.region == "europe-west4"
 
