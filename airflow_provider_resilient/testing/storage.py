@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -108,7 +109,21 @@ class StorageEmulator:
         return self
 
     def stop(self) -> None:
-        self._server.stop()
+        """Stop the server, at once rather than at its next 0.5 s poll.
+
+        ``serve_forever`` only looks at a shutdown request when its ``select`` returns; an empty connection
+        wakes it, so each stop costs milliseconds instead of up to half a second per test.
+        """
+        if self._server._api._httpd is None:  # never started
+            self._server.stop()
+            return
+        address = (self._host, self.port)
+        stopper = threading.Thread(target=self._server.stop, name="storage-emulator-stop", daemon=True)
+        stopper.start()
+        while stopper.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection(address, timeout=0.1).close()
+            stopper.join(0.01)
 
     def __enter__(self) -> StorageEmulator:
         return self.start()
