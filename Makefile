@@ -31,14 +31,32 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-# Benchmarks print figures (never asserted in tests). So far: import cost, detection; goodput and scale next.
+# Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:
 	test -x $(BIN)/uv || (test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); $(BIN)/python -m pip install --quiet uv)
-	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo pyproject.toml -o constraints.txt
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres pyproject.toml -o constraints.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
+# compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
+COMPOSE ?= docker compose
+.PHONY: compose-up compose-down compose-logs check-postgres
+
+compose-up:
+	$(COMPOSE) up --build --detach --wait
+
+compose-down:
+	$(COMPOSE) down
+
+compose-logs:
+	$(COMPOSE) logs --follow
+
+# docker-compose.yaml's Airflow configuration without docker: local PostgreSQL, db migrate, dags test (not in CI).
+check-postgres: $(STAMP)
+	bash scripts/check_postgres.sh

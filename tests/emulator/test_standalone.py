@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -92,6 +93,69 @@ def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     assert not alive(pid)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+#: A workload that uploads an object through the Cloud Storage endpoint its environment names.
+UPLOAD = ("import os, urllib.request; url = os.environ['STORAGE_EMULATOR_HOST'] + "
+          "'/upload/storage/v1/b/shared/o?uploadType=media&name=hello.txt'; "
+          "urllib.request.urlopen(urllib.request.Request(url, data=b'from a replica', method='POST')).read()")
+
+
+def test_standalone_binds_every_interface_on_fixed_ports_and_advertises_a_host(tmp_path: Path):
+    """What docker compose runs: ``--host 0.0.0.0`` on fixed ports, advertised under another name. A socket
+    bound to 127.0.0.1 does not answer on 127.0.0.2, so reaching every endpoint there proves the wildcard
+    bind; the exports, and the replicas' environment, name the advertised host."""
+    from airflow_provider_resilient.testing.emulator.__main__ import build
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.2", 0))
+        except OSError:
+            pytest.skip("127.0.0.2 is not a loopback address here (macOS configures 127.0.0.1 only)")
+    assert build(["--host", "0.0.0.0"]).advertise_host == "127.0.0.1"  # a wildcard is never advertised
+    assert build([]).advertise_host == "127.0.0.1"
+    port, control_port, storage_port = free_port(), free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_provider_resilient.testing.emulator", "--host", "0.0.0.0",
+                             "--advertise-host", "127.0.0.2", "--port", str(port), "--control-port",
+                             str(control_port), "--storage-port", str(storage_port), "--time-scale", "0.002",
+                             "--work-dir", str(tmp_path / "work")], stdout=subprocess.PIPE, text=True)
+    try:
+        exports, control = {}, None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("Control API"):
+                control = line.split()[3]
+            if line.strip().startswith("export "):
+                key, value = line.strip()[7:].split("=", 1)
+                exports[key] = value
+            if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
+                break
+        assert control == f"http://127.0.0.2:{control_port}"
+        assert exports["RESILIENT_EMULATOR_HOST"] == f"127.0.0.2:{port}"
+        assert exports["STORAGE_EMULATOR_HOST"] == f"http://127.0.0.2:{storage_port}"
+        assert json.load(urllib.request.urlopen(f"{control}/healthz", timeout=10)) == {"status": "ok"}
+
+        client = vertex_job_client("us-central1", emulator=exports["RESILIENT_EMULATOR_HOST"])
+        job = client.create_custom_job(parent=PARENT, custom_job=custom_job(UPLOAD, display_name="upload"))
+        deadline = time.monotonic() + 60
+        while (state := client.get_custom_job(name=job.name).state.name) not in ("JOB_STATE_SUCCEEDED",
+                                                                                   "JOB_STATE_FAILED"):
+            assert time.monotonic() < deadline, state
+            time.sleep(0.1)
+        job_id = job.name.rsplit("/", 1)[1]
+        assert state == "JOB_STATE_SUCCEEDED", (tmp_path / "work" / "vertex" / job_id / "workerpool0-0.log").read_text()
+        url = f"{exports['STORAGE_EMULATOR_HOST']}/storage/v1/b/shared/o/hello.txt?alt=media"
+        assert urllib.request.urlopen(url, timeout=10).read() == b"from a replica"
+        client.transport.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
 
 
 def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester, tmp_path: Path):

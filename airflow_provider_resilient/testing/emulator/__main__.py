@@ -2,6 +2,10 @@
 
 Prints the endpoints and the ``export`` lines that point the provider's clients and gcsfs at it, then
 serves until interrupted (Ctrl-C or SIGTERM), killing every replica process on the way out.
+
+In a container, serve every interface on fixed ports under the name other containers use, e.g.
+``--host 0.0.0.0 --advertise-host emulator --port 8470 --control-port 8471 --storage-port 9023``: the
+exports (and the replicas' environment) then name ``emulator``.
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ from .server import Emulator
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="resilient-emulator", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; 0.0.0.0: every interface, e.g. in a container)")
+    parser.add_argument("--advertise-host",
+                        help="host name clients reach it by, used in the printed endpoints and exports and in the "
+                             "replicas' environment (default: --host, or 127.0.0.1 when --host is 0.0.0.0)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
     parser.add_argument("--control-port", type=int, default=0, help="HTTP control API port (default: a free one)")
+    parser.add_argument("--storage-port", type=int, default=0, help="Cloud Storage port (default: a free one)")
     parser.add_argument("--fault-plan", type=Path, help="YAML or JSON fault plan")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="multiply platform latencies by this (e.g. 0.01 for tests)")
@@ -44,7 +53,8 @@ def build(argv: list[str] | None = None) -> Emulator:
         parser.error(str(exc))
     config = EmulatorConfig(time_scale=args.time_scale, seed=args.seed)  # None: the plan's seed
     return Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
-                    control_port=args.control_port)
+                    control_port=args.control_port, storage_port=args.storage_port,
+                    advertise_host=args.advertise_host)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with emulator:
         print(f"Vertex AI JobService (gRPC): {emulator.address}")
-        print(f"Cloud Storage (HTTP):        {emulator.storage.url if emulator.storage else '-'}")
+        print(f"Cloud Storage (HTTP):        {emulator.storage_url or '-'}")
         print(f"Control API (HTTP):          {emulator.control_url}")
         print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), /reset")
         print(f"Replica logs:                {emulator.work_dir}")

@@ -36,13 +36,15 @@ from .operations import OperationStore
 
 log = logging.getLogger(__name__)
 
+#: Bind addresses meaning "every interface": a client cannot dial them, so they are not advertised.
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
 
 
 class Emulator:
     """A local Google Cloud for tests, demos and offline runs.
 
     Args:
-        host: loopback address to bind.
+        host: address to bind, loopback by default; ``0.0.0.0`` serves every interface (in a container).
         port: gRPC port (0: a free one).
         fault_plan: faults to inject (see :mod:`.faults`).
         config: latencies, time scale, platform rules, seed. Its ``seed``, when given, seeds fault draws
@@ -51,13 +53,19 @@ class Emulator:
         work_dir: where replica logs go (default: a temporary directory removed at stop).
         storage: also run the Cloud Storage emulator (gcp-storage-emulator) in process.
         control_port: port of the HTTP control API (0: a free one; None: no HTTP API).
+        storage_port: port of Cloud Storage (0: a free one).
+        advertise_host: the host name clients reach it by, in :attr:`address`, :attr:`control_url`,
+            :meth:`env` and so in every replica's environment (default: ``host``, or 127.0.0.1 when ``host``
+            is a wildcard address such as 0.0.0.0). In docker compose: the service name.
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, fault_plan: FaultPlan | None = None,
                  config: EmulatorConfig | None = None, work_dir: str | Path | None = None, storage: bool = True,
-                 control_port: int | None = None) -> None:
+                 control_port: int | None = None, storage_port: int = 0, advertise_host: str | None = None) -> None:
         self.host = host
+        self.advertise_host = advertise_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
         self._port = port
+        self._storage_port = storage_port
         config = config or EmulatorConfig()
         # The backends see the seed in force; the fault book keeps the explicit one (None: each plan's own).
         self.config = config.model_copy(update={"seed": config.resolved_seed(fault_plan.seed if fault_plan
@@ -105,7 +113,7 @@ class Emulator:
         if self._with_storage:
             from ..storage import StorageEmulator
 
-            self.storage = StorageEmulator(host=self.host).start()
+            self.storage = StorageEmulator(host=self.host, port=self._storage_port).start()
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="emulator-grpc"))
         self._grpc.add_generic_rpc_handlers((job_service_handler(self.vertex, self.calls),
                                              tpu_service_handler(self.tpu, self.calls),
@@ -162,20 +170,28 @@ class Emulator:
     # ------------------------------------------------------------------ addresses and environment
     @property
     def address(self) -> str:
-        """``host:port`` of the gRPC services (the value of ``RESILIENT_EMULATOR_HOST``)."""
-        return f"{self.host}:{self.port}"
+        """``host:port`` of the gRPC services (the value of ``RESILIENT_EMULATOR_HOST``), with the advertised host."""
+        return f"{self.advertise_host}:{self.port}"
 
     @property
     def control_url(self) -> str | None:
         if self._http is None:
             return None
-        return f"http://{self.host}:{self._http.server_address[1]}"
+        return f"http://{self.advertise_host}:{self._http.server_address[1]}"
+
+    @property
+    def storage_url(self) -> str | None:
+        """``http://host:port`` of Cloud Storage (the value of ``STORAGE_EMULATOR_HOST``), or None without it."""
+        if self.storage is None:
+            return None
+        return f"http://{self.advertise_host}:{self.storage.port}"
 
     def env(self) -> dict[str, str]:
         """What a process exports to use this emulator through the provider's clients and gcsfs."""
         env = {EMULATOR_HOST_ENV: self.address}
         if self.storage is not None:
             env.update(self.storage.env())
+            env["STORAGE_EMULATOR_HOST"] = str(self.storage_url)
         return env
 
     def workload_env(self) -> dict[str, str]:

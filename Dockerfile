@@ -1,0 +1,24 @@
+# One image for two services of docker-compose.yaml: `emulator` (resilient-emulator, which also runs the
+# workloads of the jobs it is sent) and `airflow` (Airflow 3.3 on PostgreSQL). Build: `make compose-up`.
+FROM python:3.11.14-slim-bookworm
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    AIRFLOW_HOME=/opt/airflow
+
+# Only what the package build needs, so that editing dags/ or tests/ does not re-run the install.
+WORKDIR /src
+COPY pyproject.toml README.md constraints.txt ./
+COPY airflow_provider_resilient ./airflow_provider_resilient
+# constraints.txt pins the dependencies as `make test` installs them (Python 3.11); the postgres extra adds
+# Airflow's metadata database drivers (psycopg2-binary, asyncpg; not in constraints.txt: newest allowed).
+RUN pip install -c constraints.txt '.[demo,postgres]' \
+    && useradd --create-home --uid 50000 --gid 0 airflow \
+    && mkdir -p /opt/airflow/dags \
+    && chown -R airflow:0 /opt/airflow \
+    && rm -rf /src
+
+USER 50000
+WORKDIR /opt/airflow
+CMD ["airflow", "standalone"]
