@@ -3,14 +3,20 @@
 Both share :class:`~.vertex_ai.GoogleApiHook`: credentials, the emulator override and transient API
 errors retried with backoff. Long-running operations (CreateNode, DeleteNode) are waited for with
 ``operation.result(timeout)``; their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
+The create calls (CreateNode, CreateQueuedResource) are made with ``creating=True``: a RESOURCE_EXHAUSTED
+answer to the call itself (a stockout or quota; DESIGN.md "RESOURCE_EXHAUSTED on create") is raised at
+once for the policy instead of being retried here for ``api_retry_seconds``.
+
+:class:`AsyncResilientTPUHook` is the async face used by :class:`~..triggers.tpu.TPUNodeTrigger`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..clients import tpu_client
@@ -18,6 +24,21 @@ from .vertex_ai import GoogleApiHook
 
 log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
+#: The audit logs that hold TPU node events: System Event (seed 002: ``tpu.nodes.terminate`` /
+#: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
+#: included).
+AUDIT_LOGS = ("cloudaudit.googleapis.com%2Fsystem_event", "cloudaudit.googleapis.com%2Factivity")
+
+
+def audit_log_filter(project_id: str) -> str:
+    """The Cloud Logging filter term selecting the :data:`AUDIT_LOGS` of ``project_id``:
+    ``(logName="projects/P/logs/cloudaudit.googleapis.com%2Fsystem_event" OR logName="...%2Factivity")``."""
+    return "(" + " OR ".join(f'logName="projects/{project_id}/logs/{log_id}"' for log_id in AUDIT_LOGS) + ")"
+
+
+def _reports(response: Any) -> list[dict[str, str]]:
+    return [{item.key: item.value for item in attrs.query_value.items if item.namespace == GUEST_NAMESPACE}
+            for attrs in response.guest_attributes]
 
 
 class ResilientTPUHook(GoogleApiHook):
@@ -32,17 +53,23 @@ class ResilientTPUHook(GoogleApiHook):
                     timeout: float = 3600.0) -> Any:
         """Create a node and wait until it is READY (the operation's result).
 
-        An ALREADY_EXISTS (a retried call whose first try went through) returns the existing node.
+        An ALREADY_EXISTS (a retried call whose first try went through) returns the existing node. The call
+        is made with ``creating=True``: RESOURCE_EXHAUSTED is not retried here.
+
+        Args:
+            node: a ``google.cloud.tpu_v2.Node`` as a dict (``accelerator_type``, ``runtime_version`` ...).
+            timeout: seconds to wait for the operation.
 
         Raises:
-            google.api_core.exceptions.ResourceExhausted: a stockout (the operation failed), for the policy.
+            google.api_core.exceptions.ResourceExhausted: a stockout or quota -- on the call or in the
+                operation -- for the policy.
         """
         from google.api_core import exceptions as gexc
 
         parent = f"projects/{project_id}/locations/{zone}"
         try:
             operation = self.call(lambda: self.client().create_node(parent=parent, node_id=node_id, node=node,
-                                                                    retry=None))
+                                                                    retry=None), creating=True)
         except gexc.AlreadyExists:
             log.info("Node %s/nodes/%s exists already: using it", parent, node_id)
             return self.get_node(f"{parent}/nodes/{node_id}")
@@ -51,20 +78,36 @@ class ResilientTPUHook(GoogleApiHook):
     def get_node(self, name: str) -> Any:
         return self.call(lambda: self.client().get_node(name=name, retry=None))
 
-    def delete_node(self, name: str, timeout: float = 1800.0) -> None:
-        """Delete a node and wait for it; a node that is already gone is fine."""
+    def delete_node(self, name: str, timeout: float | None = 1800.0) -> Any:
+        """Delete a node and wait up to ``timeout`` seconds for it (None: do not wait); a node that is
+        already gone is fine. Returns the operation, or None when the node was gone.
+
+        Raises:
+            concurrent.futures.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
+        """
         from google.api_core import exceptions as gexc
 
         try:
             operation = self.call(lambda: self.client().delete_node(name=name, retry=None))
         except gexc.NotFound:
-            return
-        operation.result(timeout=timeout)
+            return None
+        if timeout is not None:
+            operation.result(timeout=timeout)
+        return operation
 
     def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
                                spot: bool, valid_until_seconds: float | None) -> Any:
         """Request a node through a queued resource (capacity is granted when available). An existing one
-        with this id (a retried call) is returned as is."""
+        with this id (a retried call) is returned as is.
+
+        Args:
+            node: the node to create, as for :meth:`create_node`.
+            valid_until_seconds: how long the request may wait for capacity (seconds); None: no limit.
+
+        Raises:
+            google.api_core.exceptions.ResourceExhausted: quota or capacity, on the create call
+                (``creating=True``: not retried here), for the policy.
+        """
         from google.api_core import exceptions as gexc
 
         parent = f"projects/{project_id}/locations/{zone}"
@@ -72,32 +115,37 @@ class ResilientTPUHook(GoogleApiHook):
         if spot:
             request["spot"] = {}
         if valid_until_seconds:
-            request["queueing_policy"] = {"valid_until_duration": f"{valid_until_seconds:.0f}s"}
+            request["queueing_policy"] = {"valid_until_duration": timedelta(seconds=valid_until_seconds)}
         with contextlib.suppress(gexc.AlreadyExists):  # a retried call whose first try went through
             self.call(lambda: self.client().create_queued_resource(
-                parent=parent, queued_resource_id=resource_id, queued_resource=request, retry=None))
+                parent=parent, queued_resource_id=resource_id, queued_resource=request, retry=None), creating=True)
         return self.get_queued_resource(f"{parent}/queuedResources/{resource_id}")
 
     def get_queued_resource(self, name: str) -> Any:
         return self.call(lambda: self.client().get_queued_resource(name=name, retry=None))
 
-    def delete_queued_resource(self, name: str, timeout: float = 1800.0) -> None:
-        """Delete a queued resource and its node (force); one already gone is fine."""
+    def delete_queued_resource(self, name: str, timeout: float | None = 1800.0) -> Any:
+        """Delete a queued resource and its node (force) and wait up to ``timeout`` seconds (None: do not
+        wait); one already gone is fine. Returns the operation, or None when it was gone.
+
+        Raises:
+            concurrent.futures.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
+        """
         from google.api_core import exceptions as gexc
 
         try:
             operation = self.call(lambda: self.client().delete_queued_resource(
                 request={"name": name, "force": True}, retry=None))
         except gexc.NotFound:
-            return
-        operation.result(timeout=timeout)
+            return None
+        if timeout is not None:
+            operation.result(timeout=timeout)
+        return operation
 
     def worker_reports(self, name: str) -> list[dict[str, str]]:
         """Per worker VM (in worker order), the guest attributes our runner wrote: ``{"status": ..., ...}``."""
-        response = self.call(lambda: self.client().get_guest_attributes(
-            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None))
-        return [{item.key: item.value for item in attrs.query_value.items if item.namespace == GUEST_NAMESPACE}
-                for attrs in response.guest_attributes]
+        return _reports(self.call(lambda: self.client().get_guest_attributes(
+            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
 
 
 class AuditLogHook(GoogleApiHook):
@@ -111,9 +159,11 @@ class AuditLogHook(GoogleApiHook):
         return self._clients["logging"]
 
     def node_events(self, project_id: str, node_name: str, since: datetime) -> list[dict[str, Any]]:
-        """System-event audit entries about ``node_name`` since ``since``, oldest first, as JSON dicts
+        """Audit entries about ``node_name`` since ``since`` (an aware datetime), oldest first, as JSON dicts
         (``protoPayload.methodName``, ``protoPayload.metadata.terminateReason``, ``insertId`` ...).
 
+        Both logs of :data:`AUDIT_LOGS` are read: System Event (seed 002: maintenance and preemption) and
+        Admin Activity, where Google writes the CreateNode calls -- failed ones (a stockout) included.
         Entries reach Cloud Logging some seconds after the event (ingestion delay): callers look back a
         little before the time they last looked.
         """
@@ -121,8 +171,7 @@ class AuditLogHook(GoogleApiHook):
         from google.cloud.logging_v2.types import LogEntry
         from google.protobuf.json_format import MessageToDict
 
-        log_name = f"projects/{project_id}/logs/cloudaudit.googleapis.com%2Fsystem_event"
-        text = (f'logName="{log_name}" AND protoPayload.resourceName="{node_name}" '
+        text = (f'{audit_log_filter(project_id)} AND protoPayload.resourceName="{node_name}" '
                 f'AND timestamp>="{since.isoformat()}"')
         request = {"resource_names": [f"projects/{project_id}"], "filter": text, "order_by": "timestamp asc"}
         pager = self.call(lambda: self.client().list_log_entries(request=request, retry=None))
@@ -131,7 +180,10 @@ class AuditLogHook(GoogleApiHook):
 
 class AsyncResilientTPUHook:
     """The async face of :class:`ResilientTPUHook` for triggers and async code (same arguments); transient
-    API errors are retried with backoff as in the sync hook."""
+    API errors are retried with backoff for up to ``api_retry_seconds`` as in the sync hook.
+
+    Create and use it inside one event loop (the gRPC channel binds to it) and :meth:`close` it there.
+    """
 
     def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, *, emulator: str | None = None,
@@ -162,9 +214,57 @@ class AsyncResilientTPUHook:
     async def get_node(self, name: str) -> Any:
         return await self._call(lambda: self.client().get_node(name=name, retry=None))
 
+    async def get_queued_resource(self, name: str) -> Any:
+        return await self._call(lambda: self.client().get_queued_resource(name=name, retry=None))
+
     async def worker_reports(self, name: str) -> list[dict[str, str]]:
         """As :meth:`ResilientTPUHook.worker_reports`."""
-        response = await self._call(lambda: self.client().get_guest_attributes(
-            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None))
-        return [{item.key: item.value for item in attrs.query_value.items if item.namespace == GUEST_NAMESPACE}
-                for attrs in response.guest_attributes]
+        return _reports(await self._call(lambda: self.client().get_guest_attributes(
+            request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
+
+    async def delete_node(self, name: str, *, timeout: float | None = None) -> Any:
+        """Request the deletion of a node; with ``timeout`` (seconds) also wait that long for it to finish.
+        A node already gone -- or already being deleted (FAILED_PRECONDITION) -- is fine: returns None.
+        Returns the ``AsyncOperation`` otherwise.
+
+        Raises:
+            asyncio.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
+            google.api_core.exceptions.GoogleAPICallError: a non-transient error, or transient ones past
+                ``api_retry_seconds``.
+        """
+        from google.api_core import exceptions as gexc
+
+        try:
+            operation = await self._call(lambda: self.client().delete_node(name=name, retry=None))
+        except (gexc.NotFound, gexc.FailedPrecondition) as exc:
+            log.info("Not deleting %s: %s", name, exc.message)
+            return None
+        if timeout is not None:
+            await asyncio.wait_for(operation.result(), timeout)
+        return operation
+
+    async def delete_queued_resource(self, name: str, *, timeout: float | None = None) -> Any:
+        """Request the deletion of a queued resource and its node (force); with ``timeout`` (seconds) also
+        wait that long. One already gone is fine: returns None; otherwise the ``AsyncOperation``.
+
+        Raises:
+            asyncio.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
+            google.api_core.exceptions.GoogleAPICallError: as for :meth:`delete_node`.
+        """
+        from google.api_core import exceptions as gexc
+
+        try:
+            operation = await self._call(lambda: self.client().delete_queued_resource(
+                request={"name": name, "force": True}, retry=None))
+        except gexc.NotFound as exc:
+            log.info("Not deleting %s: %s", name, exc.message)
+            return None
+        if timeout is not None:
+            await asyncio.wait_for(operation.result(), timeout)
+        return operation
+
+    async def close(self) -> None:
+        """Close the gRPC channel of the client made so far (in the event loop that used it). Idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.transport.close()

@@ -18,10 +18,25 @@ audit log, and asks the policy:
 Success: every worker reports ``succeeded`` (all hosts of a multi-host slice must finish). Every node the
 operator created is deleted on success, on failure and on kill, unless ``keep_node``. A retried or
 cleared task reattaches to its node by name. Importing this module imports no Google library.
+
+Deferrable mode: between two full looks the task waits in a :class:`~..triggers.tpu.TPUNodeTrigger`,
+which watches the node and the workers' reports from the triggerer and brings the task back when
+something changes, or after the look-again interval (:func:`~..triggers.tpu.look_again_seconds`);
+backoffs while a node of the run still exists wait in the same trigger without watching. Either way a
+user's kill of the deferred task deletes the node and its queued resource (the trigger's ``on_kill``).
+What the looks must remember between two processes -- the audit entries already seen, each worker's
+last step and since when (hang detection), the step reports of the ledger -- is kept in the task state
+store.
+
+Kills while the task runs in a worker (:meth:`ResilientTPUWorkloadOperator.on_kill`) delete the queued
+resource by name -- also while it still waits for capacity -- and the node, with a fresh client and at
+most :data:`KILL_TIMEOUT_SECONDS` seconds of retries and waiting (Airflow sends SIGKILL after
+``[core] killed_task_cleanup_time``, 60 s by default).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -32,14 +47,66 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
-from ..specs.tpu import NODE_ID_RE, RUNTIME_RE, ZONE_RE, node_id_for, startup_script, worker_count
+from ..specs.tpu import (
+    NODE_ID_RE,
+    RUNTIME_RE,
+    ZONE_RE,
+    node_id_for,
+    queued_resource_name,
+    startup_script,
+    worker_count,
+)
 from ..specs.vertex import LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
 from ..supervisor import JobFailed, JobSucceeded, RunState, Submit, SubmitFailed, Submitted, WokeUp
 from .base import SupervisedOperator, policy_with_fallbacks
 
 STATE_KEY = "resilient_tpu_workload"
 SEEN_KEY = "resilient_tpu_seen_audit"
+#: Task-state-store key of the step progress of the current node's workers, for hang detection across
+#: deferrals and task retries: ``{"<node name>#<worker>": [step, first seen at (seconds since the epoch)]}``.
+PROGRESS_KEY = "resilient_tpu_progress"
+#: The most a kill spends deleting, retries and waiting included (seconds).
+KILL_TIMEOUT_SECONDS = 25.0
+#: Seed 000: "up to five restarts per worker" -- the runner's cap and the policy's ``worker_restarts`` budget.
+DEFAULT_WORKER_RESTARTS = 5
 _BAD_STATUSES = ("failed", "preflight_failed")
+
+
+def align_worker_restarts(policy: RetryPolicy, max_worker_restarts: int | None) -> tuple[RetryPolicy, int]:
+    """``(policy, cap)`` with the policy's per-worker ``worker_restarts`` budget equal to the runner's in-place
+    restart cap.
+
+    The worker runner restarts a failed command in place up to ``--max-restarts`` times and only then reports
+    the worker ``failed`` with its ``restarts``; the policy's ``worker-restart`` rule counts those reported
+    restarts against the ``worker_restarts`` budget. With the two equal, a worker out of restarts spends the
+    budget at once and the run goes on to the ``worker-job-retry`` rule (a new node) on that very look;
+    with a budget above the cap each look would record another RESTART_WORKERS that nothing carries out.
+
+    Args:
+        policy: the operator's policy.
+        max_worker_restarts: the operator's argument; None: take the policy's budget (seed 000: 5 by default).
+
+    Returns:
+        The policy (its ``worker_restarts`` budget's ``max_retries`` set to the cap) and the cap.
+
+    Raises:
+        ValueError: ``max_worker_restarts`` is negative, or differs from a ``worker_restarts`` budget the
+            policy sets explicitly (set one of them).
+    """
+    explicit = policy.budgets.get("worker_restarts")
+    budget = policy.budget("worker_restarts")
+    if max_worker_restarts is None:
+        cap = budget.max_retries if budget.max_retries is not None else DEFAULT_WORKER_RESTARTS
+    else:
+        cap = int(max_worker_restarts)
+        if cap < 0:
+            raise ValueError(f"max_worker_restarts: must be >= 0, got {cap}")
+        if explicit is not None and explicit.max_retries is not None and explicit.max_retries != cap:
+            raise ValueError(f"max_worker_restarts: {cap} differs from resilience_policy.budgets['worker_restarts']"
+                             f".max_retries ({explicit.max_retries}); they are one limit: set one of them")
+    if budget.max_retries == cap:
+        return policy, cap
+    return replace(policy, budgets={**policy.budgets, "worker_restarts": replace(budget, max_retries=cap)}), cap
 
 
 class ResilientTPUWorkloadOperator(SupervisedOperator):
@@ -65,13 +132,18 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         labels, network, service_account: the node's.
         resilience_policy, fallbacks: see :class:`~.vertex_ai.ResilientCustomJobOperator` (fallbacks take
             ``zone`` and ``accelerator_type``).
-        max_worker_restarts: in-place restarts per worker by the runner (seed 000: 5).
+        max_worker_restarts: in-place restarts per worker by the runner, and the policy's ``worker_restarts``
+            budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, seed 000: 5.
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
             that reports steps, before the worker counts as hung (a transient failure: a new node).
         heartbeat_seconds: how often each worker reports its heartbeat and step (guest attributes).
-        keep_node: keep the last node after the task ends (for debugging); default: delete every node.
-        deferrable: free the worker slot between looks (each look runs briefly in a worker).
-        poll_interval: seconds between looks at the node.
+        keep_node: keep the last node (and its queued resource) after the task ends, by success, failure or
+            kill (for debugging); the nodes of earlier attempts are deleted all the same. Default: delete every
+            node.
+        deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
+            a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
+            the task back on a change, or after :func:`~..triggers.tpu.look_again_seconds` for a full look.
+        poll_interval: seconds between looks at the node (between trigger polls when deferred).
         rerun_after_success, gcp_conn_id, impersonation_chain: as for the Vertex AI operator.
 
     Returns: ``{"node_name", "state", "checkpoint", "attempts"}``; the history also goes to XCom
@@ -93,7 +165,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  queued_resource: bool = False, valid_until_duration: float | timedelta | None = None,
                  labels: Mapping[str, str] | None = None, network: str | None = None,
                  service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
-                 fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int = 5,
+                 fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int | None = None,
                  hang_timeout: float = 1800.0, heartbeat_seconds: float = 10.0, keep_node: bool = False,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
@@ -102,7 +174,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
-        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+        self.resilience_policy, self.max_worker_restarts = align_worker_restarts(
+            policy_with_fallbacks(resilience_policy, fallbacks), max_worker_restarts)
         self.project_id = project_id
         self.zone = zone
         self.accelerator_type = accelerator_type
@@ -121,7 +194,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.labels = dict(labels or {})
         self.network = network
         self.service_account = service_account
-        self.max_worker_restarts = max_worker_restarts
         self.hang_timeout = hang_timeout
         self.heartbeat_seconds = heartbeat_seconds
         self.keep_node = keep_node
@@ -131,6 +203,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self._live_node: str | None = None
+        self._live_queued: str | None = None
+        self._baseline: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
@@ -138,7 +212,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return self._start(context)
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
-        """Continue after a deferral (a backoff or the pause between two looks at the node)."""
+        """Continue after a deferral (a backoff, or the :class:`~..triggers.tpu.TPUNodeTrigger` saw a change or
+        the look-again interval passed): a full look at the node."""
+        if isinstance(event, dict) and event.get("message"):
+            self.log.info("Trigger (%s): %s", event.get("status"), event["message"])
         state = self._load(context)
         if state.phase == "sleeping":
             return self._drive(context, state, WokeUp(self._clock()))
@@ -147,9 +224,35 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
 
     def on_kill(self) -> None:
-        if self._live_node and not self.keep_node:
-            self.log.info("Task killed: deleting %s", self._live_node)
-            self._tpu().delete_node(self._live_node)
+        """The task is being killed in its worker: delete the queued resource (by name, also while it still
+        waits for capacity) and the node, unless ``keep_node``.
+
+        It uses a client of its own (Airflow calls it from a signal handler, perhaps in the middle of a call
+        on the operator's client) and spends at most :data:`KILL_TIMEOUT_SECONDS` on retries and waiting; a
+        deletion not confirmed by then still goes on at Google.
+        """
+        queued, node = self._live_queued, self._live_node
+        if not (queued or node):
+            return
+        if self.keep_node:
+            self.log.info("Task killed; keeping %s (keep_node=True): delete it yourself", node or queued)
+            return
+        from ..hooks.tpu import ResilientTPUHook
+
+        self.log.info("Task killed: deleting %s", " and ".join(n for n in (queued, node) if n))
+        hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, api_retry_seconds=KILL_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + KILL_TIMEOUT_SECONDS
+        operations = []
+        try:
+            if queued:
+                operations.append(hook.delete_queued_resource(queued, timeout=None))
+            if node:
+                operations.append(hook.delete_node(node, timeout=None))
+            for operation in operations:
+                if operation is not None:
+                    operation.result(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception as exc:  # a kill must end; say what may be left
+            self.log.warning("Deleting %s may not have finished: %s", node or queued, exc)
 
     # ------------------------------------------------------------------ the shell
     def _tpu(self) -> Any:
@@ -179,8 +282,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..worker import runner_source
 
         hook = self._tpu()
-        if state.job_name and not self.keep_node:  # the previous attempt's node: fresh hardware for this one
-            self._release(state.job_name)
+        if state.job_name:  # the previous attempt's node: fresh hardware for this one (keep_node keeps the last)
+            self._release(state.job_name, last=False)
         fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
         zone = fallback.zone if fallback and fallback.zone else self.zone
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
@@ -193,6 +296,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self.log.info("Attempt %d already has node %s (%s): watching it", action.attempt, name,
                           existing.state.name)
             self._live_node = name
+            if self.queued_resource:
+                self._live_queued = queued_resource_name(name)
             return Submitted(name, self._clock())
         checkpoint = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
         env = {**self.env, **resume_env(attempt=action.attempt, checkpoint_dir=self.checkpoint_dir,
@@ -224,7 +329,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             else:
                 hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
         except gexc.GoogleAPICallError as exc:
-            self._live_node = None
+            self._live_node = self._live_queued = None
             failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
                                             exc.message, platform=Platform.TPU, timestamp=self._clock())
             return SubmitFailed(failure, self._clock())
@@ -236,18 +341,30 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                          checkpoint.uri if checkpoint else None)
 
     def _provision_queued(self, node_name: str, zone: str, node: dict[str, Any]) -> Failure | None:
-        """Create a queued resource for the node and wait until it is ACTIVE (None) or FAILED (a failure)."""
+        """Create a queued resource for the node and wait until it is ACTIVE or its node is past CREATING
+        (None: the watch judges the node, also one that broke while it was provisioned) or until the request
+        FAILED or was SUSPENDED (a QUEUE_TIMEOUT failure)."""
+        from google.api_core import exceptions as gexc
+
         hook = self._tpu()
         resource_id = node_name.rsplit("/", 1)[1]
+        self._live_queued = queued_resource_name(node_name)  # before the call: a kill during it deletes it too
         qr = hook.create_queued_resource(self.project_id, zone, resource_id, node, spot=self.spot,
                                          valid_until_seconds=self.valid_until_seconds)
         while True:
             state = qr.state.state.name
-            if state == "ACTIVE" and hook.get_node(node_name).state.name == "READY":
+            if state == "ACTIVE":
                 return None
+            if state == "PROVISIONING":
+                try:
+                    if hook.get_node(node_name).state.name != "CREATING":
+                        return None
+                except gexc.NotFound:
+                    pass  # not created yet
             if state in ("FAILED", "SUSPENDED"):
                 message = qr.state.failed_data.error.message or f"queued resource {qr.name} is {state}"
                 hook.delete_queued_resource(qr.name)
+                self._live_queued = None
                 return Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
                                terminate_reason=state, timestamp=self._clock())
             self._sleep(self.poll_interval)
@@ -255,19 +372,52 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def _watch(self, context: Any, state: RunState, node_name: str) -> Any:
         self._live_node = node_name
+        if self.queued_resource:
+            self._live_queued = queued_resource_name(node_name)
         while True:
             event = self._look(context, state, node_name)
             if event is not None:
                 return event
             if self.deferrable:
-                self._defer_for(self.poll_interval)
+                self._defer_watch(node_name)
             self._sleep(self.poll_interval)
+
+    def _trigger_args(self, node_name: str) -> dict[str, Any]:
+        chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
+            self.impersonation_chain
+        return {"node_name": node_name, "poll_interval": self.poll_interval, "keep_node": self.keep_node,
+                "queued_resource": queued_resource_name(node_name) if self.queued_resource else None,
+                "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator}
+
+    def _defer_watch(self, node_name: str) -> None:
+        """Wait in a :class:`~..triggers.tpu.TPUNodeTrigger` for a change, or for the look-again interval."""
+        from ..triggers.tpu import TPUNodeTrigger, look_again_seconds
+
+        after = look_again_seconds(self.poll_interval, self.hang_timeout)
+        trigger = TPUNodeTrigger(look_again_at=time.time() + after, baseline=self._baseline,
+                                 **self._trigger_args(node_name))
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def _defer_for(self, seconds: float) -> None:
+        """A backoff while a node of the run may still exist (a maintenance wait, the pause before a re-create)
+        waits in a non-watching :class:`~..triggers.tpu.TPUNodeTrigger`, so that a kill deletes that node;
+        with no node, in the base class's ``DateTimeTrigger``."""
+        memory = self.__dict__.get("_memory_state")
+        node = self._live_node or (memory.job_name if memory is not None else None)
+        if not node:
+            super()._defer_for(seconds)
+            return
+        from ..triggers.tpu import TPUNodeTrigger
+
+        trigger = TPUNodeTrigger(look_again_at=time.time() + seconds, watch_node=False, **self._trigger_args(node))
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def _look(self, context: Any, state: RunState, node_name: str) -> Any:
         """One look at the node: an event when something happened, None while it just runs."""
         from google.api_core import exceptions as gexc
 
         from ..policy import classify_exit_status, classify_tpu_audit_entry, classify_tpu_node
+        from ..triggers.tpu import node_baseline
 
         now = self._clock()
         # Every look reads the audit entries that arrived since the last one, so each event counts once. They
@@ -291,8 +441,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         if audits:  # a maintenance event that came and went between two looks
             return JobFailed(audits[-1], now)
         if node.state.name != "READY":
+            self._baseline = node_baseline(node, [])  # what a deferred watch compares with
             return None
         reports = self._tpu().worker_reports(node_name)
+        self._baseline = node_baseline(node, reports)
         for worker, report in enumerate(reports):
             status = report.get("status", "")
             if status in _BAD_STATUSES:
@@ -302,33 +454,54 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                               message=f"worker {worker} {status} with exit {code}", timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now)
-            if status == "running" and (stalled := self._stalled(node_name, worker, report, now)):
+            if status == "running" and (stalled := self._stalled(context, node_name, worker, report, now)):
                 return JobFailed(Failure(FailureClass.HANG, Platform.TPU, worker_id=str(worker), timestamp=now,
                                          message=f"worker {worker}: {stalled}"), now)
         if reports and all(r.get("status") == "succeeded" for r in reports):
             return JobSucceeded(now)
         return None
 
-    def _stalled(self, node_name: str, worker: int, report: Mapping[str, str], now: float) -> str | None:
+    def _stalled(self, context: Any, node_name: str, worker: int, report: Mapping[str, str],
+                 now: float) -> str | None:
         """Why a running worker counts as hung, or None: no runner heartbeat for ``hang_timeout`` (the VM or
         runner is gone), or -- once it has reported a step -- no new step for ``hang_timeout`` (the workload
-        is stuck while the runner lives)."""
+        is stuck while the runner lives). Each worker's last step and since when are kept under
+        :data:`PROGRESS_KEY` in the task state store, so that deferrals and task retries keep counting."""
         heartbeat = float(report.get("heartbeat") or 0)
         if heartbeat and now - heartbeat > self.hang_timeout:
             return f"no heartbeat for {now - heartbeat:.0f} s"
         step = report.get("step")
         if not step:
             return None
-        progress = self.__dict__.setdefault("_progress", {})
-        key = (node_name, worker)
+        progress = self._worker_progress(context)
+        key = f"{node_name}#{worker}"
         if worker == 0 and step.isdigit():
             self._note_step(now, int(step))
-        if key not in progress or progress[key][0] != step:
-            progress[key] = (step, now)
+        seen = progress.get(key)
+        if not seen or seen[0] != step:
+            progress[key] = [step, now]
+            for other in [k for k in progress if not k.startswith(f"{node_name}#")]:
+                del progress[other]  # an earlier node's workers: nothing to watch any more
+            store = context.get("task_state_store")
+            if store is not None:
+                store.set(PROGRESS_KEY, progress)
             return None
-        if now - progress[key][1] > self.hang_timeout:
-            return f"no progress past step {step} for {now - progress[key][1]:.0f} s"
+        since = float(seen[1])
+        if now - since > self.hang_timeout:
+            return f"no progress past step {step} for {now - since:.0f} s"
         return None
+
+    def _worker_progress(self, context: Any) -> dict[str, list[Any]]:
+        """The workers' step progress (see :data:`PROGRESS_KEY`), read from the task state store once per
+        process."""
+        if "_progress" not in self.__dict__:  # this process has not read the store yet
+            store = context.get("task_state_store")
+            saved = store.get(PROGRESS_KEY) if store is not None else None
+            self.__dict__["_progress"] = {str(k): list(v) for k, v in saved.items()
+                                          if isinstance(v, list | tuple) and len(v) == 2} \
+                if isinstance(saved, dict) else {}
+        progress: dict[str, list[Any]] = self.__dict__["_progress"]
+        return progress
 
     def _new_audit_entries(self, context: Any, state: RunState, node_name: str) -> list[dict[str, Any]]:
         """Audit entries about the node not seen before (ids kept in the task state store)."""
@@ -361,13 +534,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         if state.job_name:
             self._release(state.job_name)
 
-    def _release(self, node_name: str) -> None:
+    def _release(self, node_name: str, *, last: bool = True) -> None:
+        """Delete the node (and its queued resource); ``keep_node`` keeps the ``last`` one of the run."""
         self._live_node = None
-        if self.keep_node:
+        self._live_queued = None
+        if self.keep_node and last:
             self.log.info("Keeping node %s (keep_node=True): delete it yourself", node_name)
             return
         if self.queued_resource:
-            self._tpu().delete_queued_resource(node_name.replace("/nodes/", "/queuedResources/"))
+            self._tpu().delete_queued_resource(queued_resource_name(node_name))
         self._tpu().delete_node(node_name)
         self.log.info("Deleted node %s", node_name)
 
@@ -391,8 +566,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                             "starting with a letter")
         if not self.checkpoint_dir:
             problems.append("checkpoint_dir: is required: new nodes resume from the checkpoints written there")
-        if self.max_worker_restarts < 0:
-            problems.append("max_worker_restarts: must be >= 0")
         for key, value in self.labels.items():
             if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
                 problems.append(f"labels[{key!r}]: lowercase letters, digits, '_' and '-' only (63 characters)")
@@ -400,4 +573,5 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             raise AirflowFailException(f"{type(self).__name__} {self.task_id}: " + "; ".join(problems))
 
 
-__all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator"]
+__all__ = ["KILL_TIMEOUT_SECONDS", "PROGRESS_KEY", "STATE_KEY", "ResilientTPUWorkloadOperator",
+           "align_worker_restarts"]

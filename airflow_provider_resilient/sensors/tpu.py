@@ -10,6 +10,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException
 
 _GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
+#: Health values of hardware that does not recover by itself (seed 004: isolate and re-create).
+_UNHEALTHY = ("TIMEOUT", "UNHEALTHY_TENSORFLOW")
 
 
 class _DeferrablePollingSensor(BaseSensorOperator):
@@ -42,22 +44,28 @@ class _DeferrablePollingSensor(BaseSensorOperator):
 
 
 class TPUNodeHealthSensor(_DeferrablePollingSensor):
-    """Wait until a TPU node is READY and HEALTHY.
+    """Wait until a TPU node is READY and HEALTHY (no symptoms).
 
     Args:
         node_name: ``projects/P/locations/ZONE/nodes/NODE``.
+        fail_on_unhealthy: fail at once when the node reports health ``TIMEOUT`` or ``UNHEALTHY_TENSORFLOW``
+            or any symptom (seed 004: faulty hardware is isolated, not waited for; re-create the node).
+            False: keep waiting for the node to become healthy again. A maintenance event in progress
+            (REPAIRING, ``UNHEALTHY_MAINTENANCE``; seed 002: most recover by themselves) is always waited for.
         deferrable, gcp_conn_id, impersonation_chain: as for the operators.
 
     Raises:
         AirflowFailException: the node is gone or cannot come back by itself (TERMINATED, PREEMPTED, STOPPED,
-            DELETING), or reports a permanent symptom; the message names the state, health and symptoms.
+            DELETING, a ``PROJECT_ABUSE`` symptom), or -- with ``fail_on_unhealthy`` -- is unhealthy; the
+            message names the state, health and symptoms.
     """
 
     template_fields: Sequence[str] = ("node_name",)
 
-    def __init__(self, *, node_name: str, **kwargs: Any) -> None:
+    def __init__(self, *, node_name: str, fail_on_unhealthy: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.node_name = node_name
+        self.fail_on_unhealthy = fail_on_unhealthy
 
     def poke(self, context: Any) -> bool:
         from ..hooks.tpu import ResilientTPUHook
@@ -66,10 +74,15 @@ class TPUNodeHealthSensor(_DeferrablePollingSensor):
         state, health = node.state.name, node.health.name
         symptoms = [s.symptom_type.name for s in node.symptoms]
         self.log.info("%s: %s / %s %s", self.node_name, state, health, symptoms or "")
+        described = f"{self.node_name} is {state} (health {health}, symptoms {symptoms})"
         if state in _GONE or "PROJECT_ABUSE" in symptoms:
-            raise AirflowFailException(f"{self.node_name} is {state} (health {health}, symptoms {symptoms}); "
-                                       "it will not become healthy by itself: re-create it")
-        return state == "READY" and health in ("HEALTHY", "HEALTH_UNSPECIFIED") and not symptoms
+            raise AirflowFailException(f"{described}; it will not become healthy by itself: re-create it")
+        if health in _UNHEALTHY or symptoms:
+            if self.fail_on_unhealthy:
+                raise AirflowFailException(f"{described}: the node is unhealthy; re-create it (or set "
+                                           "fail_on_unhealthy=False to wait for it to recover)")
+            return False
+        return state == "READY" and health in ("HEALTHY", "HEALTH_UNSPECIFIED")
 
 
 class TPUMaintenanceEventSensor(_DeferrablePollingSensor):

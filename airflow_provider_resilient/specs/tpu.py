@@ -32,6 +32,12 @@ def node_id_for(base: str | None, dag_id: str, task_id: str, run_id: str, map_in
     return f"{base}-a{attempt}"
 
 
+def queued_resource_name(node_name: str) -> str:
+    """The queued resource the operator requests a node through: same project, zone and id
+    (``projects/P/locations/Z/nodes/N`` -> ``projects/P/locations/Z/queuedResources/N``)."""
+    return node_name.replace("/nodes/", "/queuedResources/")
+
+
 def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
                    runner_source: str, max_restarts: int, checkpoint_dir: str,
                    heartbeat_seconds: float = 10.0) -> str:

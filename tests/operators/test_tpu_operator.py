@@ -1,22 +1,28 @@
-"""ResilientTPUWorkloadOperator against the emulated Cloud TPU: maintenance waited out or re-created,
-crashes restarted in place, permanent errors failing, and never a node left behind."""
+"""ResilientTPUWorkloadOperator against the emulated Cloud TPU (seed 002): maintenance waited out or
+re-created, crashes restarted in place then re-created, permanent errors failing, stockouts walking the
+fallbacks, kills and reattaches -- each asserting the decisions of the attempt history and the emulator's
+call record -- and never a node or queued resource left behind."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
-from hypothesis import HealthCheck, given, settings
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_resilient.clients import tpu_client
-from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
+from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
+from airflow_provider_resilient.specs.tpu import node_id_for
 
 from .test_vertex_operator_unit import TI, Store
 
@@ -26,22 +32,30 @@ FAST = Backoff(initial_seconds=0.05, max_seconds=0.2)
 POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
                      budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
                               "stockout": Budget(max_retries=3, backoff=FAST)})
-ZONE = "projects/test-project/locations/us-central2-b"
+PROJECT = "test-project"
+ZONE = f"projects/{PROJECT}/locations/us-central2-b"
+TIMEOUT = 60.0  # seconds: a bound on every wait for the emulator or a trigger, never a measured time
+RUN_ID = "manual__2026-01-01T00:00:00+00:00"
+#: The node ids of attempts 1 and 2 (``node_id_for``: DAG, task and a hash of the run).
+A1, A2 = (node_id_for(None, "adhoc_airflow", "train", RUN_ID, -1, n) for n in (1, 2))
 
 
-def context() -> dict[str, Any]:
-    return {"task_state_store": Store(), "ti": TI(), "run_id": "manual__2026-01-01T00:00:00+00:00"}
+class Killed(BaseException):
+    """The worker process dying (not an Exception: nothing in the operator may catch it)."""
+
+
+def context(store: Store | None = None) -> dict[str, Any]:
+    return {"task_state_store": store or Store(), "ti": TI(), "run_id": RUN_ID}
 
 
 def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
     defaults: dict[str, Any] = dict(
-        task_id="train", project_id="test-project", zone="us-central2-b", accelerator_type="v4-16",
+        task_id="train", project_id=PROJECT, zone="us-central2-b", accelerator_type="v4-8",
         runtime_version="tpu-ubuntu2204-base", command=command, checkpoint_dir="gs://tpu-ckpt/run/checkpoints",
         checkpoint_marker="COMMITTED", poll_interval=0.05, resilience_policy=POLICY, max_worker_restarts=2,
         heartbeat_seconds=0.1)
     defaults.update(kwargs)
-    op = ResilientTPUWorkloadOperator(**defaults)
-    return op
+    return ResilientTPUWorkloadOperator(**defaults)
 
 
 def train(epochs: int = 12) -> str:
@@ -49,54 +63,23 @@ def train(epochs: int = 12) -> str:
             '--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"')
 
 
-def nodes_left(emulator) -> list[str]:
+def steps(count: int, seconds: float = 0.1) -> str:
+    """A workload printing ``step i`` lines (the runner reports them) every ``seconds``, then exiting 0."""
+    return (f"{sys.executable} -c 'import time\nfor i in range({count}): print(\"step\", i, flush=True); "
+            f"time.sleep({seconds})'")
+
+
+def only_in_attempt(attempt: int, failing: str, then: str = "echo ok") -> str:
+    """``failing`` in attempt ``attempt`` (``$RESILIENT_ATTEMPT``), ``then`` in the others."""
+    return f'if [ "$RESILIENT_ATTEMPT" = {attempt} ]; then {failing}; else {then}; fi'
+
+
+def nodes_left(emulator: Any = None) -> list[str]:
     return [n.name for n in tpu_client().list_nodes(parent=ZONE)]
 
 
-def test_maintenance_recovered_then_terminated_resumes_on_a_new_node(resilient_emulator):
-    resilient_emulator.storage.create_bucket("tpu-ckpt")
-    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.6, "grace_seconds": 0.2,
-                                  "match": {"nth": 1}})
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 0.2,
-                                  "match": {"nth": 1}})
-    ctx = context()
-    result = operator(train()).execute(ctx)
-    attempts = result["attempts"]
-    classes = [i["failure"]["failure_class"] for a in attempts for i in a.get("incidents", [])]
-    actions = [i["decision"]["action"] for a in attempts for i in a.get("incidents", [])]
-    assert "maintenance_event" in classes and "wait" in actions and "recreate_node" in actions
-    assert len(attempts) == 2 and attempts[1]["resumed_from_step"] >= 3
-    terminate = next(i for a in attempts for i in a.get("incidents", []) if i["decision"]["action"] == "recreate_node")
-    assert terminate["failure"]["node_state"] == "TERMINATED"
-    assert result["checkpoint"]["step"] == 12
-    ledger = ctx["ti"].xcom["goodput"]
-    assert ledger["basis"] == "steps" and 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0
-    assert nodes_left(resilient_emulator) == [] and resilient_emulator.tpu.processes() == []
-    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
-
-
-def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator):
-    resilient_emulator.storage.create_bucket("tpu-ckpt")
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 0, "at_step": 3})
-    result = operator(train(9), accelerator_type="v4-8").execute(context())
-    assert len(result["attempts"]) == 1  # the runner absorbed it: no new node
-    (log,) = (resilient_emulator.work_dir / "tpu").rglob("worker-0.log")
-    assert "exit status 139 is transient_crash: restart 1 of 2" in log.read_text()
-    assert "final test accuracy" in log.read_text()
-
-
-def test_a_permanent_error_fails_and_deletes_the_node(resilient_emulator):
-    with pytest.raises(AirflowFailException, match="permanent-user-error"):
-        operator("exit 1", accelerator_type="v4-8").execute(context())
-    assert nodes_left(resilient_emulator) == []
-
-
-def test_a_stockout_falls_back_to_another_zone(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "stockout"})
-    result = operator("echo ok", accelerator_type="v4-8", fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
-    assert "europe-west4-a" in result["node_name"]
-    assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == [
-        "us-central2-b", "europe-west4-a"]
+def queued_left() -> list[str]:
+    return [q.name for q in tpu_client().list_queued_resources(parent=ZONE)]
 
 
 def decisions(result: dict) -> list[tuple[str, str]]:
@@ -104,63 +87,284 @@ def decisions(result: dict) -> list[tuple[str, str]]:
             for i in a.get("incidents", [])]
 
 
-@pytest.mark.parametrize(("fault", "expected"), [
-    ({"kind": "preemption", "after_seconds": 0.3, "grace_seconds": 0.05}, ("preemption", "recreate_node")),
-    ({"kind": "unhealthy", "health": "TIMEOUT", "after_seconds": 0.3}, ("node_unhealthy", "recreate_node")),
+def stored_decisions(ctx: dict) -> list[tuple[str, str]]:
+    return decisions({"attempts": ctx["task_state_store"].data[STATE_KEY]["history"]})
+
+
+def created(emulator: Any) -> list[str]:
+    """Node ids of the CreateNode calls answered OK, in order."""
+    return [c.resource.rsplit("/", 1)[1] for c in emulator.calls.list("CreateNode") if c.code == "OK"]
+
+
+def deleted(emulator: Any) -> list[str]:
+    return [c.resource.rsplit("/", 1)[1] for c in emulator.calls.list("DeleteNode")]
+
+
+async def first_event(trigger: Any) -> Any:
+    async for fired in trigger.run():
+        return fired.payload
+    raise AssertionError("the trigger ended without an event")
+
+
+def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
+                 kill_at: int | None = None, max_deferrals: int = 200) -> Any:
+    """Run a deferrable operator as Airflow does: after each deferral the trigger -- re-created from its
+    ``serialize()``, as the triggerer does -- runs in an event loop of its own, and a *fresh* operator
+    continues with its event. With ``kill_at=n`` a user kills the task at its n-th deferral (0-based): the
+    trigger's ``on_kill`` runs and ``Killed`` is raised."""
+    op = make()
+    resume: Callable[[], Any] = lambda: op.execute(ctx)  # noqa: E731
+    for n in range(max_deferrals):
+        try:
+            return resume()
+        except TaskDeferred as deferred:
+            assert deferred.method_name == "execute_complete"
+            classpath, kwargs = deferred.trigger.serialize()
+            trigger = type(deferred.trigger)(**kwargs)
+            assert trigger.serialize() == (classpath, kwargs)
+            if n == kill_at:
+                asyncio.run(asyncio.wait_for(trigger.on_kill(), TIMEOUT))
+                raise Killed from None
+            event = asyncio.run(asyncio.wait_for(first_event(trigger), TIMEOUT))
+            op = make()
+            resume = lambda op=op, event=event: op.execute_complete(ctx, event)  # noqa: E731
+    raise AssertionError(f"still deferring after {max_deferrals} deferrals")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """Poll the emulator until ``condition()`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# ------------------------------------------------------------------ maintenance (seed 002)
+def test_a_maintenance_event_that_recovers_is_waited_out_on_the_same_node(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.3, "grace_seconds": 0.05})
+    result = operator(steps(8)).execute(context())
+    assert {d for d in decisions(result)} == {("maintenance_event", "wait")}
+    assert len(result["attempts"]) == 1
+    assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+
+
+def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilient_emulator):
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 0.2,
+                                  "match": {"nth": 1}})
+    ctx = context()
+    result = operator(train(9)).execute(ctx)
+    assert decisions(result) == [("maintenance_event", "recreate_node")]
+    attempts = result["attempts"]
+    assert len(attempts) == 2 and attempts[1]["resumed_from_step"] >= 3
+    terminate = attempts[0]["incidents"][0]["failure"]
+    assert terminate["node_state"] == "TERMINATED"
+    assert terminate["terminate_reason"] == "Maintenance event without automatic recovery"
+    assert result["checkpoint"]["step"] == 9
+    ledger = ctx["ti"].xcom["goodput"]
+    assert ledger["basis"] == "steps" and 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
+
+
+@pytest.mark.resilient_emulator(time_scale=0.002, latencies={"tpu_repair_seconds": 30_000.0})  # 60 s of repair
+def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.2, "grace_seconds": 0.05,
+                                  "match": {"nth": 1}})
+    policy = RetryPolicy(backoff=FAST, budgets={"maintenance_wait": Budget(max_seconds=0.3, backoff=FAST)})
+    result = operator("sleep 0.5", resilience_policy=policy).execute(context())
+    found = decisions(result)
+    assert found[-1] == ("maintenance_event", "recreate_node") and set(found[:-1]) == {("maintenance_event", "wait")}
+    recreate = result["attempts"][0]["incidents"][-1]["decision"]
+    assert recreate["rule"] == "maintenance-recreate"
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
+# ------------------------------------------------------------------ workers
+def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 0, "at_step": 3})
+    result = operator(steps(6)).execute(context())
+    assert decisions(result) == [] and len(result["attempts"]) == 1  # the runner absorbed it: no new node
+    assert created(resilient_emulator) == [A1]
+    (log,) = (resilient_emulator.work_dir / "tpu").rglob("worker-0.log")
+    assert "exit status 139 is transient_crash: restart 1 of 2" in log.read_text()
+
+
+@pytest.mark.parametrize(("signal", "expected"), [
+    ("SEGV", ("transient_crash", "resubmit")),  # exit 139: the transient-crash rule (seed 003)
+    ("KILL", ("worker_failure", "resubmit")),  # exit 137: worker-restart budget = the runner's cap, then a retry
 ])
-def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
-    resilient_emulator.add_fault({**fault, "match": {"nth": 1}})
-    result = operator("sleep 1", accelerator_type="v4-8").execute(context())
-    assert decisions(result) == [expected] and len(result["attempts"]) == 2
-    assert [c.code for c in resilient_emulator.calls.list("CreateNode")] == ["OK", "OK"]
-    assert nodes_left(resilient_emulator) == []
+def test_a_worker_crashing_beyond_the_restart_cap_gets_a_new_node(resilient_emulator, signal, expected):
+    result = operator(only_in_attempt(1, f"kill -{signal} $$"), max_worker_restarts=1).execute(context())
+    assert decisions(result) == [expected]  # one look decides: no RESTART_WORKERS the runner cannot carry out
+    failure = result["attempts"][0]["incidents"][0]["failure"]
+    assert failure["exit_code"] == {"SEGV": 139, "KILL": 137}[signal] and failure["worker_restarts"] == 1
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
+def test_a_permanent_exit_code_fails_without_re_creating(resilient_emulator):
+    with pytest.raises(AirflowFailException, match="permanent-user-error") as failed:
+        operator("exit 3").execute(ctx := context())
+    assert "exit 3" in str(failed.value)
+    assert stored_decisions(ctx) == [("permanent_user_error", "fail")]
+    assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
+    assert nodes_left() == []
 
 
 def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "hang", "after_seconds": 0.5, "match": {"nth": 1}})
-    op = operator("python3 -c 'import time\nfor i in range(40): print(\"step\", i, flush=True); time.sleep(0.1)'",
-                  accelerator_type="v4-8", hang_timeout=1.0)
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
+    ctx = context()
+    result = operator(steps(12), hang_timeout=1.0).execute(ctx)
+    assert decisions(result) == [("hang", "resubmit")]
+    assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
+    assert list(ctx["task_state_store"].data[PROGRESS_KEY]) == [f"{ZONE}/nodes/{A2}#0"]
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
+# ------------------------------------------------------------------ node failures
+@pytest.mark.parametrize(("fault", "expected"), [
+    ({"kind": "preemption", "after_seconds": 0.3, "grace_seconds": 0.05}, ("preemption", "recreate_node")),
+    ({"kind": "unhealthy", "health": "TIMEOUT", "after_seconds": 0.3}, ("node_unhealthy", "recreate_node")),
+    ({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW", "symptoms": ["LOW_MEMORY"], "after_seconds": 0.3},
+     ("node_unhealthy", "recreate_node")),
+], ids=["preempted", "timeout", "unhealthy-tensorflow-with-symptoms"])
+def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
+    resilient_emulator.add_fault({**fault, "match": {"nth": 1}})
+    result = operator("sleep 0.6").execute(context())
+    assert decisions(result) == [expected] and len(result["attempts"]) == 2
+    failure = result["attempts"][0]["incidents"][0]["failure"]
+    if fault["kind"] == "unhealthy":
+        assert failure["node_health"] == fault["health"] and list(failure["symptoms"]) == fault.get("symptoms", [])
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
+# ------------------------------------------------------------------ capacity
+def test_a_stockout_falls_back_to_another_zone(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout"})
+    result = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    assert "europe-west4-a" in result["node_name"]
+    assert decisions(result) == [("capacity_stockout", "recreate_node")]
+    assert [(c.resource.split("/")[3], c.code) for c in resilient_emulator.calls.list("CreateNode")] == [
+        ("us-central2-b", "OK"), ("europe-west4-a", "OK")]  # the stockout fails the operation, not the call
+
+
+def test_a_stockout_falls_back_to_another_accelerator_type(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "stockout", "match": {"nth": 1}})
+    result = operator("echo ok", fallbacks=[{"accelerator_type": "v5litepod-8"}], keep_node=True).execute(context())
+    assert decisions(result) == [("capacity_stockout", "recreate_node")]
+    assert result["attempts"][1]["fallback_index"] == 0
+    assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == ["us-central2-b"] * 2
+    assert tpu_client().get_node(name=result["node_name"]).accelerator_type == "v5litepod-8"
+    assert nodes_left() == [result["node_name"]]  # keep_node: the last one, nothing else
+    tpu_client().delete_node(name=result["node_name"]).result(timeout=TIMEOUT)
+    assert nodes_left() == []
+
+
+def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resilient_emulator):
+    """The emulator fails CreateNode's operation on a stockout, never the call; Google may refuse the call
+    itself with RESOURCE_EXHAUSTED. The hook must hand that to the policy (creating=True), not retry it."""
+    from google.api_core import exceptions as gexc
+
+    op = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])
+    hook, sleeps = op._tpu(), []
+    hook._sleep = sleeps.append  # a retry inside the hook would sleep here first
+    real = hook.client().create_node
+    refused = []
+
+    def create_node(**kwargs: Any) -> Any:
+        if not refused:
+            refused.append(kwargs["parent"])
+            raise gexc.ResourceExhausted("There is no more capacity in the zone \"us-central2-b\"")
+        return real(**kwargs)
+
+    hook.client().create_node = create_node
     result = op.execute(context())
-    assert decisions(result)[0][0] == "hang"
-    assert nodes_left(resilient_emulator) == []
+    assert refused == [ZONE] and sleeps == []
+    assert decisions(result) == [("capacity_stockout", "recreate_node")]
+    assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == ["europe-west4-a"]
+    assert nodes_left() == []
 
 
 def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator):
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    result = operator("echo ok", accelerator_type="v4-8", valid_until_duration=1,
-                      fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    result = operator("echo ok", valid_until_duration=1, fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
     assert "europe-west4-a" in result["node_name"]
-    assert list(tpu_client().list_queued_resources(parent=ZONE)) == []
-    assert nodes_left(resilient_emulator) == []
+    assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")] == [
+        "us-central2-b", "europe-west4-a"]
+    assert queued_left() == [] and nodes_left() == []
 
 
+# ------------------------------------------------------------------ kills, reattach, keep_node
 def test_a_killed_task_deletes_its_node(resilient_emulator):
-    op = operator("sleep 60", accelerator_type="v4-8")
-
-    class Killed(BaseException):
-        pass
+    op = operator("sleep 60")
 
     def kill_while_watching(seconds: float) -> None:
-        if op._live_node and nodes_left(resilient_emulator):
+        if op._live_node and nodes_left():
             op.on_kill()
             raise Killed
 
     op._sleep = kill_while_watching
     with pytest.raises(Killed):
         op.execute(context())
-    assert nodes_left(resilient_emulator) == [] and resilient_emulator.tpu.processes() == []
+    assert deleted(resilient_emulator) == [A1]
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+
+
+def test_a_task_killed_while_its_queued_resource_waits_deletes_it_by_name(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "never_provision"})
+    op = operator("sleep 60", queued_resource=True)
+    waiting = []
+
+    def kill_while_queued(seconds: float) -> None:
+        qr = tpu_client().get_queued_resource(name=f"{ZONE}/queuedResources/{A1}")
+        waiting.append(qr.state.state.name)
+        if qr.state.state.name == "WAITING_FOR_RESOURCES":
+            op.on_kill()
+            raise Killed
+
+    op._sleep = kill_while_queued
+    with pytest.raises(Killed):
+        op.execute(context())
+    assert waiting[-1] == "WAITING_FOR_RESOURCES"
+    assert [c.resource for c in resilient_emulator.calls.list("DeleteQueuedResource")] == [
+        f"{ZONE}/queuedResources/{A1}"]
+    assert queued_left() == [] and nodes_left() == []
+
+
+def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resilient_emulator):
+    ctx = context()
+    first = operator("sleep 1")
+
+    def worker_dies(seconds: float) -> None:  # the first look saw the node running
+        raise Killed
+
+    first._sleep = worker_dies
+    with pytest.raises(Killed):
+        first.execute(ctx)
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running" and nodes_left()
+    result = operator("sleep 1").execute(ctx)  # Airflow's retry: a new process, the same task state store
+    assert len(result["attempts"]) == 1 and decisions(result) == []
+    assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
+    assert resilient_emulator.calls.count("CreateNode") == 1 and nodes_left() == []
 
 
 def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator):
     ctx = context()
-    result = operator("echo ok", accelerator_type="v4-8", keep_node=True).execute(ctx)
-    assert nodes_left(resilient_emulator) == [result["node_name"]]
+    result = operator("echo ok", keep_node=True).execute(ctx)
+    assert nodes_left() == [result["node_name"]] and deleted(resilient_emulator) == []
     node = result["node_name"].rsplit("/", 1)[1]
     assert ctx["ti"].xcom["_link_TPUNodeLink"].endswith(f"/us-central2-b/{node}?project=test-project")
     assert "tpu.nodes.terminate" in unquote(ctx["ti"].xcom["_link_TPUAuditLogLink"])
 
 
+# ------------------------------------------------------------------ arguments
 @pytest.mark.parametrize(("command", "kwargs", "field"), [
     ("echo ok", {"zone": "us-central2"}, "zone"), ("echo ok", {"accelerator_type": "v4-12"}, "accelerator_type"),
     ("", {}, "command"), ("echo ok", {"tpu_node_id": "Bad_Id"}, "tpu_node_id")])
@@ -170,6 +374,19 @@ def test_bad_arguments_fail_before_any_node_exists(resilient_emulator, command, 
     assert resilient_emulator.calls.list() == []
 
 
+def test_the_worker_restart_budget_is_the_runners_cap():
+    assert operator("x", max_worker_restarts=1).resilience_policy.budget("worker_restarts").max_retries == 1
+    default = operator("x", max_worker_restarts=None, resilience_policy=None)
+    assert default.max_worker_restarts == 5 == default.resilience_policy.budget("worker_restarts").max_retries
+    own = RetryPolicy.from_counts(worker_restarts=3)
+    assert operator("x", max_worker_restarts=None, resilience_policy=own).max_worker_restarts == 3
+    with pytest.raises(ValueError, match=r"max_worker_restarts: 2 differs .*\(3\)"):
+        operator("x", max_worker_restarts=2, resilience_policy=own)
+    with pytest.raises(ValueError, match="max_worker_restarts: must be >= 0"):
+        operator("x", max_worker_restarts=-1)
+
+
+# ------------------------------------------------------------------ property
 FAULTS = st.sampled_from([
     {"kind": "maintenance", "after_seconds": 0.1, "grace_seconds": 0.05},
     {"kind": "maintenance", "recover": False, "after_seconds": 0.1, "grace_seconds": 0.05},
@@ -177,16 +394,72 @@ FAULTS = st.sampled_from([
     {"kind": "unhealthy", "after_seconds": 0.1},
     {"kind": "stockout"},
     {"kind": "crash", "exit_code": 139, "after_seconds": 0.1},
+    {"kind": "hang", "at_step": 1},
+    {"kind": "never_provision"},
 ])
 
 
+HANG = {"kind": "hang", "at_step": 1}
+TERMINATED = {"kind": "maintenance", "recover": False, "after_seconds": 0.1, "grace_seconds": 0.05}
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=st.lists(FAULTS, max_size=3), command=st.sampled_from(["sleep 0.3", "exit 1"]))
-def test_no_node_is_left_whatever_happens(resilient_emulator, plan, command):
-    """Property (bounded): after the task ends, by success or failure, no node it created remains."""
+# The deferred kills that matter most, always tried: while watching a queued node; around the re-create
+# of a terminated node (its backoff waits in the non-watching trigger); with keep_node. (A kill while a
+# queued resource waits for capacity has a test of its own.)
+@example(plan=[], failing=False, queued=True, keep_node=False, ending="kill-deferred", kill_at=0)
+@example(plan=[TERMINATED], failing=False, queued=False, keep_node=False, ending="kill-deferred", kill_at=1)
+@example(plan=[HANG], failing=False, queued=False, keep_node=True, ending="kill-deferred", kill_at=0)
+@given(plan=st.lists(FAULTS, max_size=3), failing=st.booleans(), queued=st.booleans(), keep_node=st.booleans(),
+       ending=st.sampled_from(["run", "kill", "kill-deferred"]), kill_at=st.integers(0, 3))
+def test_no_node_is_left_whatever_happens(resilient_emulator, plan, failing, queued, keep_node, ending, kill_at):
+    """Property (bounded): however the task ends -- success, failure, a kill while it runs, or a user's kill
+    while it is deferred (the trigger's on_kill) -- no node or queued resource it created remains, unless
+    ``keep_node``: then at most its last one does, and it can be deleted."""
     resilient_emulator.reset()
     for fault in plan:
         resilient_emulator.add_fault(fault)
-    with contextlib.suppress(AirflowFailException):  # a failed task must clean up too
-        operator(command, accelerator_type="v4-8").execute(context())
-    assert nodes_left(resilient_emulator) == []
+    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST,
+                         budgets={"maintenance_wait": Budget(max_seconds=2, backoff=FAST),
+                                  "stockout": Budget(max_retries=2, backoff=FAST)})
+    command = "exit 1" if failing else steps(5)
+
+    def make() -> ResilientTPUWorkloadOperator:
+        return operator(command, resilience_policy=policy, hang_timeout=1.0, keep_node=keep_node,
+                        valid_until_duration=0.5 if queued else None, deferrable=ending == "kill-deferred")
+
+    result, outcome = None, "succeeded"
+    try:
+        if ending == "kill-deferred":
+            result = run_deferred(make, context(), kill_at=kill_at)
+        else:
+            op, sleeps = make(), []
+
+            def sleep(seconds: float) -> None:
+                sleeps.append(seconds)
+                if ending == "kill" and len(sleeps) > kill_at:
+                    op.on_kill()
+                    raise Killed
+                time.sleep(seconds)
+
+            op._sleep = sleep
+            result = op.execute(context())
+    except AirflowFailException:  # a failed task must clean up too ...
+        outcome = "failed"
+    except Killed:  # ... and a killed one
+        outcome = "killed"
+    event(f"{ending}: {outcome}{' (queued)' if queued else ''}{' keep_node' if keep_node else ''}")
+    wait_until(lambda: all(n.state.name != "DELETING" for n in tpu_client().list_nodes(parent=ZONE)))
+    left, queued_resources = nodes_left(), queued_left()
+    if not keep_node:
+        assert left == [] and queued_resources == []
+        return
+    assert len(left) <= 1 and len(queued_resources) <= 1  # the last node only: earlier ones were deleted
+    if result is not None:
+        assert left == [result["node_name"]]
+    for name in queued_resources:
+        tpu_client().delete_queued_resource(request={"name": name, "force": True}).result(timeout=TIMEOUT)
+    for name in left:
+        with contextlib.suppress(Exception):  # gone with its queued resource
+            tpu_client().delete_node(name=name).result(timeout=TIMEOUT)
+    wait_until(lambda: nodes_left() == [] and queued_left() == [])

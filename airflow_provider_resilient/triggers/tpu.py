@@ -1,0 +1,232 @@
+"""Trigger that watches a Cloud TPU node for the deferrable ``ResilientTPUWorkloadOperator`` (seed 002).
+
+Theory of operation. The operator looks at its node in full -- node state and health, the workers'
+reports (guest attributes written by :mod:`..worker.runner`), new audit-log entries, step progress for
+hang detection and the goodput ledger -- and, when that look finds nothing to act on, defers to a
+:class:`TPUNodeTrigger` with what it saw (the *baseline*: node state, health, symptoms and each worker's
+``status`` / ``restarts``). Every ``poll_interval`` seconds the trigger reads the node and the workers'
+reports with :class:`~..hooks.tpu.AsyncResilientTPUHook` and fires an event -- the operator then resumes
+in a worker and does its full look -- as soon as
+
+* the node's state, health or symptoms differ from the baseline (it left READY/HEALTHY: maintenance,
+  preemption, termination, unhealthy hardware; or it came up after a reattach to a CREATING node),
+* a worker's report shows a new end status (``succeeded``, ``failed``, ``terminated``,
+  ``preflight_failed``) or a new in-place restart (``restarting``, a higher ``restarts`` count),
+* the node is gone (NOT_FOUND) or cannot be read (a non-transient API error): ``status`` ``"gone"`` /
+  ``"error"``, or
+* ``look_again_at`` (seconds since the epoch) has passed: ``status`` ``"look_again"``.
+
+The look-again interval (:func:`look_again_seconds`): what only the operator's full look sees -- audit
+entries of an event that came and went between two polls, a worker whose heartbeat or step stopped
+(hang detection), step reports for the ledger -- is seen within it. Default: ``hang_timeout / 2``, at
+most :data:`DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found
+within ``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one
+short worker slot every 5 minutes instead of holding one all the time.
+
+A trigger with ``watch_node=False`` only waits until ``look_again_at`` (status ``"timer"``): the operator
+uses it for backoffs while a node of the run still exists (a maintenance wait, the delay before a
+re-create), so that a kill during the backoff deletes that node too.
+
+Kills (Airflow 3.3 semantics). ``on_kill`` runs only when a user acts on the deferred task (mark failed,
+mark success, clear); the triggerer does not call it on its own shutdown or restart or when the trigger
+moves to another triggerer (the trigger is then re-created from :meth:`TPUNodeTrigger.serialize` and
+goes on watching; the absolute ``look_again_at`` and the baseline travel with it). It deletes the queued
+resource (when ``queued_resource`` names one; force: its node goes too) and the node -- unless
+``keep_node`` -- with transient API errors retried for at most ``kill_timeout_seconds`` (default 25 s,
+within the triggerer's ``[triggerer] on_kill_timeout``, 30 s by default), waits for the deletions as long
+as that budget lasts, and closes its gRPC channel. A deletion requested but not confirmed in time still
+happens: Google carries it out. The gRPC channel of :meth:`TPUNodeTrigger.run` is closed however it ends.
+
+Importing this module imports no Google library (they are imported when a trigger runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+#: Worker report statuses that end a runner (see :mod:`..worker.runner`).
+END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})
+#: The longest pause between two full looks of the operator at a quiet node (seconds).
+DEFAULT_LOOK_AGAIN_SECONDS = 300.0
+#: Seconds the trigger's ``on_kill`` may spend deleting (the triggerer allows 30 by default).
+DEFAULT_KILL_TIMEOUT_SECONDS = 25.0
+_FINE_HEALTH = ("HEALTHY", "HEALTH_UNSPECIFIED")
+
+
+def look_again_seconds(poll_interval: float, hang_timeout: float | None) -> float:
+    """Seconds between two full looks of a deferred operator at a quiet node: ``hang_timeout / 2`` capped at
+    :data:`DEFAULT_LOOK_AGAIN_SECONDS`, never below ``poll_interval`` (see the module docstring)."""
+    wanted = DEFAULT_LOOK_AGAIN_SECONDS if hang_timeout is None else min(DEFAULT_LOOK_AGAIN_SECONDS,
+                                                                         hang_timeout / 2)
+    return max(float(poll_interval), wanted)
+
+
+def node_baseline(node: Any, reports: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """What the operator saw in its look, as the trigger's JSON baseline: ``{"state", "health", "symptoms",
+    "workers": [{"status", "restarts"}, ...]}`` (``node``: a ``google.cloud.tpu_v2.Node``)."""
+    return {"state": node.state.name, "health": node.health.name,
+            "symptoms": sorted(s.symptom_type.name for s in node.symptoms),
+            "workers": [{"status": r.get("status", ""), "restarts": r.get("restarts", "0")} for r in reports]}
+
+
+def _restarts(report: Mapping[str, Any]) -> int:
+    value = str(report.get("restarts") or "0")
+    return int(value) if value.isdigit() else 0
+
+
+def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, str]]) -> str | None:
+    """Why the workers' reports are news against ``baseline`` (see the module docstring), or None."""
+    for index, report in enumerate(reports):
+        before = baseline[index] if index < len(baseline) else {}
+        status = report.get("status", "")
+        if status != before.get("status") and (status in END_STATUSES or status == "restarting"):
+            return f"worker {index} is {status} (exit code {report.get('exit_code', '?')})"
+        if _restarts(report) > _restarts(before):
+            return f"worker {index} was restarted in place ({_restarts(report)} restart(s))"
+    return None
+
+
+class TPUNodeTrigger(BaseTrigger):
+    """Watch a TPU node until something needs the operator's full look (see the module docstring).
+
+    Args:
+        node_name: ``projects/P/locations/ZONE/nodes/NODE``.
+        look_again_at: seconds since the epoch after which the trigger fires ``look_again`` (``timer`` when
+            ``watch_node`` is False) at the latest.
+        poll_interval: seconds between two reads of the node and the workers' reports.
+        baseline: what the operator last saw (:func:`node_baseline`); None: a node READY/HEALTHY with no
+            symptoms and no report yet.
+        keep_node: on a user's kill, leave the node and queued resource alone.
+        queued_resource: ``projects/P/locations/ZONE/queuedResources/ID`` the node was requested through,
+            deleted (force) on a user's kill; None: none.
+        watch_node: False: only wait until ``look_again_at`` (a backoff that protects ``node_name``).
+        kill_timeout_seconds: the most ``on_kill`` spends, retries and waiting included.
+        gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
+
+    Events (``TriggerEvent.payload``): ``{"status": "changed" | "look_again" | "gone" | "error" | "timer",
+    "node_name": ..., "message": ...}``.
+    """
+
+    #: The constructor's arguments; ``serialize`` is derived from this one list.
+    FIELDS = ("node_name", "look_again_at", "poll_interval", "baseline", "keep_node", "queued_resource",
+              "watch_node", "kill_timeout_seconds", "gcp_conn_id", "impersonation_chain", "emulator")
+
+    def __init__(self, node_name: str, look_again_at: float, poll_interval: float = 30.0,
+                 baseline: Mapping[str, Any] | None = None, keep_node: bool = False,
+                 queued_resource: str | None = None, watch_node: bool = True,
+                 kill_timeout_seconds: float = DEFAULT_KILL_TIMEOUT_SECONDS,
+                 gcp_conn_id: str | None = "google_cloud_default", impersonation_chain: str | list[str] | None = None,
+                 emulator: str | None = None) -> None:
+        super().__init__()
+        if poll_interval <= 0:
+            raise ValueError(f"TPUNodeTrigger: poll_interval must be > 0 seconds, got {poll_interval}")
+        if kill_timeout_seconds <= 0:
+            raise ValueError(f"TPUNodeTrigger: kill_timeout_seconds must be > 0 seconds, got {kill_timeout_seconds}")
+        self.node_name = node_name
+        self.look_again_at = float(look_again_at)
+        self.poll_interval = float(poll_interval)
+        self.baseline = dict(baseline or {"state": "READY", "health": "HEALTHY", "symptoms": [], "workers": []})
+        self.keep_node = keep_node
+        self.queued_resource = queued_resource
+        self.watch_node = watch_node
+        self.kill_timeout_seconds = float(kill_timeout_seconds)
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.emulator = emulator
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
+
+    def _hook(self, api_retry_seconds: float = 600.0) -> Any:
+        from ..hooks.tpu import AsyncResilientTPUHook
+
+        return AsyncResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator,
+                                     api_retry_seconds=api_retry_seconds)
+
+    def _event(self, status: str, message: str) -> dict[str, Any]:
+        return {"status": status, "node_name": self.node_name, "message": message}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        if not self.watch_node:
+            await asyncio.sleep(max(0.0, self.look_again_at - time.time()))
+            yield TriggerEvent(self._event("timer", "the backoff is over"))
+            return
+        hook = self._hook()
+        try:
+            payload = await self._watch(hook)
+        finally:
+            await hook.close()
+        yield TriggerEvent(payload)
+
+    async def _watch(self, hook: Any) -> dict[str, Any]:
+        while True:
+            payload = await self._look(hook)
+            if payload is not None:
+                self.log.info("%s: %s", self.node_name, payload["message"])
+                return payload
+            remaining = self.look_again_at - time.time()
+            if remaining <= 0:
+                return self._event("look_again", "no change; time for a full look (audit log, progress)")
+            await asyncio.sleep(min(self.poll_interval, remaining))
+
+    async def _look(self, hook: Any) -> dict[str, Any] | None:
+        """One read of the node and the workers' reports: the event's payload when there is news, else None."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            node = await hook.get_node(self.node_name)
+        except gexc.NotFound:
+            return self._event("gone", f"{self.node_name} is gone")
+        except gexc.GoogleAPICallError as exc:
+            return self._event("error", f"cannot read {self.node_name}: {exc}")
+        seen = node_baseline(node, [])
+        before = (self.baseline.get("state"), self.baseline.get("health"), sorted(self.baseline.get("symptoms", [])))
+        if (seen["state"], seen["health"], seen["symptoms"]) != before:
+            return self._event("changed", f"node is {seen['state']} / {seen['health']}"
+                               + (f", symptoms {seen['symptoms']}" if seen["symptoms"] else ""))
+        if seen["state"] != "READY":
+            return None  # e.g. still CREATING after a reattach: the workers report nothing yet
+        try:
+            reports = await hook.worker_reports(self.node_name)
+        except gexc.GoogleAPICallError as exc:
+            return self._event("error", f"cannot read the workers' reports of {self.node_name}: {exc}")
+        why = worker_change(self.baseline.get("workers", []), reports)
+        return self._event("changed", why) if why else None
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: delete the queued resource and the node unless ``keep_node``
+        (bounded by ``kill_timeout_seconds``; see the module docstring)."""
+        if self.keep_node:
+            self.log.info("The task was killed by a user; keeping %s (keep_node=True): delete it yourself",
+                          self.node_name)
+            return
+        self.log.info("The task was killed by a user: deleting %s%s", self.node_name,
+                      f" and {self.queued_resource}" if self.queued_resource else "")
+        hook = self._hook(api_retry_seconds=self.kill_timeout_seconds)
+        try:
+            await asyncio.wait_for(self._delete(hook), self.kill_timeout_seconds)
+        except TimeoutError:
+            self.log.warning("Deleting %s was not confirmed within %.0f s (a deletion requested goes on)",
+                             self.node_name, self.kill_timeout_seconds)
+        except Exception as exc:  # the API refused or stayed unreachable: say what may be left
+            self.log.warning("Could not delete %s: %s; delete it yourself", self.node_name, exc)
+        finally:
+            await hook.close()
+
+    async def _delete(self, hook: Any) -> None:
+        """Request every deletion first, then wait for them (so a slow one does not hold back the other)."""
+        operations = []
+        if self.queued_resource:
+            operations.append(await hook.delete_queued_resource(self.queued_resource))
+        operations.append(await hook.delete_node(self.node_name))
+        for operation in operations:
+            if operation is not None:
+                await operation.result()
+
+
+__all__ = ["DEFAULT_LOOK_AGAIN_SECONDS", "TPUNodeTrigger", "look_again_seconds", "node_baseline", "worker_change"]
