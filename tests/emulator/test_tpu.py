@@ -233,3 +233,20 @@ def test_unavailable_faults_strike_tpu_and_logging_calls(resilient_emulator):
         list(logs.list_log_entries(resource_names=["projects/test-project"], retry=None))
     assert isinstance(list(logs.list_log_entries(resource_names=["projects/test-project"], retry=None)), list)
     assert [f["fired"] for f in resilient_emulator.faults.faults()] == [1, 1, 1]
+
+
+def test_a_quota_fault_refuses_the_create_call_itself(resilient_emulator):
+    """``quota`` with ``service: tpu``: CreateNode / CreateQueuedResource answer 429 RESOURCE_EXHAUSTED
+    naming the metric (unlike a stockout, which fails the create operation); Vertex AI creates are not
+    counted by it."""
+    metric = "tpu.googleapis.com/TPUV4sPerProjectPerZone"
+    resilient_emulator.add_fault({"kind": "quota", "service": "tpu", "quota_metric": metric, "times": 2})
+    client = tpu_client()
+    with pytest.raises(exceptions.ResourceExhausted, match="TPUV4sPerProjectPerZone"):
+        client.create_node(parent=ZONE, node_id="q1", node=node("v4-8"), retry=None)
+    queued = {"tpu": {"node_spec": [{"parent": ZONE, "node_id": "q2", "node": node("v4-8")}]}}
+    with pytest.raises(exceptions.ResourceExhausted, match="quota metrics exceed quota limits"):
+        client.create_queued_resource(parent=ZONE, queued_resource_id="q2", queued_resource=queued, retry=None)
+    assert [n.name for n in client.list_nodes(parent=ZONE)] == []
+    client.create_node(parent=ZONE, node_id="q3", node=node("v4-8")).result(timeout=30)  # times: 2 -- spent
+    assert [f["fired"] for f in resilient_emulator.faults.faults()] == [2]

@@ -31,6 +31,7 @@ WORKLOAD = Path(__file__).resolve().parents[2] / "dags" / "workloads" / "train_d
 FAST = Backoff(initial_seconds=0.05, max_seconds=0.2)
 POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
                      budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
+                              "quota_wait": Budget(max_seconds=30, backoff=FAST),
                               "stockout": Budget(max_retries=3, backoff=FAST)})
 PROJECT = "test-project"
 ZONE = f"projects/{PROJECT}/locations/us-central2-b"
@@ -463,3 +464,17 @@ def test_no_node_is_left_whatever_happens(resilient_emulator, plan, failing, que
         with contextlib.suppress(Exception):  # gone with its queued resource
             tpu_client().delete_node(name=name).result(timeout=TIMEOUT)
     wait_until(lambda: nodes_left() == [] and queued_left() == [])
+
+
+def test_a_quota_refusal_of_create_node_waits_for_quota_then_creates(resilient_emulator):
+    """Seed 003 / DESIGN's quota row: a 429 on the create call itself is QUOTA_EXCEEDED, waited out with
+    backoff (quota frees as other work ends) in the same zone, not failed over or retried in the hook."""
+    resilient_emulator.add_fault({"kind": "quota", "service": "tpu", "times": 2,
+                                  "quota_metric": "tpu.googleapis.com/TPUV4sPerProjectPerZone"})
+    result = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    assert decisions(result)[:2] == [("quota_exceeded", "resubmit")] * 2  # no node was made: submit again
+    failure = result["attempts"][0]["incidents"][0]["failure"]
+    assert failure["quota_metric"] == "tpu.googleapis.com/TPUV4sPerProjectPerZone"
+    zones = [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")]
+    assert zones == ["us-central2-b"] * 3  # two refused, one created; no failover for quota
+    assert nodes_left() == []

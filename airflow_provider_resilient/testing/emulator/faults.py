@@ -18,7 +18,8 @@ A plan is a list of faults (YAML or JSON file, or the same as Python objects)::
 Kinds and where they strike:
 
 ============== =================================================================================
-create time    ``quota`` (the create call is refused: 429 RESOURCE_EXHAUSTED naming ``quota_metric``)
+create time    ``quota`` (the create call is refused: 429 RESOURCE_EXHAUSTED naming ``quota_metric``;
+               ``service: tpu`` refuses CreateNode / CreateQueuedResource)
 get time       ``unavailable`` (a Get call -- or with ``calls: list`` a ListCustomJobs call -- answers
                UNAVAILABLE; ``service: tpu`` for GetNode / GetGuestAttributes / GetQueuedResource
                and ListNodes / ListQueuedResources, ``service: logging`` for ListLogEntries)
@@ -116,7 +117,8 @@ class Fault(BaseModel):
     quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"
     calls: Literal["get", "list"] = Field("get", description="unavailable: Get calls or List calls")
     service: Literal["aiplatform", "tpu", "logging"] = Field(
-        "aiplatform", description="unavailable: the API whose calls answer UNAVAILABLE (logging: ListLogEntries)")
+        "aiplatform", description="quota / unavailable: the API whose calls are refused (tpu: CreateNode and "
+                                  "CreateQueuedResource for quota; logging: ListLogEntries)")
     region: str | None = Field(None, description="stockout: the region named (default: the job's)")
     worker: int = Field(0, ge=0, description="TPU: the worker VM struck by crash / hang")
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
@@ -262,7 +264,9 @@ class FaultBook:
             for i, fault in enumerate(self._faults):
                 if fault.kind not in kinds or not fault.match.selects(display_name, labels, name):
                     continue
-                if fault.kind in GET_KINDS and (fault.calls != calls or fault.service != service):
+                if fault.kind in GET_KINDS and fault.calls != calls:
+                    continue
+                if fault.service != service:
                     continue
                 self._calls[i] += 1
                 if fault.match.nth is not None and self._calls[i] < fault.match.nth:

@@ -37,8 +37,16 @@ from typing import Any
 
 from ..cloud_logging.backend import ACTIVITY_LOG
 from ..config import EmulatorConfig
-from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from ..faults import GET_KINDS, PROVISIONING_KINDS, QUEUED_RESOURCE_KINDS, TPU_RUNNING_KINDS, Fault, FaultBook
+from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from ..faults import (
+    CREATE_KINDS,
+    GET_KINDS,
+    PROVISIONING_KINDS,
+    QUEUED_RESOURCE_KINDS,
+    TPU_RUNNING_KINDS,
+    Fault,
+    FaultBook,
+)
 from ..operations import OperationStore
 from .metadata import MetadataServer
 from .topology import worker_count
@@ -268,6 +276,8 @@ class TpuBackend:
             raise InvalidArgument("node.runtime_version is required, e.g. 'tpu-ubuntu2204-base'")
         name = f"{parent}/nodes/{node_id}"
         project, zone = parent.split("/")[1], parent.split("/")[3]
+        if not queued_resource:  # a queued resource's node was already let through at its own create
+            self._check_quota(node_id, dict(node.labels), f"create:{name}", parent)
         with self.lock:
             if name in self.nodes:
                 raise AlreadyExists(f"Resource '{name}' already exists")
@@ -301,6 +311,13 @@ class TpuBackend:
             return attrs
 
         return attributes
+
+    def _check_quota(self, display: str, labels: dict[str, str], key: str, parent: str) -> None:
+        """Refuse a create call with 429 RESOURCE_EXHAUSTED when a ``quota`` fault with ``service: tpu``
+        fires (the call itself fails; compare a stockout, which fails the create operation)."""
+        fault = self.faults.on_call(CREATE_KINDS, display, labels, key, parent, service="tpu")
+        if fault is not None:
+            raise ResourceExhausted(f"The following quota metrics exceed quota limits: {fault.quota_metric}")
 
     def _check_unavailable(self, calls: str, key: str, name: str, run: NodeRun | None = None) -> None:
         """Answer UNAVAILABLE when an ``unavailable`` fault with ``service: tpu`` fires for this call."""
@@ -380,6 +397,7 @@ class TpuBackend:
         specs = list(queued_resource.tpu.node_spec)
         if len(specs) != 1:
             raise InvalidArgument("queued_resource.tpu.node_spec: exactly one node spec is supported")
+        self._check_quota(queued_resource_id, dict(specs[0].node.labels), f"create:{name}", parent)
         with self.lock:
             if name in self.queued:
                 raise AlreadyExists(f"Resource '{name}' already exists")
