@@ -4,8 +4,9 @@
 2. Starts the emulator in this process with ``dags/faults/vertex_demo.yaml``: attempt 1 crashes with exit
    139 past the platform's three retries, attempt 2 stocks out, attempt 3 hits internal errors.
 3. Runs ``airflow dags test example_vertex_ai_resilient_training`` against it and prints the attempt
-   history, the step each attempt resumed from, the platform's story of each job, and the model's
-   held-out accuracy.
+   history, the step each attempt resumed from, the platform's story of each job, the workload's own word
+   on where each run of each replica started (its ``resuming from step N`` line, read from the replica
+   logs, beside the newest checkpoint that run saved), and the model's held-out accuracy.
 4. Does the same for ``example_tpu_resilient_training`` with ``dags/faults/tpu_demo.yaml``: a 2-worker TPU
    node has a maintenance event it recovers from, then one that terminates it; the node is re-created
    and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = Path(os.environ.get("RESILIENT_DEMO_DIR", ROOT / ".demo"))
@@ -71,6 +73,10 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         for name in sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1])):
             events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "PENDING", "RUNNING")]
             print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}: " + "; ".join(events))
+        resumes = workload_resumes(emulator)
+        if resumes:
+            print("What the workload said (replica logs; one line per run of a replica, in order):")
+            print("\n".join(resumes))
         for call in emulator.calls.list():
             if call.method in ("CreateNode", "DeleteNode"):
                 print(f"  {call.method} {call.resource.rsplit('/', 1)[1]} -> {call.code}")
@@ -106,6 +112,34 @@ def main() -> int:
         print("FAILED: " + ", ".join(failed), file=sys.stderr)
         return 1
     return 0
+
+
+#: A replica log's header line, written by the emulator at each start of the replica's process.
+_RUN_HEADER = re.compile(r"^===== \S+ (?P<replica>\S+) platform attempt (?P<attempt>\d+)(?: restart (?P<restart>\d+))? "
+                         r"=====$", re.MULTILINE)
+
+
+def workload_resumes(emulator: Any) -> list[str]:
+    """One line per run of a replica of every CustomJob (creation order, then start order): where the
+    workload itself says it started and the newest checkpoint it saved, e.g.
+    ``  workload: us-central1/1000000000000042000 workerpool0-0 platform attempt 2: resuming from step 9;
+    saved up to step 15``. ``tests/test_demo.py`` reads these lines."""
+    vertex = emulator.vertex
+    lines = []
+    for name in sorted(vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1])):
+        job = f"{name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}"
+        for plan in vertex.runs[name].plans:
+            text = emulator.replica_log(name, plan.name)
+            headers = list(_RUN_HEADER.finditer(text))
+            for index, header in enumerate(headers):
+                body = text[header.end():headers[index + 1].start() if index + 1 < len(headers) else len(text)]
+                resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
+                saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)$", body, re.MULTILINE)]
+                restart = f" restart {header['restart']}" if header["restart"] else ""
+                lines.append(f"  workload: {job} {header['replica']} platform attempt {header['attempt']}{restart}: "
+                             f"resuming from step {resumed[1] if resumed else '?'}; "
+                             f"saved up to step {max(saved) if saved else '-'}")
+    return lines
 
 
 def _report(text: str) -> list[str]:

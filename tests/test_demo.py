@@ -2,7 +2,9 @@
 Vertex AI and on a 2-worker TPU slice.
 
 It must finish, show every attempt with the step it resumed from, never restart from step 0 once a
-complete checkpoint exists, and end with the accuracy of an uninterrupted run of the same workload.
+complete checkpoint exists -- by the workload's own word, its ``resuming from step N`` line in the replica
+logs, for new attempts and for the platform's restarts alike -- and end with the accuracy of an
+uninterrupted run of the same workload.
 """
 
 from __future__ import annotations
@@ -31,6 +33,29 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     assert happened[0].startswith("transient_crash exit 139") and happened[1] == "capacity_stockout"
     assert happened[2] == "internal_error" and happened[3] == "succeeded"
     assert [r[-1] for r in rows] == ["resubmit", "resubmit", "resubmit", "-"]
+    # The workload's own word (replica logs, one line per run of a replica, in order): the first run starts
+    # from scratch; every later one -- a new attempt or a platform restart -- from the newest checkpoint saved.
+    runs = re.findall(r"^  workload: \S+/(\d+) (\S+) platform attempt (\d+)(?: restart (\d+))?: "
+                      r"resuming from step (\d+|\?); saved up to step (\d+|-)$", vertex, re.MULTILINE)
+    assert runs and len(runs) == vertex.count("  workload: "), vertex[-3000:]
+    assert list(dict.fromkeys(r[0] for r in runs)) == [rows[0][1], rows[2][1], rows[3][1]]  # 2 never ran
+    assert sum(1 for r in runs if r[2] != "1") >= 3  # the platform's own restarts of exit 139 and internal errors
+    # Only a run the internal-error fault (after 1 s) stopped before it said anything may be silent, and then
+    # it saved nothing.
+    assert all(r[0] == rows[2][1] and r[5] == "-" for r in runs if r[4] == "?"), runs
+    newest_saved: int | None = None
+    for job, replica, platform_attempt, _, resumed, saved in runs:
+        if resumed == "?":
+            continue
+        if newest_saved is None:
+            assert int(resumed) == 0, runs  # nothing saved yet
+        else:
+            assert int(resumed) > 0 and int(resumed) >= newest_saved, (job, replica, platform_attempt, runs)
+        if saved != "-":
+            newest_saved = max(newest_saved or 0, int(saved))
+    later_attempts = [r for r in runs if r[0] != rows[0][1] and r[2] == "1" and not r[3]]  # first runs
+    assert len(later_attempts) == 2 and all(r[4] == "?" or int(r[4]) > 0 for r in later_attempts)
+    assert later_attempts[-1][4] != "?"  # the attempt that succeeded said where it resumed
     accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", vertex).group(1))
     tpu_rows = [line for line in tpu.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
     assert "maintenance_event node REPAIRING" in tpu_rows[0] and tpu_rows[0].endswith("wait")

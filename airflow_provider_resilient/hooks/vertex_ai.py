@@ -8,8 +8,10 @@ must not become a duplicate job. RESOURCE_EXHAUSTED on create is quota or a stoc
 the policy to classify.
 
 Credentials: none against the emulator; otherwise the Google provider's ``GoogleBaseHook`` when that
-provider is installed (it reads ``gcp_conn_id`` and handles ``impersonation_chain``), else Application
-Default Credentials, impersonated through google-auth when ``impersonation_chain`` is given.
+provider is installed and the connection ``gcp_conn_id`` exists (it reads the connection and handles
+``impersonation_chain``), else Application Default Credentials with the ``cloud-platform`` scope,
+impersonated through google-auth when ``impersonation_chain`` is given (the last account is the target,
+the ones before it the delegation chain, as in the Google provider).
 """
 
 from __future__ import annotations
@@ -66,14 +68,31 @@ def connection_extra(gcp_conn_id: str | None) -> dict[str, Any]:
         return {}
 
 
-def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Sequence[str] | None) -> Any:
-    """Credentials for Google APIs (see the module docstring for the order)."""
+def connection_exists(gcp_conn_id: str) -> bool:
+    """Whether Airflow knows connection ``gcp_conn_id`` (metadata database, secrets backends, env vars).
+
+    Raises:
+        whatever reading the connection raises other than "not found" (e.g. the API server is unreachable):
+        credentials must not silently change because a lookup failed.
+    """
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
     try:
-        from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
-    except ImportError:
-        GoogleBaseHook = None
-    if GoogleBaseHook is not None and gcp_conn_id:
-        return GoogleBaseHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_credentials()
+        BaseHook.get_connection(gcp_conn_id)
+    except AirflowNotFoundException:
+        return False
+    return True
+
+
+def default_credentials(impersonation_chain: str | Sequence[str] | None) -> Any:
+    """Application Default Credentials with the ``cloud-platform`` scope; with ``impersonation_chain``
+    (an email, or emails ending with the target), google-auth impersonated credentials for its last
+    account through the ones before it.
+
+    Raises:
+        google.auth.exceptions.DefaultCredentialsError: no Application Default Credentials are set up.
+    """
     import google.auth
     from google.auth import impersonated_credentials
 
@@ -83,6 +102,26 @@ def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Seque
         credentials = impersonated_credentials.Credentials(source_credentials=credentials, target_principal=chain[-1],
                                                            delegates=chain[:-1], target_scopes=[CLOUD_PLATFORM_SCOPE])
     return credentials
+
+
+def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Sequence[str] | None) -> Any:
+    """Credentials for Google APIs: the Google provider's ``GoogleBaseHook(gcp_conn_id,
+    impersonation_chain).get_credentials()`` when the provider is installed and the connection exists,
+    else :func:`default_credentials` (as :func:`connection_extra` treats a missing connection).
+
+    Raises:
+        google.auth.exceptions.DefaultCredentialsError: ADC are needed and not set up; or what
+        ``GoogleBaseHook`` raises for a connection it cannot use.
+    """
+    try:
+        from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
+    except ImportError:
+        GoogleBaseHook = None
+    if GoogleBaseHook is not None and gcp_conn_id:
+        if connection_exists(gcp_conn_id):
+            return GoogleBaseHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_credentials()
+        log.info("No Airflow connection %r: using Application Default Credentials", gcp_conn_id)
+    return default_credentials(impersonation_chain)
 
 
 class GoogleApiHook:

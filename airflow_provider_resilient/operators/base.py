@@ -94,9 +94,17 @@ class SupervisedOperator(BaseOperator):
     def _on_failure(self, context: Any, state: RunState) -> None:
         """Release what the run holds before the task fails (e.g. delete a node)."""
 
+    def _recover(self, context: Any, state: RunState) -> RunState:
+        """The run to continue when the task state store holds none (phase new): a first try, or a store
+        that was emptied (``[state_store] clear_on_success``, its retention, its REST API). A subclass that
+        can see the resources it created may rebuild the run from them; the default starts afresh."""
+        return state
+
     # ------------------------------------------------------------------ the loop
     def _start(self, context: Any) -> Any:
         state = self._load(context)
+        if state.phase == "new":
+            state = self._recover(context, state)
         if state.phase != "new":
             self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it", state.phase,
                           len(state.history))

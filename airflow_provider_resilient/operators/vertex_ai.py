@@ -14,7 +14,16 @@ Never a duplicate: every job carries labels naming the DAG, task, run, map index
 create call the operator looks for a job with the same labels and, if one exists (the task was killed
 after the create call), watches it instead. A task retry finds the state in the store and reattaches;
 budgets continue. Clearing a failed task resumes from the latest checkpoint with fresh budgets (the
-history is kept); clearing a successful task reruns nothing unless ``rerun_after_success=True``.
+history is kept); clearing a successful task reruns nothing unless ``rerun_after_success=True``. When the
+store holds nothing (a first try, or a store emptied by ``[state_store] clear_on_success``, its retention
+or its REST API), the operator lists the task instance's jobs by their labels and rebuilds the run from
+them (:meth:`ResilientCustomJobOperator._recover`): a live job is watched, a successful one is the result
+(or, with ``rerun_after_success``, followed by a new attempt numbered after it), a failed one is followed
+by a new attempt -- never a second job with the same attempt label.
+
+Never two attempts at once: a job the operator cancels itself -- queued past
+``RetryPolicy.queue_timeout_seconds`` (seed 004) or hung -- is watched until the platform reports it ended
+before the supervisor hears of the failure, so the next attempt starts only after the old one stopped.
 
 Importing this module imports no Google library.
 """
@@ -32,6 +41,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
 from ..specs.vertex import (
+    ENV_RESUME_FROM,
+    ENV_RESUME_STEP,
+    LABEL_ATTEMPT,
     SpecError,
     build_custom_job,
     job_labels,
@@ -54,13 +66,63 @@ log = logging.getLogger(__name__)
 
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_custom_job"
+#: Seconds to wait for a job cancelled for a reason to end before giving up (AirflowException), and the
+#: longest pause between two looks at it.
+CANCEL_WAIT_SECONDS = 1800.0
+CANCEL_POLL_SECONDS = 5.0
 
 
 def _as_dict(value: Any) -> Any:
-    """Proto-plus messages (WorkerPoolSpec ...) as dicts; everything else unchanged."""
-    if hasattr(value, "_pb") and hasattr(type(value), "to_dict"):
-        return type(value).to_dict(value, preserving_proto_field_name=True)
-    return value
+    """A WorkerPoolSpec (proto-plus or protobuf message) as a dict in the shape of the dict form; anything
+    else unchanged.
+
+    Only the fields that are set are kept, with proto field names, enum names, durations as ``"3600s"`` and
+    64-bit integers (``replica_count``, ``boot_disk_size_gb`` where int64 ...) as ``int`` -- protobuf's JSON
+    mapping writes those as strings, which the validation would read as ``"1" != 1``.
+    """
+    message = type(value).pb(value) if hasattr(value, "_pb") and hasattr(type(value), "pb") else value
+    if not hasattr(message, "DESCRIPTOR") or not hasattr(message, "ListFields"):
+        return value
+    from google.protobuf import json_format
+
+    data = json_format.MessageToDict(message, preserving_proto_field_name=True, use_integers_for_enums=False)
+    return _cast_int64(data, message.DESCRIPTOR)
+
+
+def _cast_int64(data: dict[str, Any], descriptor: Any) -> dict[str, Any]:
+    """``data`` (the JSON form of a message of type ``descriptor``) with its 64-bit integers as ints."""
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            inner = field.message_type.fields_by_name["value"]
+            data[field.name] = {k: _cast_value(v, inner) for k, v in value.items()}
+        elif repeated:
+            data[field.name] = [_cast_value(v, field) for v in value]
+        else:
+            data[field.name] = _cast_value(value, field)
+    return data
+
+
+def _cast_value(value: Any, field: Any) -> Any:
+    if field.message_type is not None:  # well-known types (Duration ...) are strings in JSON: left as they are
+        return _cast_int64(value, field.message_type) if isinstance(value, dict) else value
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    int64 = (F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64)
+    return int(value) if field.type in int64 and isinstance(value, str) else value
+
+
+def _resumed_from(job: Any) -> tuple[int | None, str | None]:
+    """(step, URI) of the checkpoint a created CustomJob resumes from, read from its primary pool's
+    ``RESILIENT_RESUME_STEP`` / ``RESILIENT_RESUME_FROM``; (None, None) for a fresh start."""
+    primary = job.job_spec.worker_pool_specs[0]
+    spec = primary.container_spec if "container_spec" in primary else primary.python_package_spec
+    env = {e.name: e.value for e in spec.env}
+    step = env.get(ENV_RESUME_STEP, "")
+    return (int(step) if step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
 
 
 class ResilientCustomJobOperator(SupervisedOperator):
@@ -87,8 +149,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
         service_account, network: the CustomJob's.
         resilience_policy: a :class:`~..policy.RetryPolicy` for job attempts (default: the seed rules).
             Named so because ``retry_policy`` is Airflow's own argument, for task retries.
+            Its ``queue_timeout_seconds`` (default 1800 s, seed 004: "if queuing time exceeds 30 minutes,
+            the training job exits automatically") bounds how long an attempt may stay QUEUED or PENDING
+            (seed 003: a job may wait there until quota frees), counted from the job's ``create_time``: past
+            it the job is cancelled, and once it has ended the ``queue-timeout`` rule fails over to the next
+            fallback or fails the task with a message naming the queue timeout.
         fallbacks: alternative targets (:class:`~..policy.Fallback` or dicts) consumed on stockouts and
-            queue timeouts, in order; shorthand for ``resilience_policy.fallbacks``.
+            queue timeouts, in order; shorthand for ``resilience_policy.fallbacks``. Each hop waits
+            ``RetryPolicy.failover_backoff`` first (default 10 s doubling to 2 min, 50 % jitter).
         deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
         poll_interval: seconds between status reads while an attempt runs. Each read also looks for a new
             complete checkpoint (two listings): the steps seen feed the goodput ledger.
@@ -197,9 +265,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
         for at, step in (event.get("steps") or []) if isinstance(event, dict) else []:
             self._note_step(float(at), int(step))
         status = event.get("status") if isinstance(event, dict) else None
-        summary = event.get("job") if status in ("terminal", "hang") else None
-        if status == "hang" and summary is not None:
-            summary = {**summary, "hang": event.get("hang"), "hang_since": event.get("hang_since")}
+        summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
+        if status in ("hang", "queue_timeout") and summary is not None:
+            # The trigger cancelled the job; the next attempt waits until the platform says it ended.
+            from ..triggers.vertex_ai import STOP_KEYS
+
+            stopped = {k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}
+            summary = self._await_end(state.job_name, {**summary, **stopped})
         if summary is None:
             if isinstance(event, dict) and event.get("status") == "error":
                 self.log.warning("The trigger could not read the job: %s", event.get("message"))
@@ -212,6 +284,67 @@ class ResilientCustomJobOperator(SupervisedOperator):
             self._hook().cancel_custom_job(self._live_job)
 
     # ------------------------------------------------------------------ the shell
+    def _recover(self, context: Any, state: RunState) -> RunState:
+        """Rebuild the run from this task instance's jobs when the task state store holds none.
+
+        One ListCustomJobs call per region (``region`` and the fallbacks' regions) with the task instance's
+        labels (:func:`~..specs.vertex.job_labels` without the attempt). No job: ``state`` unchanged (a
+        first try). Otherwise a history with one attempt per ``resilient-attempt`` label up to the newest
+        (numbers without a job: create calls that failed), and the newest decides the phase: live ->
+        ``running`` (watched, not resubmitted); SUCCEEDED -> ``succeeded`` (the earlier result, or with
+        ``rerun_after_success`` a new attempt numbered after it); ended otherwise -> ``failed`` (a new
+        attempt, fresh budgets, resuming from the latest checkpoint, as after a Clear). The rebuilt attempts
+        carry no incidents, so budgets start afresh.
+        """
+        from ..policy import Attempt
+        from ..triggers.vertex_ai import TERMINAL_STATES
+
+        hook = self._hook()
+        find = labels_filter(job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context), None))
+        jobs: dict[int, Any] = {}
+        for region in dict.fromkeys([self.region, *(f.region for f in self.resilience_policy.fallbacks if f.region)]):
+            for job in hook.list_custom_jobs(self.project_id, region, find):
+                number = str(job.labels.get(LABEL_ATTEMPT, ""))
+                if number.isdigit() and (int(number) not in jobs or job.create_time > jobs[int(number)].create_time):
+                    jobs[int(number)] = job
+        if not jobs:
+            self._known_absent = 1
+            return state
+        last = max(jobs)
+        history = []
+        for number in range(1, last + 1):
+            job = jobs.get(number)
+            if job is None:
+                history.append(Attempt(number))
+                continue
+            step, uri = _resumed_from(job)
+            history.append(Attempt(number, job.name, self._fallback_index(job.name), job.create_time.timestamp(),
+                                   job.end_time.timestamp() if "end_time" in job else None, step, uri))
+        newest = jobs[last]
+        state_name = newest.state.name
+        if state_name not in TERMINAL_STATES:
+            phase, then = "running", "watching it instead of creating another"
+        elif state_name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
+            phase = "succeeded"
+            then = (f"rerun_after_success: training again as attempt {last + 1}" if self.rerun_after_success else
+                    "returning its result instead of creating another")
+        else:
+            phase, then = "failed", f"resuming as attempt {last + 1}"
+        if phase == "failed" or (phase == "succeeded" and self.rerun_after_success):
+            self._known_absent = last + 1
+        self.log.info("Attempt %d already exists as %s, %s (the task state store holds nothing for this task): %s",
+                      last, newest.name, state_name, then)
+        return RunState(phase=phase, history=tuple(history), job_name=newest.name)
+
+    def _fallback_index(self, job_name: str) -> int:
+        """The fallback a job ran on, as far as its region tells (-1: the original target)."""
+        from ..hooks.vertex_ai import region_of
+
+        region = region_of(job_name)
+        if region == self.region:
+            return -1
+        return next((i for i, f in enumerate(self.resilience_policy.fallbacks) if f.region == region), -1)
+
     def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
         from ..checkpoints import find_latest_checkpoint
         from ..policy import classify_create_error
@@ -221,17 +354,15 @@ class ResilientCustomJobOperator(SupervisedOperator):
         region = fallback.region if fallback and fallback.region else self.region
         labels = job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context), action.attempt)
         find = labels_filter(labels)
-        existing = hook.list_custom_jobs(self.project_id, region, find)
+        # _recover has just listed every job of this task instance and seen none with this attempt's label.
+        known_absent = self.__dict__.pop("_known_absent", None) == action.attempt
+        existing = [] if known_absent else hook.list_custom_jobs(self.project_id, region, find)
         if existing:
             job = existing[0]
             self.log.info("Attempt %d already exists as %s (the task was interrupted after creating it): "
                           "watching it instead of creating another", action.attempt, job.name)
-            primary = job.job_spec.worker_pool_specs[0]
-            spec = primary.container_spec if "container_spec" in primary else primary.python_package_spec
-            step_env = {e.name: e.value for e in spec.env}
-            resumed = step_env.get("RESILIENT_RESUME_STEP")
-            return Submitted(job.name, self._clock(), int(resumed) if resumed else None,
-                             step_env.get("RESILIENT_RESUME_FROM"))
+            step, uri = _resumed_from(job)
+            return Submitted(job.name, self._clock(), step, uri)
         try:
             checkpoint = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
         except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
@@ -255,19 +386,26 @@ class ResilientCustomJobOperator(SupervisedOperator):
         where = f" on fallback {action.fallback_index + 1} ({fallback.describe()})" if fallback else ""
         resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "from scratch"
         self.log.info("Attempt %d: created %s in %s%s, %s", action.attempt, job.name, region, where, resumed)
-        push_links(context, job.name)
         return Submitted(job.name, self._clock(), checkpoint.step if checkpoint else None,
                          checkpoint.uri if checkpoint else None)
 
     def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
+        # Every try starts with no XCom (Airflow clears them): a created, reattached or resumed job gets its
+        # links pushed again here.
+        self.__dict__.pop("_known_absent", None)
+        push_links(context, job_name)
         self._live_job = job_name
         if self.deferrable:
             self._defer_watch(job_name)
         return self._outcome(self._poll_until_terminal(job_name))
 
     def _poll_until_terminal(self, job_name: str) -> dict[str, Any]:
+        """Poll every ``poll_interval`` seconds until the job is terminal; cancel it when it has been QUEUED or
+        PENDING past the queue timeout, or RUNNING without checkpoint progress past ``hang_timeout``. The
+        job's summary (:func:`~..triggers.vertex_ai.job_summary`), with the reason's
+        :data:`~..triggers.vertex_ai.STOP_KEYS` when it was cancelled for one."""
         from ..checkpoints.progress import ProgressWatch
-        from ..triggers.vertex_ai import TERMINAL_STATES
+        from ..triggers.vertex_ai import TERMINAL_STATES, queue_timeout_stop
 
         hook = self._hook()
         progress = ProgressWatch(self.hang_timeout)
@@ -275,13 +413,41 @@ class ResilientCustomJobOperator(SupervisedOperator):
             summary = self._job_summary(hook.get_custom_job(job_name))
             if summary["state"] in TERMINAL_STATES:
                 return summary
-            if summary["state"] == "JOB_STATE_RUNNING":
+            stop = queue_timeout_stop(summary, self._clock(), self.resilience_policy.queue_timeout_seconds)
+            if stop is None and summary["state"] == "JOB_STATE_RUNNING":
                 hung = self._look_for_progress(progress)
-                if hung is not None:
-                    self.log.warning("%s: %s; cancelling it", job_name, hung)
-                    hook.cancel_custom_job(job_name)
-                    return {**summary, "hang": hung, "hang_since": progress.since}
+                stop = {"hang": hung, "hang_since": progress.since} if hung is not None else None
+            if stop is not None:
+                self.log.warning("%s: %s; cancelling it", job_name, stop.get("queue_timeout") or stop.get("hang"))
+                hook.cancel_custom_job(job_name)
+                return self._await_end(job_name, {**summary, **stop})
             self._sleep(self.poll_interval)
+
+    def _await_end(self, job_name: str, stopped: dict[str, Any]) -> dict[str, Any]:
+        """After the operator (or its trigger) cancelled ``job_name`` for a reason: poll until the job is
+        terminal, so that no next attempt runs beside it. ``stopped`` (the summary with the reason) when it
+        ended CANCELLED; its own terminal summary when it ended otherwise first (its real outcome counts).
+
+        Raises:
+            AirflowException: the job is still not terminal after :data:`CANCEL_WAIT_SECONDS` (a task retry
+                watches it again).
+        """
+        from ..triggers.vertex_ai import TERMINAL_STATES
+
+        hook = self._hook()
+        started = self._clock()
+        while True:
+            summary = self._job_summary(hook.get_custom_job(job_name))
+            if summary["state"] in TERMINAL_STATES:
+                if summary["state"] != "JOB_STATE_CANCELLED":
+                    self.log.info("%s ended %s before the cancel took effect", job_name, summary["state"])
+                    return summary
+                return {**stopped, **summary}
+            if self._clock() - started > CANCEL_WAIT_SECONDS:
+                raise AirflowException(f"{job_name} is still {summary['state']} {CANCEL_WAIT_SECONDS:.0f} s after "
+                                       "it was cancelled; not starting another attempt beside it")
+            self.log.info("Waiting for %s to end (%s) before the next attempt", job_name, summary["state"])
+            self._sleep(min(self.poll_interval, CANCEL_POLL_SECONDS))
 
     def _look_for_progress(self, progress: Any) -> str | None:
         """Look for a new complete checkpoint (a step report for the ledger when there is one); why the
@@ -303,6 +469,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
         from ..policy import classify_vertex_job
 
         now = self._clock()
+        if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
+            return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
+                                     terminate_reason=summary.get("queued_state"),
+                                     timestamp=summary.get("timed_out_at") or now), now)
         if summary.get("hang"):  # the last progress is when the hang began
             return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
                                      timestamp=summary.get("hang_since") or now), now)
@@ -326,7 +496,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         trigger = CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
                                    self.cancel_on_kill, hang_timeout=self.hang_timeout,
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
-                                   checkpoint_marker=self.checkpoint_marker)
+                                   checkpoint_marker=self.checkpoint_marker,
+                                   queue_timeout=self.resilience_policy.queue_timeout_seconds)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:

@@ -141,6 +141,11 @@ def validate_custom_job(
         if container:
             if not container.get("image_uri"):
                 raise SpecError(f"{where}.container_spec.image_uri", "is required (the training container image)")
+            if not container.get("command"):
+                raise SpecError(f"{where}.container_spec.command",
+                                "is required: the command each replica runs, e.g. ['python', '-m', 'trainer.task'] "
+                                "(the operator does not rely on the image's ENTRYPOINT, which the emulator cannot "
+                                "run); or use a python_package_spec pool")
         else:
             for key in ("executor_image_uri", "python_module", "package_uris"):
                 if not package.get(key):

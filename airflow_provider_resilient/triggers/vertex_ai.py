@@ -4,11 +4,15 @@ Events: ``{"status": "terminal", "job": {...}}`` with the job's name, state, err
 it reached a terminal state; ``{"status": "error", "message": ...}`` when the job can no longer be read
 (deleted, permission lost); ``{"status": "hang", "job": {...}, "hang": why, "hang_since": t}`` when a
 ``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
-that long -- the trigger has then cancelled the job. With ``hang_timeout`` each event also carries
-``"steps": [[time, step], ...]``, the checkpoint steps seen (for the goodput ledger). Transient API
-errors are retried by the async hook and never end the trigger. ``on_kill`` (a user marking the
-deferred task failed/success or clearing it; Airflow 3.3 does not call it on triggerer restarts or
-reassignment) cancels the job when ``cancel_on_kill``.
+that long; ``{"status": "queue_timeout", "job": {...}, "queue_timeout": message, "queued_state": state,
+"timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer
+since its ``create_time`` (seed 004: queuing over 30 minutes ends the job; :func:`queue_timeout_stop`).
+In both the trigger has cancelled the job just before; the operator waits for it to end before it
+starts another attempt. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
+the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
+and never end the trigger. ``on_kill`` (a user marking the deferred task failed/success or clearing it;
+Airflow 3.3 does not call it on triggerer restarts or reassignment) cancels the job when
+``cancel_on_kill``, within ``[triggerer] on_kill_timeout``.
 
 Theory of operation -- the shared poller (``shared_poller=True``, the default). Airflow's triggerer runs
 every trigger of its process in one asyncio event loop. The triggers of one loop that watch jobs of the
@@ -50,21 +54,50 @@ TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STA
 #: Jobs per ListCustomJobs page asked for by the shared poller (a service that caps it pages further).
 LIST_PAGE_SIZE = 1000
 
+#: The share of ``[triggerer] on_kill_timeout`` the trigger's ``on_kill`` uses for its cancel call and its
+#: retries, leaving the rest for closing the channel.
+ON_KILL_SHARE = 0.8
+
 #: (project, region, gcp_conn_id, impersonation chain, emulator): the triggers that may share a poller.
 PollerKey: TypeAlias = tuple[str, str, str | None, str | tuple[str, ...] | None, str | None]
 
 
+#: Keys of an event (and of the operator's job summary) when the job was cancelled for a reason: a queue
+#: timeout (the failure's message, the state it waited in, when it was decided) or a hang (why, since when).
+STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
+
+
 def job_summary(job: Any) -> dict[str, Any]:
     """The facts of a CustomJob the operator needs, as JSON (name, state, error, whether it started, when it
-    ended in seconds since the epoch)."""
+    was created and when it ended, in seconds since the epoch)."""
     return {
         "name": job.name,
         "state": job.state.name,
         "error_code": int(job.error.code),
         "error_message": job.error.message,
         "started": "start_time" in job,
+        "create_time": job.create_time.timestamp() if "create_time" in job else None,
         "end_time": job.end_time.timestamp() if "end_time" in job else None,
     }
+
+
+def queue_timeout_stop(summary: dict[str, Any], now: float, limit_seconds: float | None) -> dict[str, Any] | None:
+    """The queue-timeout keys of :data:`STOP_KEYS` when the job of ``summary`` (:func:`job_summary`) has
+    been QUEUED or PENDING for more than ``limit_seconds`` since its ``create_time`` at ``now`` (seconds
+    since the epoch); None otherwise, or when ``limit_seconds`` is None.
+
+    The rule and its message are :func:`~..policy.classify_queue_wait`'s (seed 003: a job may stay QUEUED
+    until quota frees; seed 004: queuing over 30 minutes ends it).
+    """
+    if limit_seconds is None:
+        return None
+    from ..policy import classify_queue_wait
+
+    failure = classify_queue_wait(summary["state"], summary.get("create_time"), now, limit_seconds,
+                                  resource=summary["name"])
+    if failure is None:
+        return None
+    return {"queue_timeout": failure.message, "queued_state": failure.terminate_reason, "timed_out_at": now}
 
 
 def list_filter() -> str:
@@ -222,21 +255,33 @@ class CustomJobTrigger(BaseTrigger):
             ``checkpoint_dir`` before the trigger cancels it and reports a hang; None (default): never, and
             no checkpoint listing is made (two listings per look when set, in a worker thread).
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
+        queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
+            the trigger cancels it and reports a ``queue_timeout`` (the operator passes
+            ``RetryPolicy.queue_timeout_seconds``; seed 004); None (default): never.
+
+    Raises:
+        ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
     """
 
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
-              "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker")
+              "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
                  cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
-                 checkpoint_dir: str | None = None, checkpoint_marker: str | None = None) -> None:
+                 checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
+                 queue_timeout: float | None = None) -> None:
         super().__init__()
         from ..checkpoints.progress import ProgressWatch
 
         if hang_timeout is not None and not checkpoint_dir:
             raise ValueError("CustomJobTrigger: hang_timeout needs checkpoint_dir, where progress is seen")
+        if queue_timeout is not None and queue_timeout <= 0:
+            raise ValueError(f"CustomJobTrigger: queue_timeout must be > 0 seconds, got {queue_timeout}")
+        self.queue_timeout = queue_timeout
+        #: Seconds since the epoch, now (replaced in tests).
+        self._clock: Callable[[], float] = time.time
         self.hang_timeout = hang_timeout
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_marker = checkpoint_marker
@@ -276,14 +321,28 @@ class CustomJobTrigger(BaseTrigger):
             payload = {**payload, "steps": self._steps}
         yield TriggerEvent(payload)
 
-    async def _check_progress(self, job: Any, hook: Any) -> dict[str, Any] | None:
-        """With a ``hang_timeout``: look for a new checkpoint of the running job; when it has stalled for
-        longer, cancel the job and return the ``hang`` event's payload."""
+    async def _stop(self, job: Any, hook: Any) -> dict[str, Any] | None:
+        """The ``queue_timeout`` or ``hang`` event's payload when the live ``job`` must be stopped -- after
+        cancelling it -- else None."""
+        summary = job_summary(job)
+        reason = queue_timeout_stop(summary, self._clock(), self.queue_timeout)
+        status = "queue_timeout"
+        if reason is None:
+            reason, status = await self._check_progress(job), "hang"
+        if reason is None:
+            return None
+        self.log.warning("%s: %s; cancelling it", self.job_name, reason.get("queue_timeout") or reason.get("hang"))
+        await hook.cancel_custom_job(self.job_name)
+        return {"status": status, "job": summary, **reason}
+
+    async def _check_progress(self, job: Any) -> dict[str, Any] | None:
+        """With a ``hang_timeout``: look for a new checkpoint of the running job; the hang keys of
+        :data:`STOP_KEYS` when it has stalled for longer, else None."""
         if self.hang_timeout is None or not self.checkpoint_dir or job.state.name != "JOB_STATE_RUNNING":
             return None
         from ..checkpoints import find_latest_checkpoint
 
-        now = time.time()
+        now = self._clock()
         try:
             found = await asyncio.to_thread(find_latest_checkpoint, self.checkpoint_dir,
                                             marker=self.checkpoint_marker)
@@ -296,9 +355,7 @@ class CustomJobTrigger(BaseTrigger):
         hung = self._progress.hang(now)
         if hung is None:
             return None
-        self.log.warning("%s: %s; cancelling it", self.job_name, hung)
-        await hook.cancel_custom_job(self.job_name)
-        return {"status": "hang", "job": job_summary(job), "hang": hung, "hang_since": self._progress.since}
+        return {"hang": hung, "hang_since": self._progress.since}
 
     async def _watch_alone(self) -> dict[str, Any]:
         """Per-job polling: one GetCustomJob every ``poll_interval`` seconds; the event's payload."""
@@ -306,7 +363,7 @@ class CustomJobTrigger(BaseTrigger):
         try:
             while True:
                 payload, job = await self._read(hook)
-                if payload or (payload := await self._check_progress(job, hook)):
+                if payload or (payload := await self._stop(job, hook)):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
                 await asyncio.sleep(self.poll_interval)
@@ -328,7 +385,7 @@ class CustomJobTrigger(BaseTrigger):
                     payload, job = self._judge(watch.job), watch.job
                 else:  # not in the listing: no labels of ours, ended, or the listing failed
                     payload, job = await self._read(poller.hook)
-                if payload or (payload := await self._check_progress(job, poller.hook)):
+                if payload or (payload := await self._stop(job, poller.hook)):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
         finally:
@@ -350,6 +407,26 @@ class CustomJobTrigger(BaseTrigger):
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
     async def on_kill(self) -> None:
-        if self.cancel_on_kill:
-            self.log.info("The task was killed by a user: cancelling %s", self.job_name)
-            await self._hook().cancel_custom_job(self.job_name)
+        """Cancel the job (with ``cancel_on_kill``) when a user kills the deferred task.
+
+        The triggerer gives ``on_kill`` ``[triggerer] on_kill_timeout`` seconds (default 30) and then
+        abandons it; the cancel call, with its retries of transient errors, is bounded to
+        :data:`ON_KILL_SHARE` of that, and the client's gRPC channel is closed however it ends. Errors are
+        logged, not raised (the triggerer would only log them).
+        """
+        if not self.cancel_on_kill:
+            return
+        from airflow.sdk import conf
+
+        budget = ON_KILL_SHARE * conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
+        self.log.info("The task was killed by a user: cancelling %s (within %.0f s)", self.job_name, budget)
+        hook = self._hook()
+        hook.sync.api_retry_seconds = budget
+        try:
+            await asyncio.wait_for(hook.cancel_custom_job(self.job_name), budget)
+        except TimeoutError:
+            self.log.warning("Could not cancel %s within %.0f s: cancel it by hand", self.job_name, budget)
+        except Exception as exc:  # the triggerer only logs what on_kill raises: say what to do
+            self.log.warning("Could not cancel %s (%s): cancel it by hand", self.job_name, exc)
+        finally:
+            await hook.close()

@@ -147,28 +147,31 @@ def load_data() -> tuple[Any, Any, Any, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)  # before the heavy imports: a bad command line fails at once
-    import numpy as np
-    from sklearn.neural_network import MLPClassifier
-
     for name in ("RESILIENT_ATTEMPT", "RESILIENT_FAILURE_CLASS"):
         if os.environ.get(name):
             print(f"{name}={os.environ[name]}", flush=True)
+    # Where this run starts, said before the heavy imports: a run stopped early still leaves the line
+    # (scripts/run_demo.py reads it from the replica logs).
     fs, root = filesystem(args.checkpoint_dir)
-    x_train, x_test, y_train, y_test = load_data()
+    point = resume_point(fs, root)
+    start = 0 if point is None else point[0]
+    if point is not None:
+        print(f"resume checkpoint: {uri(point[1], point[2])}", flush=True)
+    print(f"resuming from step {start}", flush=True)
 
-    start = 0
+    import numpy as np
+    from sklearn.neural_network import MLPClassifier
+
+    x_train, x_test, y_train, y_test = load_data()
     model = MLPClassifier(hidden_layer_sizes=(64,), solver="adam", learning_rate_init=1e-3,
                           shuffle=False, random_state=0)  # batch_size "auto": one batch per call
-    point = resume_point(fs, root)
     if point is not None:
-        start, ckpt_fs, ckpt_path = point
+        _, ckpt_fs, ckpt_path = point
         try:
             model = pickle.loads(ckpt_fs.cat_file(f"{ckpt_path}/{MODEL_FILE}"))
         except FileNotFoundError:
             print(f"error: no {MODEL_FILE} in checkpoint {uri(ckpt_fs, ckpt_path)}", file=sys.stderr, flush=True)
             return 1
-        print(f"resume checkpoint: {uri(ckpt_fs, ckpt_path)}", flush=True)
-    print(f"resuming from step {start}", flush=True)
 
     n = len(x_train)
     for epoch in range(start + 1, args.epochs + 1):

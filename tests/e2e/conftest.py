@@ -36,8 +36,11 @@ class DagRun:
 
 
 @pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    with Emulator(config=EmulatorConfig(time_scale=0.002)) as emu:
+def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    """An emulator at time scale 0.002; more EmulatorConfig fields through indirect parametrisation:
+    ``@pytest.mark.parametrize("emulator", [{"platform": {...}}], indirect=True)``."""
+    options = {"time_scale": 0.002, **getattr(request, "param", {})}
+    with Emulator(config=EmulatorConfig(**options)) as emu:
         yield emu
 
 

@@ -65,7 +65,8 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator):
 
     ``dag.test()`` deletes and re-creates a DagRun it runs again, so the task state store of the first run
     is gone (its rows belong to the deleted run): the job is found by its labels. The task state store
-    path of a real task retry is covered in tests/operators/test_reattach.py.
+    path of a real task retry is covered in tests/operators/test_vertex_operator_unit.py
+    (``test_a_retried_task_continues_from_the_task_state_store``).
     """
     env = {**airflow_env, **emulator.env(),
            "RESILIENT_E2E": json.dumps({"code": "import time; time.sleep(6); print('done')", "deferrable": False,
@@ -87,5 +88,43 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator):
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-3000:]
     assert len(emulator.calls.list("CreateCustomJob")) == 1
-    assert "Attempt 1 already exists as" in log and "watching it instead of creating another" in log
+    assert "Attempt 1 already exists as" in log
+    # Watched while it runs -- or, when it ended while no task watched it, its result taken as is.
+    assert "watching it instead of creating another" in log or "returning its result instead of creating" in log
     assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_SUCCEEDED"
+
+
+#: Seed 003: a job may stay QUEUED/PENDING until capacity frees. With this emulator configuration and the
+#: fault below, every us-central1 job stays PENDING (each provisioning attempt stocks out and the platform
+#: retries without end); other regions provision at once.
+HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
+                       "latencies": {"queued_seconds": 0.0, "provisioning_seconds": 0.0}}
+
+
+@pytest.mark.parametrize("emulator", [HELD_IN_US_CENTRAL1], indirect=True, ids=["held-in-us-central1"])
+@pytest.mark.parametrize(("deferrable", "fallback"), [(True, True), (False, False)],
+                         ids=["deferrable-fallback", "sync-no-fallback"])
+def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(run_dag, emulator, deferrable,
+                                                                                   fallback):
+    """Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min); the held job is
+    cancelled, and once it has ended the task fails over to the fallback region or fails naming the limit.
+
+    The other two pairings of mode and fallback, and both trigger paths, run against the emulator without
+    Airflow in tests/operators/test_vertex_operator_unit.py (``queue_timeout`` tests, with an injected clock).
+    """
+    emulator.add_fault({"kind": "stockout", "match": {"location": "us-central1"}, "times": None})
+    result = run_dag({"code": "print('ok')", "deferrable": deferrable, "queue_timeout_seconds": 2.0,
+                      "fallbacks": [{"region": "europe-west4"}] if fallback else []})
+    jobs = sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1]))
+    held = emulator.vertex.runs[jobs[0]].job
+    assert held.state.name == "JOB_STATE_CANCELLED", emulator.job_events(jobs[0])[-3:]
+    assert "longer than the queue timeout of 2 s" in result.log
+    assert emulator.calls.count("CancelCustomJob") == 1
+    if fallback:
+        assert result.returncode == 0, result.log[-3000:]
+        assert [n.split("/")[3] for n in jobs] == ["us-central1", "europe-west4"]
+        assert "failing over to fallback 1/1 (region=europe-west4)" in result.log
+        assert held.end_time <= emulator.vertex.runs[jobs[1]].job.create_time  # never two at once
+    else:
+        assert result.returncode != 0
+        assert len(jobs) == 1 and "not retried (rule queue-timeout)" in result.log

@@ -71,3 +71,56 @@ def test_deferrable_sensor_defers_to_the_trigger_and_completes_from_its_event(re
         sensor.execute({})
     event = first_event(deferred.value.trigger)
     assert sensor.execute_complete({}, event)["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_a_transient_unavailable_while_a_trigger_polls_alone_does_not_end_it(resilient_emulator):
+    name = create("import time; time.sleep(0.5)")
+    resilient_emulator.add_fault({"kind": "unavailable", "calls": "get", "match": {"nth": 1}, "times": 2})
+    event = first_event(CustomJobTrigger(name, poll_interval=0.02, shared_poller=False))
+    assert event["status"] == "terminal" and event["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    codes = [c.code for c in resilient_emulator.calls.list("GetCustomJob")]
+    assert codes[:3] == ["UNAVAILABLE", "UNAVAILABLE", "OK"]  # retried by the hook, not reported
+    assert resilient_emulator.calls.count("ListCustomJobs") == 0  # polled alone
+
+
+def test_trigger_on_kill_closes_the_channel_it_cancelled_through(resilient_emulator, monkeypatch):
+    import grpc
+
+    from airflow_provider_resilient.hooks.vertex_ai import AsyncResilientVertexAIHook
+
+    name = create("import time; time.sleep(60)")
+    channels = []
+    real_client = AsyncResilientVertexAIHook.client
+
+    def client(self, region: str):
+        made = real_client(self, region)
+        channels.append(made.transport.grpc_channel)
+        return made
+
+    monkeypatch.setattr(AsyncResilientVertexAIHook, "client", client)
+    asyncio.run(CustomJobTrigger(name, cancel_on_kill=True).on_kill())
+    assert resilient_emulator.wait_for_state(name, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
+    assert channels and all(ch.get_state() == grpc.ChannelConnectivity.SHUTDOWN for ch in channels)
+
+
+def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypatch):
+    """``[triggerer] on_kill_timeout`` (Airflow 3.3, default 30 s) bounds on_kill; a cancel call that never
+    answers is abandoned within its share, and the channel is closed all the same."""
+    monkeypatch.setenv("AIRFLOW__TRIGGERER__ON_KILL_TIMEOUT", "1")
+
+    class NeverAnswers:
+        def __init__(self) -> None:
+            self.sync = type("Sync", (), {"api_retry_seconds": 600.0})()
+            self.closed = False
+
+        async def cancel_custom_job(self, name: str) -> None:
+            await asyncio.Event().wait()
+
+        async def close(self) -> None:
+            self.closed = True
+
+    hook = NeverAnswers()
+    trigger = CustomJobTrigger(f"{PARENT}/customJobs/1", cancel_on_kill=True)
+    monkeypatch.setattr(trigger, "_hook", lambda: hook)
+    asyncio.run(asyncio.wait_for(trigger.on_kill(), 10))  # a bound on the test, not a measured time
+    assert hook.closed and hook.sync.api_retry_seconds == pytest.approx(0.8)  # retries stop within the share

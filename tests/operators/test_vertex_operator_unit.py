@@ -6,6 +6,7 @@ checks made before anything is submitted.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -55,7 +56,8 @@ def operator(code: str = "print('ok')", **kwargs: Any) -> ResilientCustomJobOper
         worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
                             "container_spec": {"image_uri": "python:3.11", "command": ["python", "-c", code]}}],
         base_output_dir="gs://unit-bucket/run", deferrable=False, poll_interval=0.05,
-        resilience_policy=RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1)))
+        resilience_policy=RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1),
+                                      failover_backoff=Backoff(initial_seconds=0.05, max_seconds=0.1)))
     defaults.update(kwargs)
     return ResilientCustomJobOperator(**defaults)
 
@@ -134,6 +136,9 @@ def test_deferrable_resumes_from_the_trigger_event_or_by_reading_the_job(resilie
     ({"worker_pool_specs": [{"replica_count": 1, "machine_spec": {"machine_type": "n1"},
                              "container_spec": {"command": ["python"]}}]},
      "worker_pool_specs[0].container_spec.image_uri"),
+    ({"worker_pool_specs": [{"replica_count": 1, "machine_spec": {"machine_type": "n1"},
+                             "container_spec": {"image_uri": "python:3.11"}}]},
+     "worker_pool_specs[0].container_spec.command"),
     ({"labels": {"Team": "ml"}}, "labels['Team']"),
     ({"labels": {"team": "x" * 64}}, "labels['team']"),
     ({"labels": {"resilient-attempt": "1"}}, "labels['resilient-attempt']"),
@@ -147,7 +152,19 @@ def test_bad_arguments_fail_before_anything_is_submitted(resilient_emulator, kwa
     with pytest.raises(AirflowFailException) as info:
         operator(**kwargs).execute(context())
     assert f"{field}:" in str(info.value)
+    if field.endswith(".command"):  # the fix is in the message
+        assert "['python', '-m', 'trainer.task']" in str(info.value) and "python_package_spec" in str(info.value)
     assert resilient_emulator.calls.list() == []
+
+
+def test_a_python_package_pool_needs_no_command():
+    from airflow_provider_resilient.specs.vertex import validate_custom_job
+
+    validate_custom_job(project_id="test-project", region="us-central1", display_name="pkg", worker_pool_specs=[{
+        "replica_count": 1, "machine_spec": {"machine_type": "n1-standard-4"},
+        "python_package_spec": {"executor_image_uri": "python:3.11", "python_module": "trainer.task",
+                                "package_uris": ["gs://b/trainer.tar.gz"]}}],
+        base_output_dir="gs://b/run", labels={}, strategy=None, max_wait_duration=None, timeout=None, fallbacks=())
 
 
 def test_the_operator_module_imports_no_google_library():
@@ -243,3 +260,283 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     assert second["resumed_from_step"] == 20
     assert ctx["ti"].xcom["goodput"]["basis"] == "steps"  # reports of both deferrals, kept in the store
     assert len(ctx["task_state_store"].data["resilient_step_reports"]) >= 4
+
+
+# ---------------------------------------------------------------------------------------------- worker pools
+@pytest.mark.parametrize("mixed", [False, True], ids=["all-proto", "proto-and-dict"])
+def test_worker_pool_specs_may_be_proto_messages_or_a_mix_with_dicts(resilient_emulator, mixed):
+    from google.cloud.aiplatform_v1 import WorkerPoolSpec
+
+    command = ["python", "-c", "print('ok')"]
+    chief = WorkerPoolSpec(machine_spec={"machine_type": "n1-standard-4", "accelerator_count": 0},
+                           replica_count=1, disk_spec={"boot_disk_size_gb": 100},
+                           container_spec={"image_uri": "python:3.11", "command": command})
+    workers = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 2,
+               "container_spec": {"image_uri": "python:3.11", "command": command}}
+    op = operator(worker_pool_specs=[chief, workers if mixed else WorkerPoolSpec(workers)])
+    pools = op._pools()
+    assert pools[0]["replica_count"] == 1 and type(pools[0]["replica_count"]) is int  # int64 in the proto
+    assert pools[1]["replica_count"] == 2 and pools[0]["disk_spec"] == {"boot_disk_size_gb": 100}
+    assert pools[0]["container_spec"] == {"image_uri": "python:3.11", "command": command}  # only fields set
+
+    result = op.execute(context())
+    job = resilient_emulator.vertex.runs[result["job_name"]].job
+    assert [p.replica_count for p in job.job_spec.worker_pool_specs] == [1, 2]
+    assert job.job_spec.worker_pool_specs[0].disk_spec.boot_disk_size_gb == 100
+    assert result["state"] == "JOB_STATE_SUCCEEDED"
+
+
+# ---------------------------------------------------------------------------------------------- queue timeout
+#: Seed 003: a job may stay QUEUED/PENDING until capacity frees. The emulator holds every us-central1 job in
+#: PENDING (a stockout on every provisioning attempt, retried by the platform without end); other regions
+#: provision at once. A cancelled job stays CANCELLING for a second, long enough to see an attempt started
+#: beside it.
+HELD_IN_US_CENTRAL1 = pytest.mark.resilient_emulator(
+    time_scale=0.002, platform={"stockout_retries": 1_000_000}, latencies={"cancel_seconds": 500.0},  # 1 s
+    fault_plan={"faults": [{"kind": "stockout", "match": {"location": "us-central1"}, "times": None}]})
+AN_HOUR_AHEAD = 3600.0  # seconds: past the default queue timeout of 30 minutes (seed 004)
+
+
+def hour_ahead() -> float:
+    """The operator's (and trigger's) clock: an hour ahead of the emulator, so that a job found QUEUED or
+    PENDING has waited longer than the default queue timeout at the very first look."""
+    return time.time() + AN_HOUR_AHEAD
+
+
+def seen_running_first(op: ResilientCustomJobOperator, emulator) -> ResilientCustomJobOperator:
+    """Outside us-central1, let the create call return only once the job runs: the operator's first look at
+    it never finds it queued, whatever its clock says."""
+    hook = op._hook()
+    create = hook.create_custom_job
+
+    def create_then_wait(project_id, region, custom_job, find_filter=None):
+        job = create(project_id, region, custom_job, find_filter=find_filter)
+        if region != "us-central1":
+            emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"], 30)
+        return job
+
+    hook.create_custom_job = create_then_wait
+    op._clock = hour_ahead
+    return op
+
+
+@HELD_IN_US_CENTRAL1
+def test_a_job_queued_past_the_queue_timeout_is_cancelled_and_the_task_fails_naming_it(resilient_emulator):
+    op = operator()
+    op._clock = hour_ahead
+    with pytest.raises(AirflowFailException) as info:
+        op.execute(context())
+    message = str(info.value)
+    assert "not retried (rule queue-timeout)" in message and "queue timeout" in message
+    assert "RetryPolicy.queue_timeout_seconds" in message
+    assert resilient_emulator.calls.count("CreateCustomJob") == 1
+    (job,) = resilient_emulator.vertex.runs
+    assert resilient_emulator.vertex.state_name(job) == "JOB_STATE_CANCELLED"  # ended before the task failed
+
+
+@HELD_IN_US_CENTRAL1
+def test_a_job_queued_past_the_queue_timeout_fails_over_after_it_ended(resilient_emulator):
+    op = seen_running_first(operator(fallbacks=[{"region": "europe-west4"}]), resilient_emulator)
+    result = op.execute(context())
+    first, second = result["attempts"]
+    incident = first["incidents"][0]
+    assert incident["failure"]["failure_class"] == "queue_timeout"
+    assert incident["decision"]["rule"] == "queue-timeout" and incident["decision"]["failed_over"]
+    assert second["resource_name"].split("/")[3] == "europe-west4" and result["state"] == "JOB_STATE_SUCCEEDED"
+    assert resilient_emulator.vertex.state_name(first["resource_name"]) == "JOB_STATE_CANCELLED"
+    # Never two attempts at once: the old job had ended before the next one was created.
+    old, new = (resilient_emulator.vertex.runs[a["resource_name"]].job for a in (first, second))
+    assert old.end_time <= new.create_time
+
+
+@HELD_IN_US_CENTRAL1
+@pytest.mark.parametrize("shared_poller", [True, False], ids=["shared-poller", "per-job"])
+@pytest.mark.parametrize("fallback", [True, False], ids=["fallback", "no-fallback"])
+def test_deferred_a_job_queued_past_the_queue_timeout_is_cancelled_by_the_trigger(resilient_emulator,
+                                                                                  shared_poller, fallback):
+    import asyncio
+
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
+
+    ctx = context()
+
+    def deferrable_operator() -> ResilientCustomJobOperator:
+        op = operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else [])
+        return seen_running_first(op, resilient_emulator)
+
+    def event_of(deferred: TaskDeferred) -> dict:
+        _, kwargs = deferred.trigger.serialize()
+        trigger = CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller})
+        trigger._clock = hour_ahead
+
+        async def first() -> dict:
+            async for event in trigger.run():
+                return event.payload
+            raise AssertionError("no event")
+
+        return asyncio.run(first())
+
+    with pytest.raises(TaskDeferred) as deferred:
+        deferrable_operator().execute(ctx)
+    assert deferred.value.trigger.queue_timeout == 1800.0  # RetryPolicy.queue_timeout_seconds, serialised
+    held = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+    event = event_of(deferred.value)
+    assert event["status"] == "queue_timeout" and "longer than the queue timeout" in event["queue_timeout"]
+    assert resilient_emulator.calls.count("CancelCustomJob") == 1
+    if not fallback:
+        with pytest.raises(AirflowFailException, match="rule queue-timeout"):
+            deferrable_operator().execute_complete(ctx, event=event)
+        assert resilient_emulator.vertex.state_name(held) == "JOB_STATE_CANCELLED"
+        assert resilient_emulator.calls.count("CreateCustomJob") == 1
+        return
+    with pytest.raises(TaskDeferred):  # waited for CANCELLED; failing over after the failover backoff
+        deferrable_operator().execute_complete(ctx, event=event)
+    assert resilient_emulator.vertex.state_name(held) == "JOB_STATE_CANCELLED"
+    assert resilient_emulator.calls.count("CreateCustomJob") == 1
+    with pytest.raises(TaskDeferred) as deferred:  # woke up: attempt 2 in europe-west4, watched
+        deferrable_operator().execute_complete(ctx, event=None)
+    last = event_of(deferred.value)
+    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    result = deferrable_operator().execute_complete(ctx, event=last)
+    assert [a["resource_name"].split("/")[3] for a in result["attempts"]] == ["us-central1", "europe-west4"]
+    assert result["attempts"][0]["incidents"][0]["failure"]["failure_class"] == "queue_timeout"
+
+
+# ---------------------------------------------------------------------------------------------- links
+LINK_KEYS = ("_link_VertexAICustomJobLink", "_link_VertexAICustomJobLogsLink")
+
+
+def test_links_are_pushed_again_when_a_retried_task_resumes_watching(resilient_emulator):
+    ctx = context()
+    first = operator("import time; time.sleep(2)")
+    first._sleep = lambda _: (_ for _ in ()).throw(Killed)  # dies at its first wait
+    with pytest.raises(Killed):
+        first.execute(ctx)
+    assert all(k in ctx["ti"].xcom for k in LINK_KEYS)
+    retry = {**ctx, "ti": TI()}  # Airflow clears a task's XComs at each new try
+    result = operator("import time; time.sleep(2)").execute(retry)
+    job_id = result["job_name"].rsplit("/", 1)[1]
+    assert retry["ti"].xcom[LINK_KEYS[0]].endswith(f"/training/{job_id}/cpu?project=test-project")
+    assert job_id in retry["ti"].xcom[LINK_KEYS[1]]
+
+
+def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resilient_emulator):
+    ctx = context()
+    first = operator("import time; time.sleep(1)")
+    hook = first._hook()
+    create = hook.create_custom_job
+
+    def create_then_die(*args, **kwargs):
+        create(*args, **kwargs)
+        raise Killed  # the reply never reached the state store
+
+    hook.create_custom_job = create_then_die
+    with pytest.raises(Killed):
+        first.execute(ctx)
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "submitting"
+    assert not any(k in ctx["ti"].xcom for k in LINK_KEYS)
+    retry = {**ctx, "ti": TI()}
+    result = operator("import time; time.sleep(1)").execute(retry)
+    assert resilient_emulator.calls.count("CreateCustomJob") == 1
+    assert result["job_name"].rsplit("/", 1)[1] in retry["ti"].xcom[LINK_KEYS[0]]
+
+
+def test_the_cloud_logging_link_queries_the_jobs_ml_job_logs():
+    from urllib.parse import unquote
+
+    from airflow_provider_resilient.links.vertex_ai import job_links
+
+    links = job_links("projects/my-project/locations/europe-west4/customJobs/4567")
+    assert links[LINK_KEYS[0]] == ("https://console.cloud.google.com/vertex-ai/locations/europe-west4/training/"
+                                   "4567/cpu?project=my-project")
+    logs = links[LINK_KEYS[1]]
+    prefix, suffix = "https://console.cloud.google.com/logs/query;query=", "?project=my-project"
+    assert logs.startswith(prefix) and logs.endswith(suffix)
+    query = logs[len(prefix):-len(suffix)]
+    assert "?" not in query and ";" not in query and " " not in query  # fully escaped
+    assert unquote(query) == 'resource.type="ml_job"\nresource.labels.job_id="4567"'
+
+
+# ---------------------------------------------------------------------------------------------- a cleared store
+def test_a_store_cleared_after_success_returns_the_earlier_job_unless_a_rerun_is_asked(resilient_emulator):
+    """``[state_store] clear_on_success`` (or the store's retention) emptied the store of a successful task,
+    then the task is cleared: its jobs' labels tell what happened."""
+    ctx = context()
+    done = operator().execute(ctx)
+    ctx["task_state_store"].data.clear()
+    again = operator().execute(ctx)
+    assert again["job_name"] == done["job_name"] and resilient_emulator.calls.count("CreateCustomJob") == 1
+
+    ctx["task_state_store"].data.clear()
+    rerun = operator(rerun_after_success=True).execute(ctx)
+    assert rerun["job_name"] != done["job_name"] and resilient_emulator.calls.count("CreateCustomJob") == 2
+    assert [a["number"] for a in rerun["attempts"]] == [1, 2]
+    new = resilient_emulator.vertex.runs[rerun["job_name"]].job
+    assert new.labels["resilient-attempt"] == "2"  # never a second job labelled attempt 1
+
+
+def test_a_store_cleared_after_a_failure_resumes_with_a_new_attempt(resilient_emulator):
+    ctx = context()
+    with pytest.raises(AirflowFailException):
+        operator("raise SystemExit(1)").execute(ctx)
+    ctx["task_state_store"].data.clear()
+    result = operator().execute(ctx)
+    assert [a["number"] for a in result["attempts"]] == [1, 2]
+    assert resilient_emulator.vertex.runs[result["job_name"]].job.labels["resilient-attempt"] == "2"
+
+
+# ---------------------------------------------------------------------------------------------- the job itself
+def test_on_kill_in_sync_mode_cancels_the_live_job(resilient_emulator):
+    ctx = context()
+    op = operator("import time; time.sleep(60)")
+
+    def killed_while_it_runs(_: float) -> None:
+        job_name = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+        resilient_emulator.wait_for_state(job_name, ["JOB_STATE_RUNNING"], 30)
+        op.on_kill()  # what Airflow calls when the task is killed
+        raise Killed
+
+    op._sleep = killed_while_it_runs
+    with pytest.raises(Killed):
+        op.execute(ctx)
+    job_name = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+    assert resilient_emulator.wait_for_state(job_name, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
+    assert resilient_emulator.processes() == []
+
+
+def test_created_jobs_carry_the_task_instance_labels_within_the_label_rules(resilient_emulator):
+    import hashlib
+    import re
+
+    from airflow.sdk import DAG
+
+    dag_id = "Team.ML_" + "Very_Long_Nightly_Training_Pipeline_" * 3  # uppercase, a dot, 116 characters
+    with DAG(dag_id, schedule=None):
+        op = operator(labels={"team": "ml"})
+    ti = TI()
+    ti.map_index = 3
+    ctx = {**context(), "ti": ti}
+    result = op.execute(ctx)
+    labels = dict(resilient_emulator.vertex.runs[result["job_name"]].job.labels)
+    assert set(labels) == {"team", "airflow-dag", "airflow-task", "airflow-run", "airflow-map-index",
+                           "resilient-attempt"}
+    for key, value in labels.items():
+        assert re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) and re.fullmatch(r"[a-z0-9_-]{0,63}", value), (key, value)
+    assert labels["airflow-dag"].startswith("team-ml_very_long_nightly") and len(labels["airflow-dag"]) == 63
+    assert labels["airflow-task"] == "train" and labels["airflow-map-index"] == "3"
+    assert labels["airflow-run"] == hashlib.sha256(ctx["run_id"].encode()).hexdigest()[:16]
+    assert labels["resilient-attempt"] == "1"
+
+
+def test_the_second_attempt_is_told_its_number_and_what_ended_the_first(resilient_emulator):
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "match": {"nth": 1}})
+    result = operator("import time; time.sleep(1)", disable_retries=True).execute(context())
+
+    def env_of(job_name: str) -> dict[str, str]:
+        job = resilient_emulator.vertex.runs[job_name].job
+        return {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+
+    first, second = (env_of(a["resource_name"]) for a in result["attempts"])
+    assert first["RESILIENT_ATTEMPT"] == "1" and "RESILIENT_FAILURE_CLASS" not in first
+    assert second["RESILIENT_ATTEMPT"] == "2" and second["RESILIENT_FAILURE_CLASS"] == "transient_crash"
+    assert second["RESILIENT_CHECKPOINT_DIR"] == "gs://unit-bucket/run/checkpoints/"

@@ -1,7 +1,8 @@
 """A one-task DAG whose ResilientCustomJobOperator is configured by the test through RESILIENT_E2E (JSON).
 
 Keys: ``code`` (the replica's Python one-liner), ``display_name``, ``deferrable``, ``fallbacks``,
-``poll_interval``, ``workload`` (a list of argv after ``python``, instead of ``code``), ``base_output_dir``.
+``poll_interval``, ``workload`` (a list of argv after ``python``, instead of ``code``), ``base_output_dir``,
+``queue_timeout_seconds`` (``RetryPolicy.queue_timeout_seconds``, default 1800).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ with DAG("e2e_vertex", schedule=None, catchup=False) as dag:
         fallbacks=config.get("fallbacks", []),
         resilience_policy=RetryPolicy(backoff=FAST, failover_backoff=FAST,
                                       budgets={"stockout": Budget(max_retries=3, backoff=FAST),
-                                               "quota_wait": Budget(max_seconds=60, backoff=FAST)}),
+                                               "quota_wait": Budget(max_seconds=60, backoff=FAST)},
+                                      queue_timeout_seconds=config.get("queue_timeout_seconds", 1800.0)),
         deferrable=config.get("deferrable", True),
         poll_interval=config.get("poll_interval", 0.3),
         retries=config.get("retries", 0),
