@@ -61,6 +61,15 @@ def policy_with_fallbacks(policy: RetryPolicy | None,
     return replace(policy, fallbacks=policy.fallbacks + tuple(extra))
 
 
+#: The shortest deferral, in seconds. Airflow 3.3 can fail a task whose trigger fires within seconds of
+#: its deferral: the executor's late "success" for the process that deferred is processed after the resumed
+#: try is already running, and the scheduler marks that try failed ("state mismatch"; apache/airflow#71580,
+#: #72716, seen here under LocalExecutor with the default 5 s worker heartbeat). So a backoff shorter than
+#: this is slept in the worker, and a trigger the operator defers to holds its event until this long after
+#: the deferral (a job that ends sooner is reported up to this much later). 0 turns the guard off.
+DEFAULT_MIN_DEFER_SECONDS = 10.0
+
+
 class SupervisedOperator(BaseOperator):
     """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``."""
 
@@ -73,10 +82,19 @@ class SupervisedOperator(BaseOperator):
     deferrable: bool
     rerun_after_success: bool
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if min_defer_seconds < 0:
+            raise ValueError(f"{type(self).__name__}: min_defer_seconds must be >= 0 seconds, got {min_defer_seconds}")
+        #: See :data:`DEFAULT_MIN_DEFER_SECONDS`.
+        self.min_defer_seconds = float(min_defer_seconds)
         self._sleep: Callable[[float], Any] = time.sleep
         self._clock: Callable[[], float] = time.time
+
+    def _fire_not_before(self) -> float:
+        """Epoch seconds before which a trigger this task defers to must not fire (see
+        :data:`DEFAULT_MIN_DEFER_SECONDS`)."""
+        return time.time() + self.min_defer_seconds
 
     # ------------------------------------------------------------------ subclass interface
     def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
@@ -128,7 +146,7 @@ class SupervisedOperator(BaseOperator):
                 event = self._watch(context, state, action.job_name)
             elif isinstance(action, Sleep):
                 self.log.info("Next step in %.1f s", action.seconds)
-                if self.deferrable and action.seconds > 0:
+                if self.deferrable and action.seconds > 0 and action.seconds >= self.min_defer_seconds:
                     self._defer_for(action.seconds)
                 self._sleep(action.seconds)
                 event = WokeUp(self._clock())

@@ -395,7 +395,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
         after = look_again_seconds(self.poll_interval, self.hang_timeout)
         trigger = TPUNodeTrigger(look_again_at=time.time() + after, baseline=self._baseline,
-                                 **self._trigger_args(node_name))
+                                 fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _defer_for(self, seconds: float) -> None:

@@ -497,7 +497,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                    self.cancel_on_kill, hang_timeout=self.hang_timeout,
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
                                    checkpoint_marker=self.checkpoint_marker,
-                                   queue_timeout=self.resilience_policy.queue_timeout_seconds)
+                                   queue_timeout=self.resilience_policy.queue_timeout_seconds,
+                                   fire_not_before=self._fire_not_before())
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:

@@ -106,6 +106,8 @@ class TPUNodeTrigger(BaseTrigger):
             deleted (force) on a user's kill; None: none.
         watch_node: False: only wait until ``look_again_at`` (a backoff that protects ``node_name``).
         kill_timeout_seconds: the most ``on_kill`` spends, retries and waiting included.
+        fire_not_before: epoch seconds before which a watching trigger holds its event back (see
+            ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
 
     Events (``TriggerEvent.payload``): ``{"status": "changed" | "look_again" | "gone" | "error" | "timer",
@@ -114,15 +116,17 @@ class TPUNodeTrigger(BaseTrigger):
 
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("node_name", "look_again_at", "poll_interval", "baseline", "keep_node", "queued_resource",
-              "watch_node", "kill_timeout_seconds", "gcp_conn_id", "impersonation_chain", "emulator")
+              "watch_node", "kill_timeout_seconds", "gcp_conn_id", "impersonation_chain", "emulator",
+              "fire_not_before")
 
     def __init__(self, node_name: str, look_again_at: float, poll_interval: float = 30.0,
                  baseline: Mapping[str, Any] | None = None, keep_node: bool = False,
                  queued_resource: str | None = None, watch_node: bool = True,
                  kill_timeout_seconds: float = DEFAULT_KILL_TIMEOUT_SECONDS,
                  gcp_conn_id: str | None = "google_cloud_default", impersonation_chain: str | list[str] | None = None,
-                 emulator: str | None = None) -> None:
+                 emulator: str | None = None, fire_not_before: float | None = None) -> None:
         super().__init__()
+        self.fire_not_before = fire_not_before
         if poll_interval <= 0:
             raise ValueError(f"TPUNodeTrigger: poll_interval must be > 0 seconds, got {poll_interval}")
         if kill_timeout_seconds <= 0:
@@ -161,6 +165,8 @@ class TPUNodeTrigger(BaseTrigger):
             payload = await self._watch(hook)
         finally:
             await hook.close()
+        if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
+            await asyncio.sleep(max(0.0, self.fire_not_before - time.time()))
         yield TriggerEvent(payload)
 
     async def _watch(self, hook: Any) -> dict[str, Any]:

@@ -255,6 +255,8 @@ class CustomJobTrigger(BaseTrigger):
             ``checkpoint_dir`` before the trigger cancels it and reports a hang; None (default): never, and
             no checkpoint listing is made (two listings per look when set, in a worker thread).
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
+        fire_not_before: epoch seconds before which the event is held back, even if the job ended sooner
+            (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
             the trigger cancels it and reports a ``queue_timeout`` (the operator passes
             ``RetryPolicy.queue_timeout_seconds``; seed 004); None (default): never.
@@ -265,14 +267,16 @@ class CustomJobTrigger(BaseTrigger):
 
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
-              "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout")
+              "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
+              "fire_not_before")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
                  cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
                  checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
-                 queue_timeout: float | None = None) -> None:
+                 queue_timeout: float | None = None, fire_not_before: float | None = None) -> None:
         super().__init__()
+        self.fire_not_before = fire_not_before
         from ..checkpoints.progress import ProgressWatch
 
         if hang_timeout is not None and not checkpoint_dir:
@@ -319,6 +323,8 @@ class CustomJobTrigger(BaseTrigger):
         payload = await (self._watch_shared(key) if key else self._watch_alone())
         if self._steps:
             payload = {**payload, "steps": self._steps}
+        if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
+            await asyncio.sleep(max(0.0, self.fire_not_before - self._clock()))
         yield TriggerEvent(payload)
 
     async def _stop(self, job: Any, hook: Any) -> dict[str, Any] | None:

@@ -124,3 +124,27 @@ def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypa
     monkeypatch.setattr(trigger, "_hook", lambda: hook)
     asyncio.run(asyncio.wait_for(trigger.on_kill(), 10))  # a bound on the test, not a measured time
     assert hook.closed and hook.sync.api_retry_seconds == pytest.approx(0.8)  # retries stop within the share
+
+
+def test_the_watch_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, monkeypatch):
+    """``fire_not_before`` (operators.base.DEFAULT_MIN_DEFER_SECONDS): a job that ended at once is reported
+    only once that moment has come, so Airflow's stale executor event cannot fail the resumed try."""
+    from airflow_provider_resilient.triggers import vertex_ai as module
+
+    name = create("print('quick')")
+    resilient_emulator.wait_for_state(name, ["JOB_STATE_SUCCEEDED"], 30)
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float, *args: object) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(module.asyncio, "sleep", recording_sleep)
+    trigger = CustomJobTrigger(name, poll_interval=0.05, shared_poller=False, fire_not_before=1_000.0 + 7.5)
+    trigger._clock = lambda: 1_000.0
+    event = first_event(trigger)
+    assert event["status"] == "terminal" and waits[-1] == 7.5
+    unguarded = CustomJobTrigger(name, poll_interval=0.05, shared_poller=False)
+    waits.clear()
+    assert first_event(unguarded)["status"] == "terminal" and 7.5 not in waits

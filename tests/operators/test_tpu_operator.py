@@ -54,6 +54,7 @@ def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
         task_id="train", project_id=PROJECT, zone="us-central2-b", accelerator_type="v4-8",
         runtime_version="tpu-ubuntu2204-base", command=command, checkpoint_dir="gs://tpu-ckpt/run/checkpoints",
         checkpoint_marker="COMMITTED", poll_interval=0.05, resilience_policy=POLICY, max_worker_restarts=2,
+        min_defer_seconds=0.0,
         heartbeat_seconds=0.1)
     defaults.update(kwargs)
     return ResilientTPUWorkloadOperator(**defaults)

@@ -55,7 +55,7 @@ def operator(code: str = "print('ok')", **kwargs: Any) -> ResilientCustomJobOper
         task_id="train", project_id="test-project", region="us-central1", display_name="unit",
         worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
                             "container_spec": {"image_uri": "python:3.11", "command": ["python", "-c", code]}}],
-        base_output_dir="gs://unit-bucket/run", deferrable=False, poll_interval=0.05,
+        base_output_dir="gs://unit-bucket/run", deferrable=False, poll_interval=0.05, min_defer_seconds=0.0,
         resilience_policy=RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1),
                                       failover_backoff=Backoff(initial_seconds=0.05, max_seconds=0.1)))
     defaults.update(kwargs)
@@ -540,3 +540,45 @@ def test_the_second_attempt_is_told_its_number_and_what_ended_the_first(resilien
     assert first["RESILIENT_ATTEMPT"] == "1" and "RESILIENT_FAILURE_CLASS" not in first
     assert second["RESILIENT_ATTEMPT"] == "2" and second["RESILIENT_FAILURE_CLASS"] == "transient_crash"
     assert second["RESILIENT_CHECKPOINT_DIR"] == "gs://unit-bucket/run/checkpoints/"
+
+
+def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(resilient_emulator):
+    """Airflow 3.3 may fail a task whose trigger fires within seconds of its deferral (apache/airflow#72716):
+    a backoff under ``min_defer_seconds`` is slept in the worker, a longer one defers, and the watch trigger
+    carries the earliest moment it may fire."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_resilient.supervisor import RunState, Sleep
+
+    op = operator(deferrable=True, min_defer_seconds=10.0)
+    slept: list[float] = []
+    op._sleep = slept.append
+    steps = iter([Sleep(4.0, "short"), Sleep(30.0, "long")])
+    deferred: list[Any] = []
+
+    def fake_step(state, event, policy, seed):
+        return state, [next(steps)]
+
+    import airflow_provider_resilient.operators.base as base
+
+    original = base.step
+    base.step = fake_step
+    try:
+        with pytest.raises(TaskDeferred) as raised:
+            op._drive(context(), RunState(), None)
+    finally:
+        base.step = original
+    assert slept == [4.0]  # the short one in the worker; the long one deferred
+    deferred.append(raised.value.trigger)
+    assert type(deferred[0]).__name__ == "DateTimeTrigger"
+    with pytest.raises(ValueError, match="min_defer_seconds must be >= 0"):
+        operator(min_defer_seconds=-1)
+
+    watch = operator(deferrable=True, min_defer_seconds=10.0)
+    before = time.time()
+    with pytest.raises(TaskDeferred) as raised:
+        watch._defer_watch("projects/test-project/locations/us-central1/customJobs/1")
+    trigger = raised.value.trigger
+    assert before + 10.0 <= trigger.fire_not_before <= time.time() + 10.0
+    assert trigger.serialize()[1]["fire_not_before"] == trigger.fire_not_before
+

@@ -174,3 +174,25 @@ def test_a_user_kill_while_deferred_deletes_the_operators_node(resilient_emulato
 def test_the_trigger_is_registered_with_the_provider():
     modules = [m for t in get_provider_info()["triggers"] for m in t["python-modules"]]
     assert "airflow_provider_resilient.triggers.tpu" in modules
+
+
+def test_a_watching_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, monkeypatch):
+    """``fire_not_before`` (operators.base.DEFAULT_MIN_DEFER_SECONDS): an event found at once is held back
+    until that moment, so Airflow's stale executor event cannot fail the resumed try."""
+    from airflow_provider_resilient.triggers import tpu as module
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float, *args: object) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(module.asyncio, "sleep", recording_sleep)
+    gone = f"{ZONE}/nodes/never-made"
+    start = time.time()
+    assert event_of(trigger(gone, fire_not_before=start + 3600.0))["status"] == "gone"
+    assert 3500.0 < waits[-1] <= 3600.0
+    waits.clear()
+    assert event_of(trigger(gone))["status"] == "gone" and not [w for w in waits if w > 1.0]
+    assert trigger(gone, fire_not_before=12.5).serialize()[1]["fire_not_before"] == 12.5

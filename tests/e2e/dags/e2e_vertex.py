@@ -35,6 +35,7 @@ with DAG("e2e_vertex", schedule=None, catchup=False) as dag:
                                                "quota_wait": Budget(max_seconds=60, backoff=FAST)},
                                       queue_timeout_seconds=config.get("queue_timeout_seconds", 1800.0)),
         deferrable=config.get("deferrable", True),
+        min_defer_seconds=config.get("min_defer_seconds", 0.0),  # dag.test() has no executor, hence no race
         poll_interval=config.get("poll_interval", 0.3),
         retries=config.get("retries", 0),
     )
