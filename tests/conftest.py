@@ -35,3 +35,20 @@ def gcs(storage_emulator: StorageEmulator) -> Iterator[StorageEmulator]:
 def checkpoint_fixtures() -> Path:
     """Real DCP and Orbax checkpoints (see tests/fixtures/checkpoints/README.md)."""
     return CHECKPOINT_FIXTURES
+
+
+@pytest.fixture
+def recorded_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """``asyncio.sleep`` made instant; the seconds each call asked for, in order (to check a trigger's
+    waits without waiting)."""
+    import asyncio
+
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float, *args: object) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", recording_sleep)
+    return waits

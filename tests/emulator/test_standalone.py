@@ -50,6 +50,22 @@ def read_pid(path: Path, timeout: float = 30) -> int:
 PID_AND_SLEEP = "import os, time; print(f'PID={os.getpid()}', flush=True); time.sleep(600)"
 
 
+def read_banner(proc: subprocess.Popen[str]) -> tuple[str | None, dict[str, str]]:
+    """(control API URL, ``export`` lines) from the standalone emulator's start-up banner."""
+    exports: dict[str, str] = {}
+    control = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("Control API"):
+            control = line.split()[3]
+        if line.strip().startswith("export "):
+            key, value = line.strip()[7:].split("=", 1)
+            exports[key] = value
+        if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
+            break
+    return control, exports
+
+
 def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
     plan = tmp_path / "plan.yaml"
     plan.write_text("faults:\n  - kind: quota\n    match: {display_name: refused}\n")
@@ -57,16 +73,7 @@ def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
                              "0.002", "--fault-plan", str(plan), "--work-dir", str(tmp_path / "work")],
                             stdout=subprocess.PIPE, text=True)
     try:
-        exports, control = {}, None
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("Control API"):
-                control = line.split()[3]
-            if line.strip().startswith("export "):
-                key, value = line.strip()[7:].split("=", 1)
-                exports[key] = value
-            if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
-                break
+        control, exports = read_banner(proc)
         assert control and control.startswith("http://127.0.0.1:")
         assert set(exports) >= {"RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"}
         client = vertex_job_client("us-central1", emulator=exports["RESILIENT_EMULATOR_HOST"])
@@ -126,16 +133,7 @@ def test_standalone_binds_every_interface_on_fixed_ports_and_advertises_a_host(t
                              str(control_port), "--storage-port", str(storage_port), "--time-scale", "0.002",
                              "--work-dir", str(tmp_path / "work")], stdout=subprocess.PIPE, text=True)
     try:
-        exports, control = {}, None
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("Control API"):
-                control = line.split()[3]
-            if line.strip().startswith("export "):
-                key, value = line.strip()[7:].split("=", 1)
-                exports[key] = value
-            if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
-                break
+        control, exports = read_banner(proc)
         assert control == f"http://127.0.0.2:{control_port}"
         assert exports["RESILIENT_EMULATOR_HOST"] == f"127.0.0.2:{port}"
         assert exports["STORAGE_EMULATOR_HOST"] == f"http://127.0.0.2:{storage_port}"

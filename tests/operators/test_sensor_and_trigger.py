@@ -126,21 +126,12 @@ def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypa
     assert hook.closed and hook.sync.api_retry_seconds == pytest.approx(0.8)  # retries stop within the share
 
 
-def test_the_watch_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, monkeypatch):
+def test_the_watch_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, recorded_sleeps):
     """``fire_not_before`` (operators.base.DEFAULT_MIN_DEFER_SECONDS): a job that ended at once is reported
     only once that moment has come, so Airflow's stale executor event cannot fail the resumed try."""
-    from airflow_provider_resilient.triggers import vertex_ai as module
-
     name = create("print('quick')")
     resilient_emulator.wait_for_state(name, ["JOB_STATE_SUCCEEDED"], 30)
-    waits: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def recording_sleep(seconds: float, *args: object) -> None:
-        waits.append(seconds)
-        await real_sleep(0)
-
-    monkeypatch.setattr(module.asyncio, "sleep", recording_sleep)
+    waits = recorded_sleeps
     trigger = CustomJobTrigger(name, poll_interval=0.05, shared_poller=False, fire_not_before=1_000.0 + 7.5)
     trigger._clock = lambda: 1_000.0
     event = first_event(trigger)

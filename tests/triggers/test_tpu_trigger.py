@@ -176,19 +176,10 @@ def test_the_trigger_is_registered_with_the_provider():
     assert "airflow_provider_resilient.triggers.tpu" in modules
 
 
-def test_a_watching_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, monkeypatch):
+def test_a_watching_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, recorded_sleeps):
     """``fire_not_before`` (operators.base.DEFAULT_MIN_DEFER_SECONDS): an event found at once is held back
     until that moment, so Airflow's stale executor event cannot fail the resumed try."""
-    from airflow_provider_resilient.triggers import tpu as module
-
-    waits: list[float] = []
-    real_sleep = asyncio.sleep
-
-    async def recording_sleep(seconds: float, *args: object) -> None:
-        waits.append(seconds)
-        await real_sleep(0)
-
-    monkeypatch.setattr(module.asyncio, "sleep", recording_sleep)
+    waits = recorded_sleeps
     gone = f"{ZONE}/nodes/never-made"
     start = time.time()
     assert event_of(trigger(gone, fire_not_before=start + 3600.0))["status"] == "gone"
