@@ -60,6 +60,11 @@ def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
     return ResilientTPUWorkloadOperator(**defaults)
 
 
+#: A workload that runs until a fault strikes it on the first node and ends at once on the next one, so a
+#: scenario never depends on how fast this machine is.
+FIRST_ATTEMPT_RUNS_UNTIL_STRUCK = 'if [ "$RESILIENT_ATTEMPT" = 1 ]; then sleep 120; fi'
+
+
 def train(epochs: int = 12) -> str:
     return (f"{sys.executable} {WORKLOAD} --epochs {epochs} --checkpoint-every 3 --epoch-seconds 0.05 "
             '--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"')
@@ -176,7 +181,7 @@ def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilien
     resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.2, "grace_seconds": 0.05,
                                   "match": {"nth": 1}})
     policy = RetryPolicy(backoff=FAST, budgets={"maintenance_wait": Budget(max_seconds=0.3, backoff=FAST)})
-    result = operator("sleep 0.5", resilience_policy=policy).execute(context())
+    result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=policy).execute(context())
     found = decisions(result)
     assert found[-1] == ("maintenance_event", "recreate_node") and set(found[:-1]) == {("maintenance_event", "wait")}
     recreate = result["attempts"][0]["incidents"][-1]["decision"]
@@ -237,7 +242,7 @@ def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
 ], ids=["preempted", "timeout", "unhealthy-tensorflow-with-symptoms"])
 def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
     resilient_emulator.add_fault({**fault, "match": {"nth": 1}})
-    result = operator("sleep 0.6").execute(context())
+    result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK).execute(context())
     assert decisions(result) == [expected] and len(result["attempts"]) == 2
     failure = result["attempts"][0]["incidents"][0]["failure"]
     if fault["kind"] == "unhealthy":
@@ -340,9 +345,11 @@ def test_a_task_killed_while_its_queued_resource_waits_deletes_it_by_name(resili
     assert queued_left() == [] and nodes_left() == []
 
 
-def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resilient_emulator):
+def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("sleep 1")
+    go = tmp_path / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end
+    first = operator(command)
 
     def worker_dies(seconds: float) -> None:  # the first look saw the node running
         raise Killed
@@ -351,7 +358,8 @@ def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resil
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running" and nodes_left()
-    result = operator("sleep 1").execute(ctx)  # Airflow's retry: a new process, the same task state store
+    go.touch()
+    result = operator(command).execute(ctx)  # Airflow's retry: a new process, the same task state store
     assert len(result["attempts"]) == 1 and decisions(result) == []
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
     assert resilient_emulator.calls.count("CreateNode") == 1 and nodes_left() == []
