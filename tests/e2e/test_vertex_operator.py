@@ -59,18 +59,20 @@ def test_a_quota_refusal_on_create_waits_and_retries(run_dag, emulator):
     assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in result.log
 
 
-def test_reattach_after_the_task_process_is_killed(airflow_env, emulator):
+def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_path):
     """Kill the worker with SIGKILL while its job runs; running the same DagRun again watches the same job:
     one CreateCustomJob for the attempt, and the run completes.
 
     ``dag.test()`` deletes and re-creates a DagRun it runs again, so the task state store of the first run
     is gone (its rows belong to the deleted run): the job is found by its labels. The task state store
     path of a real task retry is covered in tests/operators/test_vertex_operator_unit.py
-    (``test_a_retried_task_continues_from_the_task_state_store``).
+    (``test_a_retried_task_continues_from_the_task_state_store``). The job runs until the test lets it
+    end, once the second run watches it, so nothing depends on how fast Airflow starts here.
     """
+    go = tmp_path / "go"
+    code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\nprint('done')"
     env = {**airflow_env, **emulator.env(),
-           "RESILIENT_E2E": json.dumps({"code": "import time; time.sleep(6); print('done')", "deferrable": False,
-                                        "poll_interval": 0.3})}
+           "RESILIENT_E2E": json.dumps({"code": code, "deferrable": False, "poll_interval": 0.3})}
     command = [sys.executable, str(HERE / "dag_test_fixed_run.py"), str(HERE / "dags" / "e2e_vertex.py"),
                "e2e_vertex", "2026-02-02"]
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -84,13 +86,17 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator):
     (job,) = emulator.vertex.runs
     assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"  # the job outlived its watcher
 
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
-    log = second.stdout + second.stderr
+    gets_before = emulator.calls.count("GetCustomJob")
+    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while emulator.calls.count("GetCustomJob") <= gets_before and second.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()  # the second run polls the job: let it end
+    log, _ = second.communicate(timeout=300)
     assert second.returncode == 0, log[-3000:]
     assert len(emulator.calls.list("CreateCustomJob")) == 1
-    assert "Attempt 1 already exists as" in log
-    # Watched while it runs -- or, when it ended while no task watched it, its result taken as is.
-    assert "watching it instead of creating another" in log or "returning its result instead of creating" in log
+    assert "Attempt 1 already exists as" in log and "watching it instead of creating another" in log
     assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_SUCCEEDED"
 
 
