@@ -343,8 +343,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     def _provision_queued(self, node_name: str, zone: str, node: dict[str, Any]) -> Failure | None:
         """Create a queued resource for the node and wait until it is ACTIVE or its node is past CREATING
         (None: the watch judges the node, also one that broke while it was provisioned) or until the request
-        FAILED or was SUSPENDED (a QUEUE_TIMEOUT failure)."""
+        FAILED or was SUSPENDED, or -- with no ``valid_until_duration`` -- waited past
+        ``RetryPolicy.queue_timeout_seconds`` (a QUEUE_TIMEOUT failure; the request is deleted)."""
         from google.api_core import exceptions as gexc
+
+        from ..policy import classify_queue_wait
 
         hook = self._tpu()
         resource_id = node_name.rsplit("/", 1)[1]
@@ -367,6 +370,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 self._live_queued = None
                 return Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
                                terminate_reason=state, timestamp=self._clock())
+            # Without valid_until_duration the platform never gives up: the policy's queue timeout does
+            # (seed 004: queuing over 30 minutes ends the job).
+            waited = None if self.valid_until_seconds else classify_queue_wait(
+                state, qr.create_time.timestamp(), self._clock(), self.resilience_policy.queue_timeout_seconds,
+                platform=Platform.TPU, resource=qr.name)
+            if waited is not None:
+                hook.delete_queued_resource(qr.name)
+                self._live_queued = None
+                return waited
             self._sleep(self.poll_interval)
             qr = hook.get_queued_resource(qr.name)
 

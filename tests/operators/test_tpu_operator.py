@@ -298,6 +298,20 @@ def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resili
     assert nodes_left() == []
 
 
+def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(resilient_emulator):
+    """Seed 004: queuing past the limit ends the attempt even when the request itself never expires."""
+    resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
+    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, queue_timeout_seconds=0.5)
+    result = operator("echo ok", queued_resource=True, resilience_policy=policy,
+                      fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    assert decisions(result) == [("queue_timeout", "recreate_node")]
+    failure = result["attempts"][0]["incidents"][0]["failure"]
+    assert "longer than the queue timeout" in failure["message"]
+    assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")] == [
+        "us-central2-b", "europe-west4-a"]
+    assert resilient_emulator.calls.count("DeleteQueuedResource") >= 1 and queued_left() == []
+
+
 def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator):
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
     result = operator("echo ok", valid_until_duration=1, fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
