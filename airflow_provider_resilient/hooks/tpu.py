@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,9 +79,16 @@ class ResilientTPUHook(GoogleApiHook):
     def get_node(self, name: str) -> Any:
         return self.call(lambda: self.client().get_node(name=name, retry=None))
 
+    def list_nodes(self, project_id: str, zone: str) -> list[Any]:
+        """Every node of ``projects/project_id/locations/zone`` (all pages)."""
+        parent = f"projects/{project_id}/locations/{zone}"
+        return self.call(lambda: list(self.client().list_nodes(parent=parent, retry=None)))
+
     def delete_node(self, name: str, timeout: float | None = 1800.0) -> Any:
         """Delete a node and wait up to ``timeout`` seconds for it (None: do not wait); a node that is
-        already gone is fine. Returns the operation, or None when the node was gone.
+        already gone is fine, and so is one already being deleted (FAILED_PRECONDITION, e.g. by a trigger's
+        ``on_kill``): then this waits -- up to ``timeout`` -- until it is gone. Returns the operation, or None
+        when the node was gone or being deleted.
 
         Raises:
             concurrent.futures.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
@@ -91,9 +99,34 @@ class ResilientTPUHook(GoogleApiHook):
             operation = self.call(lambda: self.client().delete_node(name=name, retry=None))
         except gexc.NotFound:
             return None
+        except gexc.FailedPrecondition as exc:
+            log.info("Not deleting %s: %s", name, exc.message)
+            if timeout is not None:
+                self._wait_gone(name, timeout)
+            return None
         if timeout is not None:
             operation.result(timeout=timeout)
         return operation
+
+    def _wait_gone(self, name: str, timeout: float) -> None:
+        """Poll ``name`` until GetNode says NOT_FOUND, for at most ``timeout`` seconds.
+
+        Raises:
+            concurrent.futures.TimeoutError: it still exists after ``timeout`` seconds.
+        """
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from google.api_core import exceptions as gexc
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.get_node(name)
+            except gexc.NotFound:
+                return
+            if time.monotonic() > deadline:
+                raise FutureTimeout(f"{name} still exists {timeout:.0f} s after its deletion began")
+            self._sleep(min(1.0, timeout))
 
     def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
                                spot: bool, valid_until_seconds: float | None) -> Any:
@@ -191,8 +224,26 @@ class AsyncResilientTPUHook:
         self.sync = ResilientTPUHook(gcp_conn_id, impersonation_chain, emulator=emulator,
                                      api_retry_seconds=api_retry_seconds)
         self._client: Any = None
+        self._opened = False
+
+    async def open(self) -> None:
+        """Import the client library and resolve the emulator address and credentials in a worker thread,
+        never in the event loop (as :meth:`~.vertex_ai.AsyncResilientVertexAIHook.open`). Idempotent; every
+        call awaits it."""
+        if not self._opened:
+            await asyncio.to_thread(self._prepare)
+            self._opened = True
+
+    def _prepare(self) -> None:
+        import google.api_core.exceptions
+        import google.api_core.operation_async  # noqa: F401
+        import tenacity  # noqa: F401
+        from google.cloud.tpu_v2.services.tpu.transports import grpc_asyncio  # noqa: F401
+
+        self.sync.credentials  # noqa: B018 -- resolves (and caches) the emulator address too
 
     def client(self) -> Any:
+        """The ``TpuAsyncClient``; after :meth:`open` (the calls await it)."""
         if self._client is None:
             from ..clients import tpu_async_client
 
@@ -200,6 +251,7 @@ class AsyncResilientTPUHook:
         return self._client
 
     async def _call(self, fn: Any) -> Any:
+        await self.open()
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
         from .vertex_ai import is_transient
@@ -232,6 +284,7 @@ class AsyncResilientTPUHook:
             google.api_core.exceptions.GoogleAPICallError: a non-transient error, or transient ones past
                 ``api_retry_seconds``.
         """
+        await self.open()
         from google.api_core import exceptions as gexc
 
         try:
@@ -251,6 +304,7 @@ class AsyncResilientTPUHook:
             asyncio.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
             google.api_core.exceptions.GoogleAPICallError: as for :meth:`delete_node`.
         """
+        await self.open()
         from google.api_core import exceptions as gexc
 
         try:

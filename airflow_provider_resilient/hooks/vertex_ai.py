@@ -16,6 +16,7 @@ the ones before it the delegation chain, as in the Google provider).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -235,8 +236,26 @@ class AsyncResilientVertexAIHook:
         self.sync = ResilientVertexAIHook(gcp_conn_id, impersonation_chain, emulator=emulator,
                                           api_retry_seconds=api_retry_seconds)
         self._clients: dict[str, Any] = {}
+        self._opened = False
+
+    async def open(self) -> None:
+        """Make every call that follows cheap for the event loop: import the client library (its first
+        import takes seconds) and resolve the emulator address (an Airflow connection lookup) and the
+        credentials (files, perhaps the metadata server) in a worker thread. The triggerer's event loop runs
+        every trigger of its process, so none of this may run in it. Idempotent; every call awaits it."""
+        if not self._opened:
+            await asyncio.to_thread(self._prepare)
+            self._opened = True
+
+    def _prepare(self) -> None:
+        import google.api_core.exceptions  # noqa: F401
+        import tenacity  # noqa: F401
+        from google.cloud.aiplatform_v1.services.job_service.transports import grpc_asyncio  # noqa: F401
+
+        self.sync.credentials  # noqa: B018 -- resolves (and caches) the emulator address too
 
     def client(self, region: str) -> Any:
+        """A cached ``JobServiceAsyncClient`` for ``region``; after :meth:`open` (the calls await it)."""
         if region not in self._clients:
             self._clients[region] = vertex_job_async_client(region, credentials=self.sync.credentials,
                                                             emulator=self.sync.emulator)
@@ -249,6 +268,7 @@ class AsyncResilientVertexAIHook:
                              stop=stop_after_delay(self.sync.api_retry_seconds), reraise=True)
 
     async def get_custom_job(self, name: str) -> Any:
+        await self.open()
         async for attempt in self._retrying():
             with attempt:
                 return await self.client(region_of(name)).get_custom_job(name=name, retry=None)
@@ -261,6 +281,7 @@ class AsyncResilientVertexAIHook:
         One ListCustomJobs call per page of ``page_size`` jobs (0: the service's default), each page's call
         retried on its own; the pages are followed until ``next_page_token`` is empty.
         """
+        await self.open()
         parent = f"projects/{project_id}/locations/{region}"
         jobs: list[Any] = []
         token = ""
@@ -282,6 +303,7 @@ class AsyncResilientVertexAIHook:
             await client.transport.close()
 
     async def cancel_custom_job(self, name: str) -> None:
+        await self.open()
         from google.api_core import exceptions as gexc
 
         async for attempt in self._retrying():

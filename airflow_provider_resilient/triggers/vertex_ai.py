@@ -367,6 +367,7 @@ class CustomJobTrigger(BaseTrigger):
         """Per-job polling: one GetCustomJob every ``poll_interval`` seconds; the event's payload."""
         hook = self._hook()
         try:
+            await hook.open()  # imports and credentials in a thread: never block the triggerer's loop
             while True:
                 payload, job = await self._read(hook)
                 if payload or (payload := await self._stop(job, hook)):
@@ -384,6 +385,7 @@ class CustomJobTrigger(BaseTrigger):
         poller = poller_for(key, self._hook)
         watch = poller.subscribe(self.job_name, self.poll_interval)
         try:
+            await poller.hook.open()  # imports and credentials in a thread: never block the triggerer's loop
             while True:
                 await watch.observed.wait()
                 watch.observed.clear()

@@ -1,0 +1,83 @@
+"""Run the provider's triggers in a fresh interpreter, as a triggerer's first triggers run, and report how
+long any callback of the event loop took (``python loop_probe.py JOB_NAME NODE_NAME``; the emulator's
+address comes from ``RESILIENT_EMULATOR_HOST``).
+
+Nothing Google is imported before the triggers run, so the first trigger pays the client libraries'
+import cost -- the case the triggerer warned about ("Triggerer's async thread was blocked for 4.61
+seconds"). The loop runs in asyncio's debug mode with ``slow_callback_duration`` 0.1 s: asyncio logs every
+callback (a step of a coroutine) that held the loop longer. A probe task also measures how late a 10 ms
+sleep wakes up. Prints one JSON line: ``{"slow_callbacks": [...], "max_lag_seconds": x, "events": [...]}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+
+SLOW_CALLBACK_SECONDS = 0.1
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.slow: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Executing"):
+            self.slow.append(message[:400])
+
+
+async def first(trigger: object) -> dict:
+    async for event in trigger.run():  # type: ignore[attr-defined]
+        return dict(event.payload)
+    return {}
+
+
+async def main(job_name: str, node_name: str) -> dict:
+    loop = asyncio.get_running_loop()
+    loop.slow_callback_duration = SLOW_CALLBACK_SECONDS
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        while not done.is_set():
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - before - 0.01)
+
+    probing = asyncio.create_task(probe())
+    await asyncio.sleep(0.05)  # the probe is running before the first trigger starts
+
+    from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
+
+    # Each watches a live resource for a few polls, then fires its look-again / is cancelled; then on_kill.
+    shared = CustomJobTrigger(job_name, poll_interval=0.05)
+    alone = CustomJobTrigger(job_name, poll_interval=0.05, shared_poller=False)
+    tpu = TPUNodeTrigger(node_name, look_again_at=time.time() + 1.0, poll_interval=0.05)
+    watching = [asyncio.create_task(first(t)) for t in (shared, alone)]
+    events = [await asyncio.wait_for(first(tpu), 30)]
+    for task in watching:
+        task.cancel()
+    await asyncio.gather(*watching, return_exceptions=True)
+    await shared.on_kill()
+    await TPUNodeTrigger(node_name, look_again_at=time.time(), keep_node=False).on_kill()
+    done.set()
+    await probing
+    return {"events": events, "max_lag_seconds": max(lags)}
+
+
+if __name__ == "__main__":
+    import airflow.triggers.base  # noqa: F401 -- loaded in a triggerer before any trigger is
+
+    collect = Collect()
+    logging.getLogger("asyncio").addHandler(collect)
+    logging.basicConfig(level=logging.WARNING)
+    heavy = ("google.api_core", "google.cloud.aiplatform", "google.cloud.tpu", "grpc")
+    assert not any(m.startswith(heavy) for m in sys.modules), "a Google client module was imported before the run"
+    result = asyncio.run(main(sys.argv[1], sys.argv[2]), debug=True)
+    print(json.dumps({**result, "slow_callbacks": collect.slow}))
