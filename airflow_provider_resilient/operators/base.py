@@ -19,8 +19,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..policy import FailureClass, Fallback, RetryPolicy, format_history, history_to_json
+from ..policy import FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
+    EndAttempt,
     Fail,
     RunState,
     Sleep,
@@ -70,6 +71,23 @@ def policy_with_fallbacks(policy: RetryPolicy | None,
 DEFAULT_MIN_DEFER_SECONDS = 10.0
 
 
+def first_try_after_clear(context: Any, retries: int | None) -> bool:
+    """Whether this try is the first one after a person cleared the task (not an Airflow retry, not the first
+    try). Airflow 3.3 tells a try nothing else about why it started; its own rule
+    (``RuntimeTaskInstance.get_first_reschedule_date``) is that the first try since the last Clear is number
+    ``max_tries - retries + 1``: a Clear raises ``max_tries`` to ``try_number + retries``, a retry leaves it.
+
+    Args:
+        context: the task's context (its ``ti`` gives ``try_number`` and ``max_tries``).
+        retries: the operator's ``retries``.
+    """
+    ti = context.get("ti")
+    try_number, max_tries = getattr(ti, "try_number", None), getattr(ti, "max_tries", None)
+    if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number <= 1:
+        return False
+    return try_number == max_tries - (retries or 0) + 1
+
+
 class SupervisedOperator(BaseOperator):
     """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``."""
 
@@ -112,6 +130,11 @@ class SupervisedOperator(BaseOperator):
     def _on_failure(self, context: Any, state: RunState) -> None:
         """Release what the run holds before the task fails (e.g. delete a node)."""
 
+    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Any:
+        """Carry out :class:`~..supervisor.EndAttempt`: end ``job_name`` (cancel the job, delete the node) and
+        wait until the platform says it has ended; return ``Ended``."""
+        raise NotImplementedError
+
     def _recover(self, context: Any, state: RunState) -> RunState:
         """The run to continue when the task state store holds none (phase new): a first try, or a store
         that was emptied (``[state_store] clear_on_success``, its retention, its REST API). A subclass that
@@ -123,10 +146,11 @@ class SupervisedOperator(BaseOperator):
         state = self._load(context)
         if state.phase == "new":
             state = self._recover(context, state)
+        cleared = first_try_after_clear(context, self.retries)
         if state.phase != "new":
-            self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it", state.phase,
-                          len(state.history))
-        return self._drive(context, state, Started(self._clock(), rerun=self.rerun_after_success))
+            self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it%s", state.phase,
+                          len(state.history), " (this try follows a Clear)" if cleared else "")
+        return self._drive(context, state, Started(self._clock(), rerun=self.rerun_after_success, cleared=cleared))
 
     def _drive(self, context: Any, state: RunState, event: Any) -> Any:
         seed = f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
@@ -144,6 +168,10 @@ class SupervisedOperator(BaseOperator):
                 event = self._submit(context, state, action)
             elif isinstance(action, Watch):
                 event = self._watch(context, state, action.job_name)
+            elif isinstance(action, EndAttempt):
+                self.log.info("%s: ending %s; the next attempt starts once it has ended", action.reason,
+                              action.job_name)
+                event = self._end_attempt(context, state, action.job_name)
             elif isinstance(action, Sleep):
                 self.log.info("Next step in %.1f s", action.seconds)
                 if self.deferrable and action.seconds > 0 and action.seconds >= self.min_defer_seconds:
@@ -196,8 +224,8 @@ class SupervisedOperator(BaseOperator):
                 self.__dict__["_steps_stored"] = len(steps)
 
     def _log_history(self, state: RunState) -> None:
-        for line in format_history(state.history):
-            self.log.info("%s", line)
+        """The attempt history as one aligned table block in the task log (readable in the UI's log view)."""
+        self.log.info("Attempt history:\n%s", "\n".join(history_table(state.history)))
 
     def _note_step(self, time_: float, step_: int) -> None:
         """Record that the workload was at ``step_`` at ``time_`` (seconds since the epoch), for the ledger."""

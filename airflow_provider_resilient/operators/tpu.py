@@ -56,8 +56,9 @@ from ..specs.tpu import (
     startup_script,
     worker_count,
 )
-from ..specs.vertex import LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
-from ..supervisor import JobFailed, JobSucceeded, RunState, Submit, SubmitFailed, Submitted, WokeUp
+from ..specs.vertex import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
+from ..supervisor import Ended, JobFailed, JobSucceeded, RunState, Submit, SubmitFailed, Submitted, WokeUp
+from ..supervisor.reconcile import owner_env
 from .base import SupervisedOperator, policy_with_fallbacks
 
 STATE_KEY = "resilient_tpu_workload"
@@ -213,10 +214,33 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
         """Continue after a deferral (a backoff, or the :class:`~..triggers.tpu.TPUNodeTrigger` saw a change or
-        the look-again interval passed): a full look at the node."""
+        the look-again interval passed): a full look at the node.
+
+        Worker 0's step reports the trigger saw (the event's ``"steps"``, ``[[time, step], ...]``) are noted
+        for the goodput ledger first, as a polling operator notes the step of each look, and saved at once (a
+        look that defers again saves nothing). A step equal to the last one noted in the same attempt is not
+        noted again: it is no new progress (a new trigger records the step it first sees, often the one its
+        predecessor saw last), and the ledger would count the time between the two sightings as a stall."""
         if isinstance(event, dict) and event.get("message"):
             self.log.info("Trigger (%s): %s", event.get("status"), event["message"])
         state = self._load(context)
+        reported = event.get("steps") if isinstance(event, dict) else None
+        if reported:
+            started = state.history[-1].started_at if state.history else None
+            seen = self._step_reports()
+            last = (seen[-1].time, seen[-1].step) if seen else None
+            noted = 0
+            for item in reported:
+                try:
+                    at, step_ = float(item[0]), int(item[1])
+                except (TypeError, ValueError, IndexError):
+                    continue  # an unreadable report only costs the ledger a point
+                if last is not None and last[1] == step_ and (started is None or last[0] >= started):
+                    continue
+                self._note_step(at, step_)
+                last, noted = (at, step_), noted + 1
+            if noted:
+                self._save(context, state)
         if state.phase == "sleeping":
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase == "running" and state.job_name:
@@ -300,15 +324,18 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 self._live_queued = queued_resource_name(name)
             return Submitted(name, self._clock())
         checkpoint = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
-        env = {**self.env, **resume_env(attempt=action.attempt, checkpoint_dir=self.checkpoint_dir,
-                                        resume_uri=checkpoint.uri if checkpoint else None,
-                                        resume_step=checkpoint.step if checkpoint else None,
-                                        failure_class=action.failure_class)}
+        owner = owner_env(self.dag_id, self.task_id, context["run_id"], self._map_index(context))
+        env = {**self.env, **owner, **resume_env(attempt=action.attempt, checkpoint_dir=self.checkpoint_dir,
+                                                 resume_uri=checkpoint.uri if checkpoint else None,
+                                                 resume_step=checkpoint.step if checkpoint else None,
+                                                 failure_class=action.failure_class)}
         labels = {**self.labels, **job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context),
                                               action.attempt)}
+        if self.keep_node:
+            labels[LABEL_KEEP] = "true"
         node: dict[str, Any] = {
             "accelerator_type": accelerator, "runtime_version": self.runtime_version, "labels": labels,
-            "metadata": {"startup-script": startup_script(
+            "metadata": {**owner, "startup-script": startup_script(
                 command=self.command, env=env, setup_script=self.setup_script, runner_source=runner_source(),
                 max_restarts=self.max_worker_restarts, checkpoint_dir=self.checkpoint_dir,
                 heartbeat_seconds=self.heartbeat_seconds)},
@@ -541,6 +568,12 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return {"node_name": node_name, "state": "SUCCEEDED",
                 "checkpoint": {"uri": found.uri, "step": found.step} if found else None,
                 "attempts": history_to_json(state.history)}
+
+    def _end_attempt(self, context: Any, state: RunState, node_name: str) -> Ended:
+        """Delete ``node_name`` (and its queued resource) and wait until it is gone (a person cleared the
+        running task); ``keep_node`` does not keep it: the run goes on with a new node."""
+        self._release(node_name, last=False)
+        return Ended(self._clock())
 
     def _on_failure(self, context: Any, state: RunState) -> None:
         if state.job_name:

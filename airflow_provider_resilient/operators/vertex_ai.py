@@ -52,6 +52,7 @@ from ..specs.vertex import (
     validate_custom_job,
 )
 from ..supervisor import (
+    Ended,
     JobFailed,
     JobSucceeded,
     RunState,
@@ -60,6 +61,7 @@ from ..supervisor import (
     Submitted,
     WokeUp,
 )
+from ..supervisor.reconcile import owner_env
 from .base import SupervisedOperator, policy_with_fallbacks
 
 log = logging.getLogger(__name__)
@@ -370,6 +372,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         env = resume_env(attempt=action.attempt, checkpoint_dir=self._checkpoint_dir(),
                          resume_uri=checkpoint.uri if checkpoint else None,
                          resume_step=checkpoint.step if checkpoint else None, failure_class=action.failure_class)
+        env.update(owner_env(self.dag_id, self.task_id, context["run_id"], self._map_index(context)))
         custom_job = build_custom_job(
             display_name=self.display_name, worker_pool_specs=self._pools(), labels={**self.labels, **labels},
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
@@ -422,6 +425,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
                 hook.cancel_custom_job(job_name)
                 return self._await_end(job_name, {**summary, **stop})
             self._sleep(self.poll_interval)
+
+    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Ended:
+        """Cancel ``job_name`` and wait until it is terminal (a person cleared the running task)."""
+        self._hook().cancel_custom_job(job_name)
+        summary = self._await_end(job_name, {})
+        return Ended(self._clock(), succeeded=summary["state"] in ("JOB_STATE_SUCCEEDED",
+                                                                   "JOB_STATE_PARTIALLY_SUCCEEDED"))
 
     def _await_end(self, job_name: str, stopped: dict[str, Any]) -> dict[str, Any]:
         """After the operator (or its trigger) cancelled ``job_name`` for a reason: poll until the job is

@@ -82,6 +82,8 @@ class Attempt:
         resumed_from_step: checkpoint step it resumed from (None: from scratch).
         resumed_from_uri: checkpoint URI it resumed from.
         incidents: failures observed during it, in order, each with its decision.
+        ended_by: who ended it when nothing failed: ``"clear"`` -- a person cleared the task while this
+            attempt ran, and the next try ended it to start a new attempt (no failure, no budget spent).
     """
 
     number: int
@@ -92,11 +94,11 @@ class Attempt:
     resumed_from_step: int | None = None
     resumed_from_uri: str | None = None
     incidents: tuple[Incident, ...] = field(default_factory=tuple)
+    ended_by: str | None = None
 
     def with_incident(self, incident: Incident) -> Attempt:
         """A copy with ``incident`` appended."""
-        return Attempt(self.number, self.resource_name, self.fallback_index, self.started_at, self.ended_at,
-                       self.resumed_from_step, self.resumed_from_uri, (*self.incidents, incident))
+        return replace(self, incidents=(*self.incidents, incident))
 
 
 def _incidents(history: Sequence[Attempt]) -> list[tuple[int, Incident]]:

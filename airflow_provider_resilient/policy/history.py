@@ -13,6 +13,9 @@ from typing import Any
 
 from .decide import Attempt
 
+#: How :attr:`Attempt.ended_by` reads in the history.
+ENDED_BY = {"clear": "ended by a Clear of the running task (no failure, no budget)"}
+
 
 @cache
 def _adapter() -> Any:
@@ -61,6 +64,8 @@ def format_history(history: Sequence[Attempt]) -> list[str]:
             line += (f" -> {incident.failure.failure_class.value}"
                      f"{f' exit {incident.failure.exit_code}' if incident.failure.exit_code is not None else ''}"
                      f" -> {d.action.value} (rule {d.rule or '-'}{budget})")
+        if attempt.ended_by:
+            line += f" -> {ENDED_BY[attempt.ended_by]}"
         lines.append(line)
     return lines
 
@@ -77,7 +82,7 @@ def history_table(history: Any) -> list[str]:
         fallback = "-" if attempt.fallback_index < 0 else str(attempt.fallback_index + 1)
         step = "-" if attempt.resumed_from_step is None else f"step {attempt.resumed_from_step}"
         incidents = attempt.incidents or ()
-        if not incidents:
+        if not incidents and not attempt.ended_by:
             rows.append((str(attempt.number), resource, fallback, step, "succeeded" if attempt.ended_at else
                          "running", "-"))
         for incident in incidents:
@@ -93,5 +98,7 @@ def history_table(history: Any) -> list[str]:
                 rows[-1] = (*row[:4], f"{what} (x{count})", row[5])
             else:
                 rows.append(row)
+        if attempt.ended_by:
+            rows.append((str(attempt.number), resource, fallback, step, ENDED_BY[attempt.ended_by], "new attempt"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]

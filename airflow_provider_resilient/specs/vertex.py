@@ -39,6 +39,9 @@ LABEL_TASK = "airflow-task"
 LABEL_RUN = "airflow-run"
 LABEL_MAP_INDEX = "airflow-map-index"
 LABEL_ATTEMPT = "resilient-attempt"
+#: Label ``"true"`` on a resource the user asked to keep after the task ends (``keep_node``): the reconciler
+#: (:mod:`..supervisor.reconcile`) leaves it alone.
+LABEL_KEEP = "resilient-keep"
 OUR_LABELS = (LABEL_DAG, LABEL_TASK, LABEL_RUN, LABEL_MAP_INDEX, LABEL_ATTEMPT)
 
 ENV_RESUME_FROM = "RESILIENT_RESUME_FROM"

@@ -6,6 +6,8 @@ the TPU operator, are shells around :func:`step`.
 
 from .machine import (
     Action,
+    EndAttempt,
+    Ended,
     Event,
     Fail,
     IllegalTransition,
@@ -26,6 +28,7 @@ from .machine import (
 )
 
 __all__ = [
-    "Action", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState", "Sleep", "Started",
+    "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState",
+    "Sleep", "Started",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
 ]

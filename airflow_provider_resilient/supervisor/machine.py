@@ -19,11 +19,24 @@ retry, a deferral or a "Clear" continue from where the run was::
     sleeping     WakeUp                   Submit(next attempt) | Watch(job)
     succeeded    Started                  Succeed(job)              -- a cleared successful task reruns nothing
     failed       Started                  Submit(attempt n + 1)     -- a cleared failed task resumes, fresh budgets
+    running      Started(cleared)         EndAttempt(job)           -- a Clear of the running task: end it first
+    sleeping     Started(cleared)         EndAttempt(job) | Submit  -- (a backoff with no live attempt: submit now)
+    ending       Ended                    Submit(attempt n + 1)     -- fresh budgets, the history says "Clear"
+    ending       Ended(succeeded)         Succeed(job)              -- it finished before it could be ended
 
 Budgets are counted by :func:`~..policy.decide` from the history of the current *segment*: a task
 retry that finds the run in progress continues the segment (and its budgets); a new try after the run
 ended in failure -- only a person clearing the task does that, since failures raise
 ``AirflowFailException`` -- starts a new segment with fresh budgets, keeping the whole history.
+
+A Clear of a running (or deferred) task. Airflow gives the next try no reason, so the shell tells the
+supervisor whether this try is the first one after a Clear (``Started(cleared=True)``; Airflow's own rule:
+``try_number == max_tries - retries + 1`` past the first try, see ``operators.base``). A cleared task whose
+run is still in progress must not reattach to the old attempt -- the old trigger's ``on_kill`` cancels it
+(Airflow 3.3 calls it on a Clear too), and the new try would see a user's cancel -- nor count what the
+Clear did as a failure. So the supervisor commands :class:`EndAttempt` (cancel the job / delete the node,
+and wait until it has ended), marks that attempt ``ended_by="clear"``, and submits the next attempt in a
+new segment: no incident, no budget spent, and it resumes from the latest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -48,10 +61,21 @@ from ..policy.decide import DEFAULT_POLICY
 @dataclass(frozen=True)
 class Started:
     """The task (re)started: first try, Airflow retry, or a user's Clear. ``rerun``: a cleared task that
-    had succeeded trains again instead of returning the earlier result."""
+    had succeeded trains again instead of returning the earlier result. ``cleared``: this try is the first
+    after a person cleared the task (not an Airflow retry)."""
 
     now: float
     rerun: bool = False
+    cleared: bool = False
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The attempt that :class:`EndAttempt` ended has ended (terminal job, node gone); ``succeeded``: it had
+    finished successfully before the cancel took effect."""
+
+    now: float
+    succeeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,7 +116,7 @@ class WokeUp:
     now: float
 
 
-Event = Started | Submitted | SubmitFailed | JobSucceeded | JobFailed | WokeUp
+Event = Started | Submitted | SubmitFailed | JobSucceeded | JobFailed | WokeUp | Ended
 
 # --------------------------------------------------------------------------------------------- actions
 
@@ -119,6 +143,15 @@ class Sleep:
 
 
 @dataclass(frozen=True)
+class EndAttempt:
+    """End the attempt running as ``job_name`` -- cancel the CustomJob, delete the TPU node -- and report
+    :class:`Ended` once the platform says it has ended (never two attempts at once)."""
+
+    job_name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Succeed:
     job_name: str
 
@@ -131,7 +164,7 @@ class Fail:
     decision: str
 
 
-Action = Submit | Watch | Sleep | Succeed | Fail
+Action = Submit | Watch | Sleep | EndAttempt | Succeed | Fail
 
 # ----------------------------------------------------------------------------------------------- state
 
@@ -141,7 +174,8 @@ class RunState:
     """Everything the loop knows; JSON through :func:`state_to_json`.
 
     Attributes:
-        phase: new, submitting, running, sleeping, succeeded, failed.
+        phase: new, submitting, running, sleeping, ending (a cleared task ends its old attempt), succeeded,
+            failed.
         history: every attempt of every segment, oldest first.
         segment_start: index in ``history`` where the current segment's attempts begin.
         job_name: the job being watched (or the last one).
@@ -206,6 +240,13 @@ def _after_decision(state: RunState, failure: Failure, decision: Decision,
     return replace(state, phase="submitting", next_submit=submit, wake_at=None), [submit]
 
 
+def _end_for_clear(state: RunState) -> tuple[RunState, list[Action]]:
+    """A person cleared the task while ``state.job_name`` ran: end that attempt before the next one."""
+    assert state.job_name is not None
+    return (replace(state, phase="ending", next_submit=None, wake_at=None),
+            [EndAttempt(state.job_name, "the task was cleared while this attempt ran")])
+
+
 def _failure_message(state: RunState, decision: Decision) -> str:
     from ..policy import format_history
 
@@ -222,6 +263,16 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY,
     """
     phase = state.phase
     if isinstance(event, Started):
+        if event.cleared and state.job_name and (phase == "running" or (phase == "sleeping" and
+                                                                       state.next_submit is None)):
+            return _end_for_clear(state)
+        if event.cleared and phase == "sleeping" and state.next_submit is not None:
+            # A backoff between attempts (nothing runs): the person's Clear starts the next one now.
+            new_segment = replace(state, segment_start=len(state.history))
+            return _submit(new_segment, state.next_submit.attempt, state.next_submit.fallback_index,
+                           state.next_submit.failure_class)
+        if phase == "ending" and state.job_name:
+            return state, [EndAttempt(state.job_name, "the task was cleared while this attempt ran")]
         if phase == "new":
             return _submit(state, 1, -1, None)
         if phase == "succeeded" and state.job_name and not event.rerun:
@@ -258,6 +309,15 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY,
     if isinstance(event, JobFailed) and phase == "running":
         decision = decide(state.segment, event.failure, event.now, policy=policy, seed=seed)
         return _after_decision(state, event.failure, decision, event.now)
+
+    if isinstance(event, Ended) and phase == "ending" and state.job_name:
+        last = replace(state.history[-1], ended_at=event.now)
+        if event.succeeded:
+            return (replace(state, phase="succeeded", next_submit=None, history=(*state.history[:-1], last)),
+                    [Succeed(state.job_name)])
+        last = replace(last, ended_by="clear")
+        state = replace(state, history=(*state.history[:-1], last), segment_start=len(state.history))
+        return _submit(state, _next_attempt(state), last.fallback_index, None)
 
     if isinstance(event, WokeUp) and phase == "sleeping":
         if state.next_submit is not None:
@@ -310,6 +370,7 @@ def state_from_json(data: Any) -> RunState:
 
 
 __all__ = [
-    "Action", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState", "Sleep", "Started",
+    "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState",
+    "Sleep", "Started",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_resilient.clients import vertex_job_client
+from airflow_provider_resilient.clients import tpu_client, vertex_job_client
 
 from .conftest import PARENT, custom_job
 
@@ -91,6 +91,15 @@ def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
             ("CreateCustomJob", "RESOURCE_EXHAUSTED"), ("CreateCustomJob", "OK"), ("GetCustomJob", "UNAVAILABLE")]
         faults = json.load(urllib.request.urlopen(f"{control}/faults"))
         assert [f["fired"] for f in faults] == [1, 1]
+
+        tpu = tpu_client(emulator=exports["RESILIENT_EMULATOR_HOST"])
+        node = tpu.create_node(parent="projects/test-project/locations/us-central2-b", node_id="listed", node={
+            "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base", "labels": {"team": "ml"},
+            "metadata": {"startup-script": "sleep 60"}}).result(timeout=60)
+        listed = json.load(urllib.request.urlopen(f"{control}/nodes"))
+        assert [(n["name"], n["state"], n["labels"]) for n in listed["nodes"]] == [(node.name, "READY", {"team": "ml"})]
+        assert listed["queued_resources"] == []
+        tpu.transport.close()
 
         job_id = job.name.rsplit("/", 1)[1]
         pid = read_pid(tmp_path / "work" / "vertex" / job_id / "workerpool0-0.log")

@@ -379,6 +379,25 @@ def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resil
     assert resilient_emulator.calls.count("CreateNode") == 1 and nodes_left() == []
 
 
+@pytest.mark.parametrize("trigger_deleted_first", [True, False], ids=["on_kill-deleted-it", "still-running"])
+def test_a_clear_of_a_deferred_task_re_creates_the_node_without_an_incident(resilient_emulator, tmp_path,
+                                                                          trigger_deleted_first):
+    ctx, go = context(), tmp_path / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end
+    with pytest.raises(TaskDeferred) as deferred:  # try 1 deferred, watching attempt 1's node
+        operator(command, deferrable=True).execute(ctx)
+    assert created(resilient_emulator) == [A1]
+    if trigger_deleted_first:  # Airflow calls the old trigger's on_kill on a Clear
+        asyncio.run(asyncio.wait_for(deferred.value.trigger.on_kill(), TIMEOUT))
+    go.touch()
+    cleared = {**context(ctx["task_state_store"]), "ti": TI(try_number=2, max_tries=1)}  # first try after a Clear
+    result = operator(command).execute(cleared)
+    assert created(resilient_emulator) == [A1, A2] and nodes_left() == []
+    first, _ = result["attempts"]
+    assert first["ended_by"] == "clear" and not first.get("incidents") and decisions(result) == []
+    assert ctx["task_state_store"].data[STATE_KEY]["segment_start"] == 1
+
+
 def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator):
     ctx = context()
     result = operator("echo ok", keep_node=True).execute(ctx)

@@ -35,8 +35,9 @@ class Store:
 class TI:
     map_index = -1
 
-    def __init__(self) -> None:
+    def __init__(self, try_number: int = 1, max_tries: int = 0) -> None:
         self.xcom: dict[str, Any] = {}
+        self.try_number, self.max_tries = try_number, max_tries
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
@@ -46,8 +47,8 @@ class Killed(BaseException):
     """The worker process dying (not an Exception: nothing in the operator may catch it)."""
 
 
-def context(store: Store | None = None) -> dict[str, Any]:
-    return {"task_state_store": store or Store(), "ti": TI(), "run_id": "manual__2026-01-01T00:00:00+00:00"}
+def context(store: Store | None = None, ti: TI | None = None) -> dict[str, Any]:
+    return {"task_state_store": store or Store(), "ti": ti or TI(), "run_id": "manual__2026-01-01T00:00:00+00:00"}
 
 
 def operator(code: str = "print('ok')", **kwargs: Any) -> ResilientCustomJobOperator:
@@ -101,6 +102,41 @@ def test_a_cleared_failed_task_resumes_with_fresh_budgets(resilient_emulator):
     result = operator().execute(ctx)  # the user fixed the code and cleared the task
     assert [a["number"] for a in result["attempts"]] == [1, 2]
     assert ctx["task_state_store"].data[STATE_KEY]["segment_start"] == 1
+
+
+@pytest.mark.parametrize("trigger_cancelled_first", [True, False], ids=["on_kill-cancelled-it", "still-running"])
+def test_a_clear_of_a_deferred_task_ends_the_attempt_and_resumes_without_a_failure(resilient_emulator, tmp_path,
+                                                                                    trigger_cancelled_first):
+    import asyncio
+
+    go = tmp_path / "go"
+    code = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:  # try 1 deferred, attempt 1 RUNNING
+        operator(code, deferrable=True).execute(ctx)
+    job = deferred.value.trigger.job_name
+    if trigger_cancelled_first:  # Airflow calls the old trigger's on_kill on a Clear
+        asyncio.run(deferred.value.trigger.on_kill())
+    # Try 2 is the first after the Clear: max_tries was raised to try_number + retries (retries=0 here).
+    cleared = context(ctx["task_state_store"], TI(try_number=2, max_tries=1))
+    go.touch()
+    result = operator(code).execute(cleared)
+    creates = resilient_emulator.calls.list("CreateCustomJob")
+    assert len(creates) == 2 and resilient_emulator.calls.count("CancelCustomJob") >= 1
+    first, second = result["attempts"]
+    assert first["resource_name"] == job and first["ended_by"] == "clear" and not first.get("incidents")
+    assert second["resource_name"] != job and result["state"] == "JOB_STATE_SUCCEEDED"
+    assert ctx["task_state_store"].data[STATE_KEY]["segment_start"] == 1
+
+
+def test_an_airflow_retry_of_a_deferred_task_reattaches_instead(resilient_emulator, tmp_path):
+    ctx = context()
+    with pytest.raises(TaskDeferred):
+        operator("print('ok')", deferrable=True, retries=2).execute(ctx)
+    retry = context(ctx["task_state_store"], TI(try_number=2, max_tries=2))  # a retry leaves max_tries alone
+    result = operator("print('ok')", retries=2).execute(retry)
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+    assert resilient_emulator.calls.count("CancelCustomJob") == 0 and len(result["attempts"]) == 1
 
 
 @pytest.mark.parametrize("with_event", [True, False], ids=["trigger-event", "no-event"])

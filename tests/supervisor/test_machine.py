@@ -8,8 +8,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_resilient.policy import Backoff, Failure, FailureClass, Fallback, Platform, RetryPolicy, decide
+from airflow_provider_resilient.policy import (
+    Attempt,
+    Backoff,
+    Failure,
+    FailureClass,
+    Fallback,
+    Platform,
+    RetryPolicy,
+    decide,
+    format_history,
+    history_table,
+)
 from airflow_provider_resilient.supervisor import (
+    EndAttempt,
+    Ended,
     Fail,
     IllegalTransition,
     JobFailed,
@@ -31,6 +44,7 @@ from airflow_provider_resilient.supervisor import (
 T0 = 1_800_000_000.0
 CRASH = Failure(FailureClass.TRANSIENT_CRASH, Platform.VERTEX_AI, exit_code=139)
 USER = Failure(FailureClass.PERMANENT_USER_ERROR, Platform.VERTEX_AI, exit_code=1)
+ANY_REASON = "the task was cleared while this attempt ran"
 
 
 def reload(state: RunState) -> RunState:
@@ -156,7 +170,67 @@ def test_a_retried_task_keeps_sleeping_for_the_rest_of_the_backoff():
     assert actions[0].seconds == pytest.approx(total / 2)
 
 
+def test_a_clear_of_a_running_task_ends_its_attempt_then_resumes_with_no_failure_and_fresh_budgets():
+    state = running()
+    state, _ = step(state, JobFailed(CRASH, T0 + 5))  # one transient crash: 1 of 3 spent
+    state, _ = step(state, WokeUp(state.wake_at))
+    state, _ = step(state, Submitted("jobs/2", T0 + 60))
+    state, actions = step(reload(state), Started(T0 + 100, cleared=True))
+    assert actions == [EndAttempt("jobs/2", "the task was cleared while this attempt ran")]
+    assert state.phase == "ending"
+    # The task dies while waiting for the end: the next try ends it again (idempotent), cleared or not.
+    assert step(reload(state), Started(T0 + 110))[1] == actions
+    state, actions = step(reload(state), Ended(T0 + 120))
+    assert actions == [Submit(3, -1)] and state.segment_start == 2
+    ended = state.history[1]
+    assert (ended.ended_by, ended.ended_at, ended.incidents) == ("clear", T0 + 120, ())
+    state, _ = step(state, Submitted("jobs/3", T0 + 121))
+    for n in range(3):  # the new segment has its full transient budget of 3
+        state, actions = step(reload(state), JobFailed(CRASH, T0 + 200 + 100 * n))
+        assert isinstance(actions[0], Sleep), actions
+        state, _ = step(state, WokeUp(state.wake_at))
+        state, _ = step(state, Submitted(f"jobs/{n + 4}", T0 + 250 + 100 * n))
+    assert "ended by a Clear" in "\n".join(format_history(state.history))
+    assert any("ended by a Clear" in row and "new attempt" in row for row in history_table(state.history))
+
+
+def test_a_clear_on_the_last_fallback_keeps_the_target_it_ran_on():
+    state = RunState(phase="running", job_name="jobs/1", history=(Attempt(1, "jobs/1", fallback_index=1),))
+    state, _ = step(state, Started(T0, cleared=True))
+    assert step(state, Ended(T0 + 1))[1] == [Submit(2, 1)]
+
+
+def test_an_attempt_that_succeeded_before_the_clear_could_end_it_is_the_result():
+    state, _ = step(running(), Started(T0 + 100, cleared=True))
+    state, actions = step(state, Ended(T0 + 101, succeeded=True))
+    assert actions == [Succeed("jobs/1")] and state.phase == "succeeded"
+    assert state.history[-1].ended_by is None
+
+
+def test_a_clear_during_a_wait_for_platform_recovery_ends_the_attempt():
+    wait = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING")
+    state, actions = step(running(), JobFailed(wait, T0 + 5))
+    assert isinstance(actions[0], Sleep) and state.next_submit is None
+    assert step(reload(state), Started(T0 + 6, cleared=True))[1] == [EndAttempt("jobs/1", ANY_REASON)]
+
+
+def test_a_clear_during_a_backoff_between_attempts_submits_the_next_one_now():
+    state, actions = step(running(), JobFailed(CRASH, T0 + 5))
+    assert isinstance(actions[0], Sleep) and state.next_submit == Submit(2, -1, "transient_crash")
+    state, actions = step(reload(state), Started(T0 + 6, cleared=True))
+    assert actions == [Submit(2, -1, "transient_crash")] and state.segment_start == 1
+
+
+@pytest.mark.parametrize(("phase", "expected"), [("failed", [Submit(2, -1)]), ("succeeded", [Succeed("jobs/1")])])
+def test_a_clear_of_an_ended_run_behaves_as_before(phase, expected):
+    state = RunState(phase=phase, job_name="jobs/1", history=(Attempt(1, "jobs/1", ended_at=T0),))
+    assert step(state, Started(T0 + 1, cleared=True))[1] == expected
+
+
 @pytest.mark.parametrize(("state", "event"), [
+    (RunState(phase="running", job_name="j"), Ended(T0)),
+    (RunState(phase="ending", job_name="j"), WokeUp(T0)),
+    (RunState(phase="ending", job_name="j"), JobSucceeded(T0)),
     (RunState(), JobSucceeded(T0)),
     (RunState(), WokeUp(T0)),
     (RunState(), Submitted("x", T0)),

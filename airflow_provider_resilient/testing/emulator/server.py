@@ -279,7 +279,9 @@ def _at_exit(stop: Any) -> None:
 
 
 def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
-    """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /reset, GET /jobs."""
+    """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /reset, GET /jobs (CustomJobs
+    with their state and story), GET /nodes (TPU nodes and queued resources with their state: what a leak
+    check reads)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _reply(self, status: int, body: Any) -> None:
@@ -302,6 +304,14 @@ def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                     jobs = [{"name": n, "state": r.job.state.name, "events": r.events}
                             for n, r in emulator.vertex.runs.items()]
                 self._reply(200, jobs)
+            elif url.path == "/nodes":
+                with emulator.tpu.lock:
+                    nodes = [{"name": n, "state": r.node.state.name, "health": r.node.health.name,
+                              "accelerator_type": r.node.accelerator_type, "labels": dict(r.node.labels),
+                              "queued_resource": r.node.queued_resource or None}
+                             for n, r in emulator.tpu.nodes.items()]
+                    queued = [{"name": n, "state": q["qr"].state.state.name} for n, q in emulator.tpu.queued.items()]
+                self._reply(200, {"nodes": nodes, "queued_resources": queued})
             elif url.path == "/healthz":
                 self._reply(200, {"status": "ok"})
             else:

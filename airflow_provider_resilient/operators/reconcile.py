@@ -1,0 +1,159 @@
+"""``ResilientReconcileOperator``: release the jobs and nodes whose task instance no longer runs them.
+
+Airflow 3.3 cleans up after a user's action only through ``on_kill`` -- the operator's in its worker, the
+trigger's in the triggerer -- and calls neither when a task is marked failed or success before its trigger
+has started or while no triggerer runs, when its DAG run is deleted, or when its worker is killed with
+SIGKILL and the task is not retried. This operator closes those gaps. Schedule it in a small DAG of its
+own (``dags/resilient_reconcile.py`` is one to copy); each run:
+
+1. lists the live CustomJobs of ``project_id`` in ``regions`` that carry the provider's
+   ``resilient-attempt`` label, and the TPU nodes in ``zones`` that carry it;
+2. reads, from each, the task instance that created it (:func:`..supervisor.reconcile.owner_from`);
+3. asks Airflow for those task instances' states (``RuntimeTaskInstance.get_task_states``, one call per
+   DAG and run: a task may not read the metadata database itself);
+4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
+   queued resource with it) -- and logs one line per resource with the reason.
+
+So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task
+(the README states the bound for the example DAG). It needs no triggerer. Resources created before owners
+were recorded, or by hand, name no task instance: they are listed in the result and left alone, as are
+nodes kept with ``keep_node``.
+
+Returns (XCom ``return_value``): ``{"released": [{"name", "why"}], "kept": n, "unowned": [names]}``.
+
+Importing this module imports no Google library.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from ..supervisor.reconcile import GONE, OwnedResource, Owner, Release, owner_from, releases
+
+#: ``get_task_states(dag_id, run_ids)`` -> ``{run_id: {task_key: state}}``, as
+#: ``RuntimeTaskInstance.get_task_states`` answers (``task_key``: ``task_id``, or ``task_id_<map_index>``).
+TaskStates = Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]
+
+
+def owner_states(owners: set[Owner], task_states: TaskStates) -> dict[Owner, str | None]:
+    """Each owner's task instance state (None: no state), or :data:`~..supervisor.reconcile.GONE` when its
+    DAG run or task instance does not exist. One ``task_states`` call per DAG."""
+    runs: dict[str, set[str]] = defaultdict(set)
+    for owner in owners:
+        runs[owner.dag_id].add(owner.run_id)
+    states: dict[Owner, str | None] = {}
+    for dag_id, run_ids in runs.items():
+        found = task_states(dag_id, sorted(run_ids))
+        for owner in (o for o in owners if o.dag_id == dag_id):
+            tasks = found.get(owner.run_id)
+            key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
+            states[owner] = GONE if tasks is None or key not in tasks else tasks[key]
+    return states
+
+
+class ResilientReconcileOperator(BaseOperator):
+    """Release the CustomJobs and TPU nodes whose task instance has finished or is gone (module docstring).
+
+    Args:
+        project_id: Google Cloud project whose resources are checked.
+        regions: Vertex AI regions to list CustomJobs in (include the operators' fallback regions).
+        zones: Cloud TPU zones to list nodes in (include the fallback zones).
+        dry_run: log what would be released, release nothing.
+        gcp_conn_id, impersonation_chain: as for the training operators.
+
+    Raises:
+        AirflowException: (from the hooks) when listing or releasing fails past the API retries; the next
+            scheduled run tries again.
+    """
+
+    template_fields: Sequence[str] = ("project_id", "regions", "zones")
+    ui_color = "#e8e8e8"
+
+    def __init__(self, *, project_id: str, regions: Sequence[str] = (), zones: Sequence[str] = (),
+                 dry_run: bool = False, gcp_conn_id: str = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not regions and not zones:
+            raise ValueError("ResilientReconcileOperator: give regions (CustomJobs) and/or zones (TPU nodes)")
+        self.project_id = project_id
+        self.regions = list(regions)
+        self.zones = list(zones)
+        self.dry_run = dry_run
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        ti = context["ti"]
+        return self.reconcile(lambda dag_id, run_ids: ti.get_task_states(dag_id=dag_id, run_ids=run_ids))
+
+    def reconcile(self, task_states: TaskStates) -> dict[str, Any]:
+        """One sweep (the module docstring's steps); ``task_states`` answers as
+        ``RuntimeTaskInstance.get_task_states``."""
+        resources = self._live_resources()
+        owners = {r.owner for r in resources if r.owner is not None}
+        todo = releases(resources, owner_states(owners, task_states))
+        for release in todo:
+            self.log.warning("%s %s: %s", "Would release" if self.dry_run else "Releasing", release.resource.name,
+                             release.why)
+            if not self.dry_run:
+                self._release(release)
+        unowned = [r.name for r in resources if r.owner is None]
+        if unowned:
+            self.log.info("Left alone (they name no task instance): %s", ", ".join(unowned))
+        self.log.info("Reconciled %d live resource(s): %d released, %d unowned", len(resources), len(todo),
+                      len(unowned))
+        return {"released": [{"name": r.resource.name, "why": r.why} for r in todo],
+                "kept": len(resources) - len(todo), "unowned": unowned}
+
+    # ------------------------------------------------------------------ the shell
+    def _live_resources(self) -> list[OwnedResource]:
+        from ..specs.vertex import LABEL_ATTEMPT, LABEL_KEEP
+        from ..triggers.vertex_ai import list_filter
+
+        found = []
+        for region in self.regions:
+            for job in self._vertex().list_custom_jobs(self.project_id, region, list_filter()):
+                pool = job.job_spec.worker_pool_specs[0] if job.job_spec.worker_pool_specs else None
+                spec = None if pool is None else (pool.container_spec if "container_spec" in pool
+                                                  else pool.python_package_spec)
+                env = {e.name: e.value for e in spec.env} if spec is not None else {}
+                found.append(OwnedResource(job.name, "custom_job", owner_from(env)))
+        for zone in self.zones:
+            for node in self._tpu().list_nodes(self.project_id, zone):
+                if LABEL_ATTEMPT not in node.labels or node.state.name in ("DELETING", "HIDDEN"):
+                    continue
+                kind = "queued_resource" if node.queued_resource else "tpu_node"
+                name = node.queued_resource if node.queued_resource else node.name
+                found.append(OwnedResource(name, kind, owner_from(dict(node.metadata)),
+                                           keep=node.labels.get(LABEL_KEEP) == "true"))
+        return found
+
+    def _release(self, release: Release) -> None:
+        resource = release.resource
+        if resource.kind == "custom_job":
+            self._vertex().cancel_custom_job(resource.name)
+        elif resource.kind == "queued_resource":
+            self._tpu().delete_queued_resource(resource.name, timeout=None)  # force: its node goes too
+        else:
+            self._tpu().delete_node(resource.name, timeout=None)
+
+    def _vertex(self) -> Any:
+        if not hasattr(self, "_vertex_hook"):
+            from ..hooks.vertex_ai import ResilientVertexAIHook
+
+            self._vertex_hook = ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain)
+        return self._vertex_hook
+
+    def _tpu(self) -> Any:
+        if not hasattr(self, "_tpu_hook"):
+            from ..hooks.tpu import ResilientTPUHook
+
+            self._tpu_hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain)
+        return self._tpu_hook
+
+
+__all__ = ["ResilientReconcileOperator", "owner_states"]

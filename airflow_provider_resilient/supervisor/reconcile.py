@@ -1,0 +1,122 @@
+"""Which live cloud resources no task instance is running any more: the pure rule of the reconciler.
+
+Rules of the module (as :mod:`.machine`): no I/O, no clock, no Airflow or Google imports.
+
+Theory of operation. Each CustomJob, TPU node and queued resource the operators create names the task
+instance that created it (``AIRFLOW_CTX_DAG_ID`` / ``AIRFLOW_CTX_TASK_ID`` / ``AIRFLOW_CTX_DAG_RUN_ID`` /
+``AIRFLOW_CTX_MAP_INDEX`` in a job's environment, the same keys in a node's metadata; see
+:func:`owner_env`). Normally the task instance releases what it created -- on success, on failure, through
+its own ``on_kill`` or its trigger's. Airflow 3.3 leaves gaps (see the README, "What a click does"): a task
+marked failed or success before its trigger started, or while no triggerer runs, calls no ``on_kill``; a
+deleted DAG run calls nothing; a worker killed with SIGKILL and never retried leaves what it started. The
+reconciler (``operators.reconcile``) closes them: it lists the live resources that carry the provider's
+labels, asks Airflow for the state of each owner, and this module says which to release::
+
+    owner's task instance                                  the resource
+    -----------------------                                ------------
+    running, deferred, queued, scheduled, up_for_retry,    kept: the task (or its next try) still owns it --
+      up_for_reschedule, restarting, or no state (cleared)   a cleared task's next try ends it itself
+    success, failed, skipped, upstream_failed, removed     released (cancel the job / delete the node)
+    gone (its DAG run was deleted)                         released
+    unknown (the resource names no task instance)          kept, and reported: not ours to judge
+    any, with keep_node (``resilient-keep`` label)         kept: the user asked to keep it
+
+A finished task instance never needs its resources again: its next try, if a person clears it, starts a
+new attempt from the latest checkpoint (a Clear of a finished run never reattaches to a live attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+#: Environment variables (a job's worker pools) and metadata keys (a TPU node) naming the owning task
+#: instance. The first three are Airflow's own names for a task's context variables.
+OWNER_KEYS = ("AIRFLOW_CTX_DAG_ID", "AIRFLOW_CTX_TASK_ID", "AIRFLOW_CTX_DAG_RUN_ID", "AIRFLOW_CTX_MAP_INDEX")
+
+#: Task instance states in which the task will never use its resources again.
+FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+#: The owner's task instance does not exist (its DAG run was deleted).
+GONE = "gone"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The task instance that created a resource."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+
+
+@dataclass(frozen=True)
+class OwnedResource:
+    """A live resource seen by the reconciler.
+
+    Attributes:
+        name: its resource name (``projects/P/locations/L/customJobs/ID``, ``.../nodes/ID``,
+            ``.../queuedResources/ID``).
+        kind: ``custom_job``, ``tpu_node`` or ``queued_resource``.
+        owner: who created it; None when it names no task instance (created before owners were recorded,
+            or by hand with our labels).
+        keep: the user asked to keep it (``keep_node=True``).
+    """
+
+    name: str
+    kind: str
+    owner: Owner | None
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class Release:
+    """Command: release ``resource`` (cancel the job; delete the node or queued resource), because ``why``."""
+
+    resource: OwnedResource
+    why: str
+
+
+def owner_env(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
+    """The :data:`OWNER_KEYS` of a task instance, as environment variables or node metadata."""
+    return dict(zip(OWNER_KEYS, (dag_id, task_id, run_id, str(map_index)), strict=True))
+
+
+def owner_from(values: Mapping[str, str]) -> Owner | None:
+    """The :class:`Owner` that :func:`owner_env` wrote into ``values`` (a job's environment, a node's
+    metadata), or None when they do not name one completely."""
+    dag_id, task_id, run_id, map_index = (values.get(k) for k in OWNER_KEYS)
+    if not (dag_id and task_id and run_id):
+        return None
+    try:
+        index = int(map_index) if map_index not in (None, "") else -1
+    except ValueError:
+        return None
+    return Owner(dag_id, task_id, run_id, index)
+
+
+def releases(resources: Iterable[OwnedResource], states: Mapping[Owner, str | None]) -> list[Release]:
+    """The resources to release (see the module docstring's table), in the order given.
+
+    Args:
+        resources: the live resources that carry the provider's labels.
+        states: each owner's task instance state as Airflow reports it (None: no state, e.g. just cleared),
+            or :data:`GONE` when the task instance does not exist. An owner missing from ``states`` was not
+            looked up (e.g. the lookup failed): its resources are kept.
+    """
+    out = []
+    for resource in resources:
+        if resource.keep or resource.owner is None or resource.owner not in states:
+            continue
+        state = states[resource.owner]
+        if state == GONE:
+            out.append(Release(resource, f"its task instance no longer exists (DAG run {resource.owner.run_id} "
+                                         "was deleted)"))
+        elif state in FINISHED_STATES:
+            out.append(Release(resource, f"its task instance is {state}"))
+    return out
+
+
+__all__ = ["FINISHED_STATES", "GONE", "OWNER_KEYS", "OwnedResource", "Owner", "Release", "owner_env", "owner_from",
+           "releases"]

@@ -1,0 +1,98 @@
+"""ResilientReconcileOperator against the emulator: what tasks left behind is released by its owner's state."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_provider_resilient.clients import tpu_client, vertex_job_client
+from airflow_provider_resilient.operators.reconcile import ResilientReconcileOperator, owner_states
+from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT
+from airflow_provider_resilient.supervisor.reconcile import GONE, Owner
+
+from .test_tpu_operator import nodes_left, wait_until
+from .test_tpu_operator import operator as tpu_operator
+from .test_vertex_operator_unit import context
+from .test_vertex_operator_unit import operator as vertex_operator
+
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+RUN = "manual__2026-01-01T00:00:00+00:00"
+
+
+def reconciler(**kwargs):
+    return ResilientReconcileOperator(task_id="reconcile", project_id="test-project", regions=["us-central1"],
+                                      zones=["us-central2-b"], **kwargs)
+
+
+def states(table):
+    """A ``get_task_states`` answering from ``{(dag_id, run_id): {task_key: state}}``."""
+    return lambda dag_id, run_ids: {r: table[(dag_id, r)] for r in run_ids if (dag_id, r) in table}
+
+
+def live_jobs(emulator):
+    return [j.name for j in emulator_jobs() if j.state.name in ("JOB_STATE_RUNNING", "JOB_STATE_PENDING",
+                                                                 "JOB_STATE_QUEUED")]
+
+
+def emulator_jobs():
+    return list(vertex_job_client("us-central1").list_custom_jobs(
+        parent="projects/test-project/locations/us-central1"))
+
+
+def leave_a_deferred_job_behind():
+    with pytest.raises(TaskDeferred) as deferred:
+        vertex_operator("import time; time.sleep(600)", deferrable=True).execute(context())
+    return deferred.value.trigger.job_name
+
+
+@pytest.mark.parametrize(("table", "released"), [
+    ({("adhoc_airflow", RUN): {"train": "failed"}}, True),
+    ({("adhoc_airflow", RUN): {"train": "success"}}, True),
+    ({}, True),  # the DAG run was deleted
+    ({("adhoc_airflow", RUN): {"train": "deferred"}}, False),
+    ({("adhoc_airflow", RUN): {"train": None}}, False),  # cleared: its next try ends the attempt itself
+])
+def test_a_job_left_behind_is_cancelled_when_its_task_instance_is_finished_or_gone(resilient_emulator, table,
+                                                                                  released):
+    job = leave_a_deferred_job_behind()
+    resilient_emulator.wait_for_state(job, ["JOB_STATE_RUNNING"], 60)
+    result = reconciler().reconcile(states(table))
+    assert [r["name"] for r in result["released"]] == ([job] if released else [])
+    if released:
+        resilient_emulator.wait_for_state(job, ["JOB_STATE_CANCELLED"], 60)
+    else:
+        assert resilient_emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"
+
+
+def test_a_node_left_behind_is_deleted_unless_kept_and_unowned_resources_are_reported(resilient_emulator):
+    for keep in (False, True):
+        with pytest.raises(TaskDeferred):
+            tpu_operator("sleep 600", deferrable=True, keep_node=keep,
+                         tpu_node_id=f"left-{str(keep).lower()}").execute(context())
+    vertex_job_client("us-central1").create_custom_job(parent="projects/test-project/locations/us-central1",
+                                                       custom_job={"display_name": "by hand", "labels": {
+                                                           LABEL_ATTEMPT: "1"}, "job_spec": {"worker_pool_specs": [{
+                                                               "machine_spec": {"machine_type": "n1-standard-4"},
+                                                               "replica_count": 1, "container_spec": {
+                                                                   "image_uri": "x", "command": ["sleep", "600"]}}]}})
+    result = reconciler(dry_run=True).reconcile(states({("adhoc_airflow", RUN): {"train": "failed"}}))
+    assert len(result["released"]) == 1 and len(result["unowned"]) == 1 and len(nodes_left()) == 2
+    result = reconciler().reconcile(states({("adhoc_airflow", RUN): {"train": "failed"}}))
+    (released,) = result["released"]
+    assert released["name"].endswith("/nodes/left-false-a1") and "failed" in released["why"]
+    wait_until(lambda: [n.rsplit("/", 1)[1] for n in nodes_left()] == ["left-true-a1"])
+    assert tpu_client().get_node(name=released["name"].replace("left-false", "left-true")).state.name == "READY"
+
+
+def test_owner_states_reads_mapped_task_keys_and_vanished_runs():
+    owners = {Owner("d", "t", "r1", -1), Owner("d", "t", "r1", 2), Owner("d", "t", "r2", -1)}
+    calls = []
+
+    def answer(dag_id, run_ids):
+        calls.append((dag_id, run_ids))
+        return {"r1": {"t": "running", "t_2": "failed"}}
+
+    got = owner_states(owners, answer)
+    assert got == {Owner("d", "t", "r1", -1): "running", Owner("d", "t", "r1", 2): "failed",
+                   Owner("d", "t", "r2", -1): GONE}
+    assert calls == [("d", ["r1", "r2"])]

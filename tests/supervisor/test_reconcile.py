@@ -1,0 +1,45 @@
+"""The reconciler's rule: every owner state, keep_node, unowned resources, owners not looked up."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_resilient.supervisor.reconcile import (
+    FINISHED_STATES,
+    GONE,
+    OwnedResource,
+    Owner,
+    owner_env,
+    owner_from,
+    releases,
+)
+
+OWNER = Owner("dag", "train", "manual__2026-01-01T00:00:00+00:00", -1)
+JOB = OwnedResource("projects/p/locations/r/customJobs/1", "custom_job", OWNER)
+
+
+@pytest.mark.parametrize("state", [*sorted(FINISHED_STATES), GONE])
+def test_a_resource_of_a_finished_or_vanished_task_instance_is_released(state):
+    (release,) = releases([JOB], {OWNER: state})
+    assert release.resource == JOB and (state in release.why or "deleted" in release.why)
+
+
+@pytest.mark.parametrize("state", ["running", "deferred", "queued", "scheduled", "up_for_retry",
+                                   "up_for_reschedule", "restarting", None])
+def test_a_resource_of_a_live_or_cleared_task_instance_is_kept(state):
+    assert releases([JOB], {OWNER: state}) == []
+
+
+def test_kept_nodes_unowned_resources_and_owners_not_looked_up_are_left_alone():
+    kept = OwnedResource("n/1", "tpu_node", OWNER, keep=True)
+    unowned = OwnedResource("n/2", "tpu_node", None)
+    assert releases([kept, unowned], {OWNER: "failed"}) == []
+    assert releases([JOB], {}) == []
+
+
+def test_owners_round_trip_through_environment_or_metadata():
+    mapped = Owner("dag", "train", "scheduled__2026", 3)
+    assert owner_from(owner_env("dag", "train", "scheduled__2026", 3)) == mapped
+    assert owner_from(owner_env(*vars(OWNER).values())) == OWNER
+    assert owner_from({}) is None
+    assert owner_from({**owner_env("d", "t", "r", 0), "AIRFLOW_CTX_MAP_INDEX": "x"}) is None
