@@ -1,5 +1,7 @@
-# One image for two services of docker-compose.yaml: `emulator` (resilient-emulator, which also runs the
-# workloads of the jobs it is sent) and `airflow` (Airflow 3.3 on PostgreSQL). Build: `make compose-up`.
+# One image for every service of docker-compose.yaml but postgres: `emulator` (resilient-emulator, which also
+# runs the workloads of the jobs it is sent) and the Airflow 3.3 components (`airflow-init`, `airflow-apiserver`,
+# `airflow-scheduler`, `airflow-dag-processor`, `airflow-triggerer`, each with its own command). Build:
+# `make compose-up`. Run on its own (`docker run`), it starts `airflow standalone`.
 FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONUNBUFFERED=1 \
@@ -11,11 +13,11 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY airflow_provider_resilient ./airflow_provider_resilient
-# constraints.txt pins the dependencies as `make test` installs them (Python 3.11); the postgres extra adds
-# Airflow's metadata database drivers (psycopg2-binary, asyncpg; not in constraints.txt: newest allowed).
+# constraints.txt pins the dependencies as `make test` installs them (Python 3.11), with the postgres extra:
+# Airflow's metadata database drivers (psycopg2-binary, asyncpg).
 RUN pip install -c constraints.txt '.[demo,postgres]' \
     && useradd --create-home --uid 50000 --gid 0 airflow \
-    && mkdir -p /opt/airflow/dags \
+    && mkdir -p /opt/airflow/dags /opt/airflow/logs \
     && chown -R airflow:0 /opt/airflow \
     && rm -rf /src
 

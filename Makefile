@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[test,demo]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,demo,postgres]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -46,7 +46,7 @@ clean:
 # Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
 # compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
 COMPOSE ?= docker compose
-.PHONY: compose-up compose-down compose-logs check-postgres
+.PHONY: compose-up compose-down compose-logs
 
 compose-up:
 	$(COMPOSE) up --build --detach --wait
@@ -57,6 +57,22 @@ compose-down:
 compose-logs:
 	$(COMPOSE) logs --follow
 
-# docker-compose.yaml's Airflow configuration without docker: local PostgreSQL, db migrate, dags test (not in CI).
-check-postgres: $(STAMP)
-	bash scripts/check_postgres.sh
+# The same services without docker, each its own native process on loopback (free ports): PostgreSQL, the emulator,
+# airflow db migrate, api-server, scheduler, dag-processor, triggerer; stops everything on Ctrl-C.
+# STACK_ARGS: --dags DIR (repeatable), --keep, --fault-plan PATH|none, --time-scale X.
+.PHONY: stack stack-test stack-deps
+# What the stack and its tests need from Debian besides the venv: PostgreSQL and a headless Chromium (the UI tests).
+stack-deps:
+	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ] || ! command -v chromium >/dev/null; then \
+		echo "installing postgresql and chromium (Debian packages)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql chromium >/dev/null; \
+	fi
+stack: $(STAMP)
+	$(BIN)/python -m airflow_provider_resilient.testing.stack $(STACK_ARGS)
+
+# Tests marked `stack` (tests/stack/): the real scheduler, triggerer and api-server on PostgreSQL, driven through the
+# REST API. `make test` skips them.
+stack-test: $(STAMP)
+	@RESILIENT_STACK_TESTS=1 $(BIN)/python -m pytest -m stack tests/stack -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "ERROR: pytest collected no tests; the stack tests are missing" >&2; fi; \
+	exit $$rc

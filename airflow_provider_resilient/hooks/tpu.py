@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..clients import tpu_client
-from .vertex_ai import GoogleApiHook
+from .vertex_ai import IMPORT_YIELD_SECONDS, GoogleApiHook
 
 log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
@@ -235,6 +235,7 @@ class AsyncResilientTPUHook:
             self._opened = True
 
     def _prepare(self) -> None:
+        time.sleep(IMPORT_YIELD_SECONDS)  # as AsyncResilientVertexAIHook._prepare
         import google.api_core.exceptions
         import google.api_core.operation_async  # noqa: F401
         import tenacity  # noqa: F401

@@ -30,6 +30,8 @@ from ..clients import emulator_host, vertex_job_async_client, vertex_job_client
 log = logging.getLogger(__name__)
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+#: Seconds the async hooks' import thread waits before it imports (see ``AsyncResilientVertexAIHook.open``).
+IMPORT_YIELD_SECONDS = 0.05
 JOB_NAME_RE = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/]+)$")
 
 
@@ -248,6 +250,9 @@ class AsyncResilientVertexAIHook:
             self._opened = True
 
     def _prepare(self) -> None:
+        # Let the loop finish the step that started this thread first: the import holds the GIL in long
+        # stretches, and the step waiting for Thread.start() to return would be held with it.
+        time.sleep(IMPORT_YIELD_SECONDS)
         import google.api_core.exceptions  # noqa: F401
         import tenacity  # noqa: F401
         from google.cloud.aiplatform_v1.services.job_service.transports import grpc_asyncio  # noqa: F401

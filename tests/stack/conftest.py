@@ -1,0 +1,65 @@
+"""The native production stack for the tests marked ``stack`` (see airflow_provider_resilient/testing/stack.py).
+
+``make test`` skips them; ``make stack-test`` runs them (``RESILIENT_STACK_TESTS=1 pytest -m stack tests/stack``).
+They need PostgreSQL (Debian's ``postgresql``; installed with apt-get when missing and running as root).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient.testing.stack import DEFAULT_DAGS_FOLDER, NativeStack
+
+#: DAGs of the stack tests, served next to the repo's dags/ (the two folders are linked into one).
+TEST_DAGS = Path(__file__).parent / "dags"
+ENABLE_ENV = "RESILIENT_STACK_TESTS"
+#: dags/resilient_reconcile.py's interval in the stack tests (seconds; 60 by default).
+RECONCILE_SECONDS = 15
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "stack: starts the native production stack (PostgreSQL, emulator, api-server, scheduler, "
+                   f"dag-processor, triggerer); skipped unless {ENABLE_ENV}=1 (make stack-test)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(ENABLE_ENV) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"starts the native Airflow stack: run with `make stack-test` "
+                                   f"({ENABLE_ENV}=1 pytest -m stack tests/stack)")
+    for item in items:
+        if item.get_closest_marker("stack") is not None:
+            item.add_marker(skip)
+
+
+def stack_dags() -> list[Path]:
+    """The repo's dags/ and, when it exists, tests/stack/dags/."""
+    return [DEFAULT_DAGS_FOLDER, *([TEST_DAGS] if TEST_DAGS.is_dir() else [])]
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[NativeStack]:
+    """One native stack for the session: docker-compose.yaml's services as processes on loopback, healthy,
+    with the compose file's fault plan and time scale (RESILIENT_FAULT_PLAN / RESILIENT_TIME_SCALE if set).
+    At teardown it is stopped, and no process of it may remain."""
+    # No fault plan: each test adds the faults of its own runs (matched by their labels). The reconciler runs
+    # every RECONCILE_SECONDS, so that a leak's bound is short enough to wait for.
+    # PYTHONASYNCIODEBUG: the triggerer's event loop reports every callback that held it over 0.1 s with the
+    # asyncio task's name -- a trigger's task is named after the trigger -- so the tests can tell ours apart.
+    os.environ.setdefault("PYTHONASYNCIODEBUG", "1")
+    native = NativeStack(dags=stack_dags(), fault_plan=None,
+                         variables={**os.environ, "RESILIENT_RECONCILE_SECONDS": str(RECONCILE_SECONDS)})
+    native.start()
+    print(f"\nnative stack healthy in {native.start_seconds:.1f} s: {native.api_url}, logs {native.work_dir / 'logs'}")
+    try:
+        yield native
+    finally:
+        native.stop()
+        print(f"\nnative stack stopped in {native.stop_seconds:.1f} s")
+    left = native.processes()
+    assert not left, f"processes of the stack survived stop(): {left}"
