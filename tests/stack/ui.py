@@ -1,0 +1,173 @@
+"""The UI's calls to the REST API (``/api/v2``) as the stack tests make them, and what the emulator saw.
+
+Each function is one thing a person does or reads in the Airflow UI, with the request body the UI's own
+bundle sends (Airflow 3.3.2): trigger a run, clear a task, mark it failed or success, delete a run, read
+a task instance, its tries, XComs, extra links and log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_resilient.specs.tpu import node_id_for
+from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT, job_labels
+from airflow_provider_resilient.testing.stack import NativeStack
+
+#: A bound on every wait in these tests (seconds); never a measured figure.
+TIMEOUT = 240.0
+TASK = "train"
+
+
+def ok(reply: tuple[int, Any], *expected: int) -> Any:
+    status, body = reply
+    assert status in (expected or (200,)), f"HTTP {status}: {body}"
+    return body
+
+
+def trigger(stack: NativeStack, dag_id: str, run_id: str, **conf: Any) -> str:
+    """The UI's Trigger button (after unpausing the DAG)."""
+    ok(stack.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}))
+    ok(stack.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None,
+                                                            "conf": conf}))
+    return run_id
+
+
+def ti(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, Any]:
+    body: dict[str, Any] = ok(stack.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}"))
+    return body
+
+
+def tries(stack: NativeStack, dag_id: str, run_id: str) -> list[tuple[int, str]]:
+    body = ok(stack.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/tries"))
+    return [(t["try_number"], t["state"]) for t in body["task_instances"]]
+
+
+def wait_for(what: str, condition: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
+    """Poll ``condition()`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def wait_state(stack: NativeStack, dag_id: str, run_id: str, states: Iterable[str],
+               timeout: float = TIMEOUT) -> dict[str, Any]:
+    wanted = set(states)
+    seen: list[str] = []
+
+    def reached() -> dict[str, Any] | None:
+        got = ti(stack, dag_id, run_id)
+        if not seen or seen[-1] != got["state"]:
+            seen.append(got["state"])
+        return got if got["state"] in wanted else None
+
+    try:
+        found: dict[str, Any] = wait_for(f"{dag_id}/{run_id} in {sorted(wanted)}", reached, timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; states seen: {seen}") from None
+    return found
+
+
+def clear(stack: NativeStack, dag_id: str, run_id: str) -> None:
+    """The UI's Clear dialog on one task instance (defaults: downstream ticked, not only failed)."""
+    ok(stack.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", {
+        "dag_run_id": run_id, "dry_run": False, "include_downstream": True, "include_future": False,
+        "include_past": False, "include_upstream": False, "only_failed": False, "task_ids": [[TASK, -1]]}))
+
+
+def mark(stack: NativeStack, dag_id: str, run_id: str, state: str) -> None:
+    """Mark failed / Mark success on one task instance."""
+    ok(stack.api("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}?map_index=-1",
+                 {"new_state": state}))
+
+
+def xcom(stack: NativeStack, dag_id: str, run_id: str, key: str) -> Any:
+    body = ok(stack.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/xcomEntries/{key}"
+                               "?deserialize=true"))
+    return body["value"]
+
+
+def log_text(stack: NativeStack, dag_id: str, run_id: str, try_number: int) -> str:
+    body = ok(stack.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/logs/{try_number}"
+                               "?full_content=true"))
+    return "\n".join(str(line.get("event", "")) for line in body["content"])
+
+
+# ------------------------------------------------------------------ what the emulator saw
+def run_label(dag_id: str, run_id: str) -> str:
+    return job_labels(dag_id, TASK, run_id, -1, None)["airflow-run"]
+
+
+def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's CustomJobs (name, state, attempt label), oldest first."""
+    from airflow_provider_resilient.clients import vertex_job_client
+
+    label = run_label(dag_id, run_id)
+    found = []
+    for region in ("us-central1", "europe-west4"):
+        client = vertex_job_client(region, emulator=stack.emulator_env["RESILIENT_EMULATOR_HOST"])
+        for job in client.list_custom_jobs(request={"parent": f"projects/resilient-demo/locations/{region}",
+                                                    "filter": f'labels.airflow-run="{label}"'}):
+            found.append({"name": job.name, "state": job.state.name, "attempt": job.labels[LABEL_ATTEMPT],
+                          "created": job.create_time.timestamp()})
+        client.transport.close()
+    return sorted(found, key=lambda j: j["created"])
+
+
+def nodes_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    label = run_label(dag_id, run_id)
+    return [n for n in stack.emulator_get("/nodes")["nodes"] if n["labels"].get("airflow-run") == label]
+
+
+def is_vertex(dag_id: str) -> bool:
+    """Whether the DAG trains on Vertex AI (else on a TPU node): the stack's DAGs say so in their names."""
+    return "vertex" in dag_id
+
+
+LIVE_JOB_STATES = {"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING"}
+
+
+def live(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
+    """The run's jobs not yet ended and nodes not yet gone (a DELETING node counts: it still bills)."""
+    if is_vertex(dag_id):
+        return [j["name"] for j in jobs_of(stack, dag_id, run_id) if j["state"] in LIVE_JOB_STATES]
+    return [n["name"] for n in nodes_of(stack, dag_id, run_id)]
+
+
+def created_per_attempt(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, int]:
+    """How many jobs / nodes carry each attempt label (1 each: no duplicate)."""
+    if is_vertex(dag_id):
+        attempts = [j["attempt"] for j in jobs_of(stack, dag_id, run_id)]
+    else:  # deleted nodes leave the listing: count the CreateNode calls that created one
+        ids = {node_id_for(None, dag_id, TASK, run_id, -1, n): str(n) for n in range(1, 30)}
+        attempts = [ids[c["resource"].rsplit("/", 1)[1]] for c in stack.emulator_get("/calls?method=CreateNode")
+                    if c["code"] == "OK" and c["resource"].rsplit("/", 1)[1] in ids]
+    counts: dict[str, int] = {}
+    for attempt in attempts:
+        counts[attempt] = counts.get(attempt, 0) + 1
+    return counts
+
+
+# ------------------------------------------------------------------ a person's browser
+def chromium(url: str, *, screenshot: Path | None = None, width: int = 1500, height: int = 1000,
+             budget_ms: int = 20000) -> str:
+    """Open ``url`` in headless Chromium (Debian's ``chromium``), let the page's scripts run for ``budget_ms``
+    of virtual time, and return the rendered DOM; with ``screenshot``, also save a PNG of the page there."""
+    import shutil
+    import subprocess
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert binary, "no chromium: apt-get install chromium (.ci/run installs it)"
+    common = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+              f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}"]
+    if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([*common, f"--screenshot={screenshot}", url], check=True, capture_output=True, timeout=180)
+    return subprocess.run([*common, "--dump-dom", url], check=True, capture_output=True, text=True,
+                          timeout=180).stdout
