@@ -16,12 +16,22 @@ in a worker and does its full look -- as soon as
   ``"error"``, or
 * ``look_again_at`` (seconds since the epoch) has passed: ``status`` ``"look_again"``.
 
+Step reports for the goodput ledger. On every poll that reads the workers' reports the trigger records
+worker 0's ``step`` (digits only) when it differs from the last one it recorded, with the time it was
+seen (``time.time()``); every event of a watching trigger carries them as ``"steps": [[time, step],
+...]`` (oldest first) when there are any, and the operator notes them for its ledger (as a polling
+operator notes the step of each of its looks) -- so a deferred run's ledger attributes wasted progress
+from steps, not from whole attempts. The list lives in the trigger only: it is not serialized, and a
+trigger re-created on another triggerer starts a new one -- which is fine: the steps seen before the move
+are lost to the ledger, which only has fewer points, and the current step is recorded anew at the next
+poll.
+
 The look-again interval (:func:`look_again_seconds`): what only the operator's full look sees -- audit
 entries of an event that came and went between two polls, a worker whose heartbeat or step stopped
-(hang detection), step reports for the ledger -- is seen within it. Default: ``hang_timeout / 2``, at
-most :data:`DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found
-within ``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one
-short worker slot every 5 minutes instead of holding one all the time.
+(hang detection) -- is seen within it. Default: ``hang_timeout / 2``, at most
+:data:`DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found within
+``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one short
+worker slot every 5 minutes instead of holding one all the time.
 
 A trigger with ``watch_node=False`` only waits until ``look_again_at`` (status ``"timer"``): the operator
 uses it for backoffs while a node of the run still exists (a maintenance wait, the delay before a
@@ -111,7 +121,11 @@ class TPUNodeTrigger(BaseTrigger):
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
 
     Events (``TriggerEvent.payload``): ``{"status": "changed" | "look_again" | "gone" | "error" | "timer",
-    "node_name": ..., "message": ...}``.
+    "node_name": ..., "message": ..., "steps": [[time, step], ...]}``. ``steps`` -- worker 0's step
+    reports this trigger saw, each when it first saw that step (seconds since the epoch), oldest first --
+    is there only when it saw any (never in ``timer``: that trigger does not watch). The steps seen are
+    not constructor arguments and are not serialized: a trigger re-created on another triggerer starts
+    with none.
     """
 
     #: The constructor's arguments; ``serialize`` is derived from this one list.
@@ -142,6 +156,8 @@ class TPUNodeTrigger(BaseTrigger):
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.emulator = emulator
+        #: Worker 0's step reports seen by this trigger, ``[[time, step], ...]`` (see the module docstring).
+        self._steps: list[list[float]] = []
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
@@ -153,7 +169,18 @@ class TPUNodeTrigger(BaseTrigger):
                                      api_retry_seconds=api_retry_seconds)
 
     def _event(self, status: str, message: str) -> dict[str, Any]:
-        return {"status": status, "node_name": self.node_name, "message": message}
+        payload: dict[str, Any] = {"status": status, "node_name": self.node_name, "message": message}
+        if self._steps:
+            payload["steps"] = [list(seen) for seen in self._steps]
+        return payload
+
+    def _record_step(self, reports: Sequence[Mapping[str, str]]) -> None:
+        """Record worker 0's step when it is a new one (digits only), with the time it was seen."""
+        step = str(reports[0].get("step") or "") if reports else ""
+        if not (step.isascii() and step.isdigit()):
+            return
+        if not self._steps or self._steps[-1][1] != int(step):
+            self._steps.append([time.time(), int(step)])
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if not self.watch_node:
@@ -162,6 +189,7 @@ class TPUNodeTrigger(BaseTrigger):
             return
         hook = self._hook()
         try:
+            await hook.open()  # imports and credentials in a thread: never block the triggerer's loop
             payload = await self._watch(hook)
         finally:
             await hook.close()
@@ -201,6 +229,7 @@ class TPUNodeTrigger(BaseTrigger):
             reports = await hook.worker_reports(self.node_name)
         except gexc.GoogleAPICallError as exc:
             return self._event("error", f"cannot read the workers' reports of {self.node_name}: {exc}")
+        self._record_step(reports)
         why = worker_change(self.baseline.get("workers", []), reports)
         return self._event("changed", why) if why else None
 
@@ -215,7 +244,7 @@ class TPUNodeTrigger(BaseTrigger):
                       f" and {self.queued_resource}" if self.queued_resource else "")
         hook = self._hook(api_retry_seconds=self.kill_timeout_seconds)
         try:
-            await asyncio.wait_for(self._delete(hook), self.kill_timeout_seconds)
+            await asyncio.wait_for(self._open_and_delete(hook), self.kill_timeout_seconds)
         except TimeoutError:
             self.log.warning("Deleting %s was not confirmed within %.0f s (a deletion requested goes on)",
                              self.node_name, self.kill_timeout_seconds)
@@ -223,6 +252,10 @@ class TPUNodeTrigger(BaseTrigger):
             self.log.warning("Could not delete %s: %s; delete it yourself", self.node_name, exc)
         finally:
             await hook.close()
+
+    async def _open_and_delete(self, hook: Any) -> None:
+        await hook.open()
+        await self._delete(hook)
 
     async def _delete(self, hook: Any) -> None:
         """Request every deletion first, then wait for them (so a slow one does not hold back the other)."""

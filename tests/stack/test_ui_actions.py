@@ -198,8 +198,8 @@ def test_mark_failed_or_success_at_any_moment_leaves_nothing_running(stack):
     print(f"released within {max(took.values()):.1f} s of the click: { {k: round(v, 1) for k, v in took.items()} }")
 
 
-def test_with_no_triggerer_a_mark_failed_and_a_deleted_run_leave_nothing_running(stack):
-    marked = [(dag_id, "no_triggerer_mark_failed") for dag_id in PLATFORMS]
+def test_with_no_triggerer_a_mark_and_a_deleted_run_leave_nothing_running(stack):
+    marked = [(dag_id, f"no_triggerer_mark_{state}") for dag_id in PLATFORMS for state in ("failed", "success")]
     deleted = [(dag_id, "no_triggerer_deleted_run") for dag_id in PLATFORMS]
     for dag_id, run_id in marked + deleted:
         trigger(stack, dag_id, run_id, **LONG)
@@ -209,7 +209,7 @@ def test_with_no_triggerer_a_mark_failed_and_a_deleted_run_leave_nothing_running
     try:
         clicked_at = time.monotonic()
         for dag_id, run_id in marked:
-            mark(stack, dag_id, run_id, "failed")
+            mark(stack, dag_id, run_id, run_id.rsplit("_", 1)[1])
         for dag_id, run_id in deleted:  # a running run cannot be deleted (409): mark it failed, then delete it
             ok(stack.api("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"}))
             ok(stack.api("DELETE", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"), 204)

@@ -5,16 +5,22 @@ Waits are bounded by timeouts, never guessed sleeps."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.get_provider_info import get_provider_info
+from airflow_provider_resilient.goodput import Ledger
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
-from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, STATE_KEY
+from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, STATE_KEY, ResilientTPUWorkloadOperator
+from airflow_provider_resilient.specs.tpu import startup_script
 from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger, look_again_seconds
+from airflow_provider_resilient.worker import runner_source
 
 from ..operators.test_tpu_operator import (
     A1,
@@ -28,6 +34,7 @@ from ..operators.test_tpu_operator import (
     deleted,
     first_event,
     nodes_left,
+    only_in_attempt,
     operator,
     queued_left,
     run_deferred,
@@ -187,3 +194,175 @@ def test_a_watching_trigger_holds_an_early_event_until_fire_not_before(resilient
     waits.clear()
     assert event_of(trigger(gone))["status"] == "gone" and not [w for w in waits if w > 1.0]
     assert trigger(gone, fire_not_before=12.5).serialize()[1]["fire_not_before"] == 12.5
+
+
+# ------------------------------------------------------------------ step reports for the goodput ledger
+def runner_node(node_id: str, command: str) -> str:
+    """A node whose worker runs ``command`` under the worker runner, as the operator's nodes do (the runner
+    reports the ``step N`` lines the command prints through guest attributes)."""
+    return make_node(node_id, startup_script(command=command, env={}, setup_script=None,
+                                             runner_source=runner_source(), max_restarts=0,
+                                             checkpoint_dir="gs://tpu-ckpt/run/checkpoints", heartbeat_seconds=0.05))
+
+
+async def until(condition: Callable[[], bool], fired: asyncio.Task[Any]) -> None:
+    """Wait in the event loop until ``condition()`` holds (the caller bounds it with a timeout); fail at once
+    if the trigger fired first."""
+    while not condition():
+        assert not fired.done(), f"the trigger fired too early: {fired.result()}"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("ending", ["succeeded", "preempted", "look_again"])
+def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, tmp_path, ending):
+    """Worker 0's step, each new value once with when the trigger saw it, travels with the event, whatever
+    fired it (the deferred operator's ledger has no other source of steps while it waits)."""
+    go = tmp_path / "go"
+    name = runner_node("stepping", f"echo step 1; while [ ! -e {go} ]; do sleep 0.02; done; echo step 2")
+    t = trigger(name)
+    classpath, kwargs = t.serialize()
+    assert "steps" not in kwargs and "_steps" not in kwargs  # what the trigger saw is not an argument
+
+    async def watch() -> dict[str, Any]:
+        fired = asyncio.create_task(first_event(t))
+        await until(lambda: bool(t._steps), fired)
+        polls = resilient_emulator.calls.count("GetGuestAttributes")
+        # A few more polls of the same step 1: it must still be recorded once.
+        await until(lambda: resilient_emulator.calls.count("GetGuestAttributes") >= polls + 3, fired)
+        if ending == "succeeded":
+            go.touch()  # step 2, then the workload ends
+        elif ending == "preempted":
+            resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 0.05})
+        else:
+            t.look_again_at = time.time()  # the look-again interval is over
+        return await fired
+
+    start = time.time()
+    event = asyncio.run(asyncio.wait_for(watch(), TIMEOUT))
+    assert event["node_name"] == name
+    assert event["status"] == ("look_again" if ending == "look_again" else "changed")
+    assert ending == "look_again" or ending.upper() in event["message"].upper()
+    assert [step for _, step in event["steps"]] == ([1, 2] if ending == "succeeded" else [1])
+    times = [at for at, _ in event["steps"]]
+    assert start <= times[0] and times == sorted(times) and times[-1] <= time.time()
+    assert TPUNodeTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_an_event_without_steps_seen_has_no_steps_key(resilient_emulator):
+    name = make_node("silent")  # no runner: no reports at all
+    assert "steps" not in event_of(trigger(name, after=0.2))
+    assert "steps" not in event_of(trigger(name, after=0.1, watch_node=False))  # the timer does not watch
+
+
+def struck_after_step_3(go: Any) -> str:
+    """Attempt 1 reports steps 1 to 3, then runs until a fault strikes it (the test strikes once step 3 was
+    seen); attempt 2 starts from scratch (no checkpoint: steps 1 to 3 are redone), reports steps 1 to 5 and
+    ends once ``go`` exists (the test makes it once step 5 was seen)."""
+    return only_in_attempt(1, "for i in 1 2 3; do echo step $i; sleep 0.1; done; sleep 120",
+                           then=f"for i in 1 2 3 4 5; do echo step $i; sleep 0.05; done; "
+                                f"while [ ! -e {go} ]; do sleep 0.02; done")
+
+
+TERMINATE_A1 = {"kind": "maintenance", "recover": False, "grace_seconds": 0.05, "match": {"nth": 1}}
+
+
+def run_deferred_watching(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict,
+                          during: Callable[[TPUNodeTrigger], None]) -> Any:
+    """As ``run_deferred`` (each trigger re-created from ``serialize()``, each resume in a fresh operator),
+    calling ``during(trigger)`` over and over while each trigger watches, until it fires."""
+    async def watch(t: TPUNodeTrigger) -> Any:
+        fired = asyncio.create_task(first_event(t))
+        while not fired.done():
+            during(t)
+            await asyncio.wait({fired}, timeout=0.01)
+        return fired.result()
+
+    op = make()
+    resume: Callable[[], Any] = lambda: op.execute(ctx)  # noqa: E731
+    for _ in range(200):
+        try:
+            return resume()
+        except TaskDeferred as deferred:
+            t = type(deferred.trigger)(**deferred.trigger.serialize()[1])
+            event = asyncio.run(asyncio.wait_for(watch(t), TIMEOUT))
+            op = make()
+            resume = lambda op=op, event=event: op.execute_complete(ctx, event)  # noqa: E731
+    raise AssertionError("still deferring after 200 deferrals")
+
+
+def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled_run_does(resilient_emulator,
+                                                                                           tmp_path):
+    """The same workload and fault, polled and deferred: both ledgers are built from step reports (issue 10:
+    the deferred one fell back to whole attempts, counting attempt 1 entirely as wasted progress)."""
+    def act(node: str, steps_seen: list[int], go: Any) -> None:
+        """Strike attempt 1 once step 3 of it was seen; let attempt 2 end once its step 5 was seen."""
+        if node.endswith(f"/{A1}") and 3 in steps_seen and not resilient_emulator.faults.faults():
+            resilient_emulator.add_fault(TERMINATE_A1)
+        if node.endswith(f"/{A2}") and 5 in steps_seen:
+            go.touch()
+
+    # Polled: each look notes worker 0's step.
+    polled_ctx, polled_go = context(), tmp_path / "go-polled"
+    polled = operator(struck_after_step_3(polled_go))
+
+    def sleep(seconds: float) -> None:
+        if polled._live_node:
+            act(polled._live_node, [r.step for r in polled._step_reports()], polled_go)
+        time.sleep(seconds)
+
+    polled._sleep = sleep  # type: ignore[method-assign]
+    polled_result = polled.execute(polled_ctx)
+
+    # The same again, deferred: the triggers see the steps.
+    resilient_emulator.reset()
+    deferred_ctx, deferred_go = context(), tmp_path / "go-deferred"
+    deferred_result = run_deferred_watching(
+        lambda: operator(struck_after_step_3(deferred_go), deferrable=True), deferred_ctx,
+        lambda t: act(t.node_name, [step for _, step in t._steps], deferred_go))
+
+    for result, ctx in ((polled_result, polled_ctx), (deferred_result, deferred_ctx)):
+        assert decisions(result) == [("maintenance_event", "recreate_node")]
+        ledger = ctx["ti"].xcom["goodput"]
+        assert ledger["basis"] == "steps" and Ledger.from_dict(ledger).summary().endswith("[from steps]")
+        assert ledger["wasted_progress"] > 0 and ledger["productive"] > 0  # steps 1 to 3 done twice
+    # What the deferred run's ledger was built from: the triggers' step reports of both attempts, each
+    # step once per attempt.
+    second = deferred_result["attempts"][1]["started_at"]
+    reports = deferred_ctx["task_state_store"].data[ResilientTPUWorkloadOperator.STEPS_KEY]
+    by_attempt = [[s for t, s in reports if t < second], [s for t, s in reports if t >= second]]
+    assert by_attempt[0][-1:] == [3] and by_attempt[1][-1:] == [5], reports
+    for steps_seen in by_attempt:
+        assert all(a != b for a, b in itertools.pairwise(steps_seen)), reports
+    assert nodes_left() == []
+
+
+def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its_look(resilient_emulator, tmp_path):
+    """``execute_complete`` notes the event's steps and saves them even when its look defers again; a step
+    equal to the last one noted in the same attempt (a new trigger's first sighting of the step its
+    predecessor saw last) is not noted twice, one noted before the attempt started (the step an attempt
+    resumes at) is."""
+    go = tmp_path / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end; reports no step
+    ctx = context()
+    with pytest.raises(TaskDeferred):
+        operator(command, deferrable=True).execute(ctx)
+    store = ctx["task_state_store"].data
+    started = store[STATE_KEY]["history"][-1]["started_at"]
+    name = f"{ZONE}/nodes/{A1}"
+
+    def resume(*steps: tuple[float, int]) -> list[list[float]]:
+        event = {"status": "look_again", "node_name": name, "message": "no change", "steps": [list(s) for s in steps]}
+        with pytest.raises(TaskDeferred):  # a quiet node: the look defers again and saves nothing itself
+            operator(command, deferrable=True).execute_complete(ctx, event)
+        return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]]
+
+    now = time.time()
+    assert resume((now, 1), (now + 0.1, 2)) == [[now, 1], [now + 0.1, 2]]
+    assert resume((now + 0.2, 2), (now + 0.3, 3)) == [[now, 1], [now + 0.1, 2], [now + 0.3, 3]]
+    before = started - 1.0  # as if seen in an earlier attempt
+    assert resume((before, 4))[-1] == [before, 4]
+    assert resume((now + 0.4, 4))[-2:] == [[before, 4], [now + 0.4, 4]]
+    go.touch()
+    result = run_deferred(lambda: operator(command, deferrable=True), ctx)
+    assert decisions(result) == [] and ctx["ti"].xcom["goodput"]["basis"] == "steps"
+    assert created(resilient_emulator) == [A1] == deleted(resilient_emulator) and nodes_left() == []
