@@ -233,6 +233,32 @@ class SupervisedOperator(BaseOperator):
 
         self.__dict__.setdefault("_steps_seen", []).append(StepReport(time_, step_))
 
+    def _note_trigger_steps(self, context: Any, state: RunState, event: Any) -> None:
+        """Note the step reports a trigger's event carries (``event["steps"]``, ``[[time, step], ...]``) for
+        the goodput ledger, as a polling operator notes the step of each look, and save them at once (a
+        resumed look that defers again saves nothing). A step equal to the last one noted in the same attempt
+        is not noted again: it is no new progress (a new trigger records the step it first sees, often the
+        one its predecessor saw last), and the ledger would count the time between the two sightings as a
+        stall. An unreadable report only costs the ledger a point."""
+        reported = event.get("steps") if isinstance(event, dict) else None
+        if not reported:
+            return
+        started = state.history[-1].started_at if state.history else None
+        seen = self._step_reports()
+        last = (seen[-1].time, seen[-1].step) if seen else None
+        noted = 0
+        for item in reported:
+            try:
+                at, step_ = float(item[0]), int(item[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if last is not None and last[1] == step_ and (started is None or last[0] >= started):
+                continue
+            self._note_step(at, step_)
+            last, noted = (at, step_), noted + 1
+        if noted:
+            self._save(context, state)
+
     def _step_reports(self) -> list[Any]:
         """Step observations made while watching (``goodput.StepReport``), this run's, oldest first."""
         return list(self.__dict__.get("_steps_seen", []))

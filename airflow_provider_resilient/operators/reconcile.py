@@ -111,17 +111,13 @@ class ResilientReconcileOperator(BaseOperator):
 
     # ------------------------------------------------------------------ the shell
     def _live_resources(self) -> list[OwnedResource]:
-        from ..specs.vertex import LABEL_ATTEMPT, LABEL_KEEP
+        from ..specs.vertex import LABEL_ATTEMPT, LABEL_KEEP, primary_env
         from ..triggers.vertex_ai import list_filter
 
         found = []
         for region in self.regions:
             for job in self._vertex().list_custom_jobs(self.project_id, region, list_filter()):
-                pool = job.job_spec.worker_pool_specs[0] if job.job_spec.worker_pool_specs else None
-                spec = None if pool is None else (pool.container_spec if "container_spec" in pool
-                                                  else pool.python_package_spec)
-                env = {e.name: e.value for e in spec.env} if spec is not None else {}
-                found.append(OwnedResource(job.name, "custom_job", owner_from(env)))
+                found.append(OwnedResource(job.name, "custom_job", owner_from(primary_env(job))))
         for zone in self.zones:
             for node in self._tpu().list_nodes(self.project_id, zone):
                 if LABEL_ATTEMPT not in node.labels or node.state.name in ("DELETING", "HIDDEN"):

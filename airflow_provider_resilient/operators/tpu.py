@@ -214,33 +214,12 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:
         """Continue after a deferral (a backoff, or the :class:`~..triggers.tpu.TPUNodeTrigger` saw a change or
-        the look-again interval passed): a full look at the node.
-
-        Worker 0's step reports the trigger saw (the event's ``"steps"``, ``[[time, step], ...]``) are noted
-        for the goodput ledger first, as a polling operator notes the step of each look, and saved at once (a
-        look that defers again saves nothing). A step equal to the last one noted in the same attempt is not
-        noted again: it is no new progress (a new trigger records the step it first sees, often the one its
-        predecessor saw last), and the ledger would count the time between the two sightings as a stall."""
+        the look-again interval passed): a full look at the node, after noting the step reports the trigger
+        saw (:meth:`~.base.SupervisedOperator._note_trigger_steps`)."""
         if isinstance(event, dict) and event.get("message"):
             self.log.info("Trigger (%s): %s", event.get("status"), event["message"])
         state = self._load(context)
-        reported = event.get("steps") if isinstance(event, dict) else None
-        if reported:
-            started = state.history[-1].started_at if state.history else None
-            seen = self._step_reports()
-            last = (seen[-1].time, seen[-1].step) if seen else None
-            noted = 0
-            for item in reported:
-                try:
-                    at, step_ = float(item[0]), int(item[1])
-                except (TypeError, ValueError, IndexError):
-                    continue  # an unreadable report only costs the ledger a point
-                if last is not None and last[1] == step_ and (started is None or last[0] >= started):
-                    continue
-                self._note_step(at, step_)
-                last, noted = (at, step_), noted + 1
-            if noted:
-                self._save(context, state)
+        self._note_trigger_steps(context, state, event)
         if state.phase == "sleeping":
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase == "running" and state.job_name:

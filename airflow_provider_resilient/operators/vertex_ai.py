@@ -48,6 +48,7 @@ from ..specs.vertex import (
     build_custom_job,
     job_labels,
     labels_filter,
+    primary_env,
     resume_env,
     validate_custom_job,
 )
@@ -120,9 +121,7 @@ def _cast_value(value: Any, field: Any) -> Any:
 def _resumed_from(job: Any) -> tuple[int | None, str | None]:
     """(step, URI) of the checkpoint a created CustomJob resumes from, read from its primary pool's
     ``RESILIENT_RESUME_STEP`` / ``RESILIENT_RESUME_FROM``; (None, None) for a fresh start."""
-    primary = job.job_spec.worker_pool_specs[0]
-    spec = primary.container_spec if "container_spec" in primary else primary.python_package_spec
-    env = {e.name: e.value for e in spec.env}
+    env = primary_env(job)
     step = env.get(ENV_RESUME_STEP, "")
     return (int(step) if step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
 
@@ -264,8 +263,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase != "running" or not state.job_name:
             raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
-        for at, step in (event.get("steps") or []) if isinstance(event, dict) else []:
-            self._note_step(float(at), int(step))
+        self._note_trigger_steps(context, state, event)
         status = event.get("status") if isinstance(event, dict) else None
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:

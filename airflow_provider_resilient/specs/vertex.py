@@ -236,6 +236,16 @@ def build_custom_job(
     return {"display_name": display_name, "labels": dict(labels), "job_spec": job_spec}
 
 
+def primary_env(job: Any) -> dict[str, str]:
+    """The environment of a created CustomJob's primary pool (container or Python package spec), as a dict;
+    {} for a job without pools."""
+    pools = job.job_spec.worker_pool_specs
+    if not pools:
+        return {}
+    spec = pools[0].container_spec if "container_spec" in pools[0] else pools[0].python_package_spec
+    return {e.name: e.value for e in spec.env}
+
+
 def resume_env(*, attempt: int, checkpoint_dir: str, resume_uri: str | None, resume_step: int | None,
                failure_class: str | None) -> dict[str, str]:
     """The RESILIENT_* variables of one attempt (only those with a value)."""

@@ -244,7 +244,7 @@ class TPUNodeTrigger(BaseTrigger):
                       f" and {self.queued_resource}" if self.queued_resource else "")
         hook = self._hook(api_retry_seconds=self.kill_timeout_seconds)
         try:
-            await asyncio.wait_for(self._open_and_delete(hook), self.kill_timeout_seconds)
+            await asyncio.wait_for(self._delete(hook), self.kill_timeout_seconds)
         except TimeoutError:
             self.log.warning("Deleting %s was not confirmed within %.0f s (a deletion requested goes on)",
                              self.node_name, self.kill_timeout_seconds)
@@ -252,10 +252,6 @@ class TPUNodeTrigger(BaseTrigger):
             self.log.warning("Could not delete %s: %s; delete it yourself", self.node_name, exc)
         finally:
             await hook.close()
-
-    async def _open_and_delete(self, hook: Any) -> None:
-        await hook.open()
-        await self._delete(hook)
 
     async def _delete(self, hook: Any) -> None:
         """Request every deletion first, then wait for them (so a slow one does not hold back the other)."""
