@@ -271,8 +271,8 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY,
             new_segment = replace(state, segment_start=len(state.history))
             return _submit(new_segment, state.next_submit.attempt, state.next_submit.fallback_index,
                            state.next_submit.failure_class)
-        if phase == "ending" and state.job_name:
-            return state, [EndAttempt(state.job_name, "the task was cleared while this attempt ran")]
+        if phase == "ending" and state.job_name:  # the try that was ending it died: end it again
+            return _end_for_clear(state)
         if phase == "new":
             return _submit(state, 1, -1, None)
         if phase == "succeeded" and state.job_name and not event.rerun:

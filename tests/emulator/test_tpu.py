@@ -162,9 +162,12 @@ def test_stockout_fails_the_create_operation_and_writes_an_audit_entry(resilient
 
 
 def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 1, "after_seconds": 0.3})
     _ready_node("crashy")
     log1 = resilient_emulator.work_dir / "tpu" / "crashy" / "worker-1.log"
+    # The fault comes once the workload runs on both workers: a crash that strikes a startup script still
+    # booting (a loaded machine) would signal no workload process (not a guessed delay).
+    wait_for(lambda: all(f"booted worker {w}" in (log1.parent / f"worker-{w}.log").read_text() for w in (0, 1)))
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 1})
     wait_for(lambda: "Segmentation" in log1.read_text() or len(resilient_emulator.tpu.worker_pids()) == 1)
     assert len(resilient_emulator.tpu.worker_pids()) == 1  # worker 1's script ended, worker 0 still runs
 
