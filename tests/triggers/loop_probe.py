@@ -59,8 +59,11 @@ async def main(job_name: str, node_name: str) -> dict:
     shared = CustomJobTrigger(job_name, poll_interval=0.05)
     alone = CustomJobTrigger(job_name, poll_interval=0.05, shared_poller=False)
     tpu = TPUNodeTrigger(node_name, look_again_at=time.time() + 1.0, poll_interval=0.05)
-    watching = [asyncio.create_task(first(t)) for t in (shared, alone)]
-    events = [await asyncio.wait_for(first(tpu), 30)]
+    # Named tasks: asyncio's debug report names the task whose step held the loop, so ours can be told
+    # apart from the probe's and the loop's own (those only wait for the GIL a thread holds).
+    watching = [asyncio.create_task(first(t), name=f"trigger {n}") for n, t in (("shared", shared),
+                                                                               ("alone", alone))]
+    events = [await asyncio.wait_for(asyncio.create_task(first(tpu), name="trigger tpu"), 30)]
     for task in watching:
         task.cancel()
     await asyncio.gather(*watching, return_exceptions=True)
