@@ -25,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 #: name -> (script, what it measures), in the order they run.
 BENCHMARKS = {
     "import_time": ("import_time.py", "import cost of the operator modules over bare `airflow.sdk`"),
+    "triggerer_loop": ("triggerer_loop.py", "event-loop stall while the first trigger imports the client "
+                       "libraries, and a full garbage collection's pause after"),
     "detection": ("detection.py", "fault-to-decision and decision-to-running latency per failure class"),
     "goodput": ("goodput.py", "goodput under a seeded fault trace: ours, Airflow task retries, seed 002 loop"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),

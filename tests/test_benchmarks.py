@@ -50,3 +50,12 @@ def test_run_all_writes_results_with_the_machine_and_date(tmp_path: Path):
     assert "| date | " in text and "| CPU | " in text and "cores" in text
     assert "## import_time:" in text and "`python benchmarks/import_time.py --quick`" in text
     assert "| airflow_provider_resilient.operators.vertex_ai |" in text
+
+
+def test_triggerer_loop_benchmark_prints_a_row_per_way_of_importing():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "triggerer_loop.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300, check=True)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["in the loop", "thread", "thread, gc held, frozen"]
+    for row in rows[1:]:
+        assert all(float(cell) >= 0 for cell in row.strip(" |").split("|")[1:])  # figures, not timing bounds

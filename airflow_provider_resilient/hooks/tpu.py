@@ -21,10 +21,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..clients import tpu_client
-from .vertex_ai import IMPORT_YIELD_SECONDS, GoogleApiHook
+from .loading import import_client_modules
+from .vertex_ai import GoogleApiHook
 
 log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
+#: What the async TPU hook imports off the event loop (hooks/loading.py).
+TPU_ASYNC_MODULES = ("google.api_core.exceptions", "google.api_core.operation_async", "tenacity",
+                     "google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio")
 #: The audit logs that hold TPU node events: System Event (seed 002: ``tpu.nodes.terminate`` /
 #: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
 #: included).
@@ -235,12 +239,7 @@ class AsyncResilientTPUHook:
             self._opened = True
 
     def _prepare(self) -> None:
-        time.sleep(IMPORT_YIELD_SECONDS)  # as AsyncResilientVertexAIHook._prepare
-        import google.api_core.exceptions
-        import google.api_core.operation_async  # noqa: F401
-        import tenacity  # noqa: F401
-        from google.cloud.tpu_v2.services.tpu.transports import grpc_asyncio  # noqa: F401
-
+        import_client_modules(TPU_ASYNC_MODULES)
         self.sync.credentials  # noqa: B018 -- resolves (and caches) the emulator address too
 
     def client(self) -> Any:

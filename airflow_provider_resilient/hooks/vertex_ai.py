@@ -26,12 +26,14 @@ from functools import cached_property
 from typing import Any
 
 from ..clients import emulator_host, vertex_job_async_client, vertex_job_client
+from .loading import import_client_modules
 
 log = logging.getLogger(__name__)
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-#: Seconds the async hooks' import thread waits before it imports (see ``AsyncResilientVertexAIHook.open``).
-IMPORT_YIELD_SECONDS = 0.05
+#: What the async Vertex AI hook imports off the event loop (hooks/loading.py).
+VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
+                        "google.cloud.aiplatform_v1.services.job_service.transports.grpc_asyncio")
 JOB_NAME_RE = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/]+)$")
 
 
@@ -250,13 +252,7 @@ class AsyncResilientVertexAIHook:
             self._opened = True
 
     def _prepare(self) -> None:
-        # Let the loop finish the step that started this thread first: the import holds the GIL in long
-        # stretches, and the step waiting for Thread.start() to return would be held with it.
-        time.sleep(IMPORT_YIELD_SECONDS)
-        import google.api_core.exceptions  # noqa: F401
-        import tenacity  # noqa: F401
-        from google.cloud.aiplatform_v1.services.job_service.transports import grpc_asyncio  # noqa: F401
-
+        import_client_modules(VERTEX_ASYNC_MODULES)
         self.sync.credentials  # noqa: B018 -- resolves (and caches) the emulator address too
 
     def client(self, region: str) -> Any:

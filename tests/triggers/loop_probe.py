@@ -6,18 +6,33 @@ Nothing Google is imported before the triggers run, so the first trigger pays th
 import cost -- the case the triggerer warned about ("Triggerer's async thread was blocked for 4.61
 seconds"). The loop runs in asyncio's debug mode with ``slow_callback_duration`` 0.1 s: asyncio logs every
 callback (a step of a coroutine) that held the loop longer. A probe task also measures how late a 10 ms
-sleep wakes up. Prints one JSON line: ``{"slow_callbacks": [...], "max_lag_seconds": x, "events": [...]}``.
+sleep wakes up. Every module the loop's thread imports once the triggers are constructed is recorded too: an import runs
+with the loop held, and the Google libraries' and our policy's cost tens of ms to seconds of CPU. Prints one
+JSON line: ``{"slow_callbacks": [...], "max_lag_seconds": x, "events": [...], "in_loop_imports": [...]}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.abc
 import json
 import logging
 import sys
+import threading
 import time
 
 SLOW_CALLBACK_SECONDS = 0.1
+
+
+class InLoopImports(importlib.abc.MetaPathFinder):
+    """Records every module first imported by the event loop's thread (an import runs with the loop held)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.names.append(name)
 
 
 class Collect(logging.Handler):
@@ -55,6 +70,9 @@ async def main(job_name: str, node_name: str) -> dict:
     from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
     from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 
+    # Airflow imports a trigger's class in the loop (cheap: nothing Google); from here on nothing may be.
+    in_loop = InLoopImports()
+    sys.meta_path.insert(0, in_loop)
     # Each watches a live resource for a few polls, then fires its look-again / is cancelled; then on_kill.
     shared = CustomJobTrigger(job_name, poll_interval=0.05)
     alone = CustomJobTrigger(job_name, poll_interval=0.05, shared_poller=False)
@@ -71,7 +89,8 @@ async def main(job_name: str, node_name: str) -> dict:
     await TPUNodeTrigger(node_name, look_again_at=time.time(), keep_node=False).on_kill()
     done.set()
     await probing
-    return {"events": events, "max_lag_seconds": max(lags)}
+    sys.meta_path.remove(in_loop)
+    return {"events": events, "max_lag_seconds": max(lags), "in_loop_imports": in_loop.names}
 
 
 if __name__ == "__main__":
