@@ -23,6 +23,7 @@ from ..policy import FailureClass, Fallback, RetryPolicy, history_table, history
 from ..supervisor import (
     EndAttempt,
     Fail,
+    Phase,
     RunState,
     Sleep,
     Started,
@@ -144,10 +145,10 @@ class SupervisedOperator(BaseOperator):
     # ------------------------------------------------------------------ the loop
     def _start(self, context: Any) -> Any:
         state = self._load(context)
-        if state.phase == "new":
+        if state.phase == Phase.NEW:
             state = self._recover(context, state)
         cleared = first_try_after_clear(context, self.retries)
-        if state.phase != "new":
+        if state.phase != Phase.NEW:
             self.log.info("Found this task's run in phase %s with %d attempt(s): continuing it%s", state.phase,
                           len(state.history), " (this try follows a Clear)" if cleared else "")
         return self._drive(context, state, Started(self._clock(), rerun=self.rerun_after_success, cleared=cleared))
@@ -156,14 +157,13 @@ class SupervisedOperator(BaseOperator):
         seed = f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
         while True:
             before = sum(len(a.incidents) for a in state.history)
-            state, actions = step(state, event, self.resilience_policy, seed)
+            state, action = step(state, event, self.resilience_policy, seed)
             self._save(context, state)
             if sum(len(a.incidents) for a in state.history) > before:
                 incident = state.history[-1].incidents[-1]
                 self.log.warning("Attempt %d (%s): %s -> %s", state.history[-1].number,
                                  state.history[-1].resource_name or "not created", incident.failure.summary(),
                                  incident.decision.reason)
-            action = actions[0]
             if isinstance(action, Submit):
                 event = self._submit(context, state, action)
             elif isinstance(action, Watch):

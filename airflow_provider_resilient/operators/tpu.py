@@ -57,7 +57,7 @@ from ..specs.tpu import (
     worker_count,
 )
 from ..specs.vertex import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
-from ..supervisor import Ended, JobFailed, JobSucceeded, RunState, Submit, SubmitFailed, Submitted, WokeUp
+from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, Submit, SubmitFailed, Submitted, WokeUp
 from ..supervisor.reconcile import owner_env
 from .base import SupervisedOperator, policy_with_fallbacks
 
@@ -220,9 +220,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self.log.info("Trigger (%s): %s", event.get("status"), event["message"])
         state = self._load(context)
         self._note_trigger_steps(context, state, event)
-        if state.phase == "sleeping":
+        if state.phase == Phase.SLEEPING:
             return self._drive(context, state, WokeUp(self._clock()))
-        if state.phase == "running" and state.job_name:
+        if state.phase == Phase.RUNNING and state.job_name:
             return self._drive(context, state, self._watch(context, state, state.job_name))
         raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
 

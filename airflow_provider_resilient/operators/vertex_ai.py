@@ -56,6 +56,7 @@ from ..supervisor import (
     Ended,
     JobFailed,
     JobSucceeded,
+    Phase,
     RunState,
     Submit,
     SubmitFailed,
@@ -259,9 +260,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
         """Resume after a deferral. The state comes from the task state store (``airflow dags test`` drops
         the defer kwargs); the event is the trigger's payload."""
         state = self._load(context)
-        if state.phase == "sleeping":
+        if state.phase == Phase.SLEEPING:
             return self._drive(context, state, WokeUp(self._clock()))
-        if state.phase != "running" or not state.job_name:
+        if state.phase != Phase.RUNNING or not state.job_name:
             raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
         self._note_trigger_steps(context, state, event)
         status = event.get("status") if isinstance(event, dict) else None
@@ -323,14 +324,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
         newest = jobs[last]
         state_name = newest.state.name
         if state_name not in TERMINAL_STATES:
-            phase, then = "running", "watching it instead of creating another"
+            phase, then = Phase.RUNNING, "watching it instead of creating another"
         elif state_name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
-            phase = "succeeded"
+            phase = Phase.SUCCEEDED
             then = (f"rerun_after_success: training again as attempt {last + 1}" if self.rerun_after_success else
                     "returning its result instead of creating another")
         else:
-            phase, then = "failed", f"resuming as attempt {last + 1}"
-        if phase == "failed" or (phase == "succeeded" and self.rerun_after_success):
+            phase, then = Phase.FAILED, f"resuming as attempt {last + 1}"
+        if phase == Phase.FAILED or (phase == Phase.SUCCEEDED and self.rerun_after_success):
             self._known_absent = last + 1
         self.log.info("Attempt %d already exists as %s, %s (the task state store holds nothing for this task): %s",
                       last, newest.name, state_name, then)

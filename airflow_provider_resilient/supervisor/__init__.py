@@ -5,6 +5,7 @@ the TPU operator, are shells around :func:`step`.
 """
 
 from .machine import (
+    TRANSITIONS,
     Action,
     EndAttempt,
     Ended,
@@ -13,9 +14,11 @@ from .machine import (
     IllegalTransition,
     JobFailed,
     JobSucceeded,
+    Phase,
     RunState,
     Sleep,
     Started,
+    Step,
     Submit,
     SubmitFailed,
     Submitted,
@@ -28,7 +31,7 @@ from .machine import (
 )
 
 __all__ = [
-    "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState",
-    "Sleep", "Started",
+    "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
+    "Phase", "RunState", "Sleep", "Started", "Step",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
 ]

@@ -1,15 +1,16 @@
-"""The attempt loop as a pure state machine: ``step(state, event, policy) -> (state, actions)``.
+"""The attempt loop as a pure state machine: ``step(state, event, policy) -> (state, command)``.
 
 Rules of the module (after h11's ``_state.py``): no I/O, no clock, no logging, no Airflow or Google
 imports. Time and randomness arrive inside events (``now``) and the policy seed. An event that makes no
 sense in the current phase raises :class:`IllegalTransition` naming both, and the caller's state is
 left unchanged (states are immutable).
 
-Theory of operation. The operator (or trigger) is the shell: it feeds events in, carries the actions
-out, and persists :class:`RunState` (JSON, see :func:`state_to_json`) after every step, so that a task
-retry, a deferral or a "Clear" continue from where the run was::
+Theory of operation. The operator (or trigger) is the shell: it feeds events in, carries out the one
+command each step returns, and persists :class:`RunState` (JSON, see :func:`state_to_json`) after every
+step, so that a task retry, a deferral or a "Clear" continue from where the run was. The machine is the
+table :data:`TRANSITIONS` -- one function per legal (:class:`Phase`, event type) pair -- summed up here::
 
-    phase        event                    actions
+    phase        event                    command
     -----        -----                    -------
     new          Started                  Submit(attempt 1)
     submitting   Submitted(job)           Watch(job)
@@ -23,6 +24,10 @@ retry, a deferral or a "Clear" continue from where the run was::
     sleeping     Started(cleared)         EndAttempt(job) | Submit  -- (a backoff with no live attempt: submit now)
     ending       Ended                    Submit(attempt n + 1)     -- fresh budgets, the history says "Clear"
     ending       Ended(succeeded)         Succeed(job)              -- it finished before it could be ended
+    running      Started                  Watch(job)                -- a task retry reattaches
+    submitting   Started                  the same Submit           -- found by its labels if it was created
+    sleeping     Started                  Sleep(the rest)           -- a task retry keeps the backoff's end
+    ending       Started                  EndAttempt(job)           -- the try that was ending it died
 
 Budgets are counted by :func:`~..policy.decide` from the history of the current *segment*: a task
 retry that finds the run in progress continues the segment (and its budgets); a new try after the run
@@ -41,8 +46,10 @@ new segment: no incident, no budget spent, and it resumes from the latest comple
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeAlias
 
 from ..policy import (
     Attempt,
@@ -169,6 +176,20 @@ Action = Submit | Watch | Sleep | EndAttempt | Succeed | Fail
 # ----------------------------------------------------------------------------------------------- state
 
 
+class Phase(StrEnum):
+    """Where a run is. The values are what :func:`state_to_json` writes (unchanged since the first release,
+    so a stored state of any version reads back)."""
+
+    NEW = "new"
+    SUBMITTING = "submitting"
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    ENDING = "ending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+
 @dataclass(frozen=True)
 class RunState:
     """Everything the loop knows; JSON through :func:`state_to_json`.
@@ -183,7 +204,7 @@ class RunState:
         wake_at: when the current sleep ends, seconds since the epoch.
     """
 
-    phase: str = "new"
+    phase: Phase = Phase.NEW
     history: tuple[Attempt, ...] = ()
     segment_start: int = 0
     job_name: str | None = None
@@ -197,14 +218,18 @@ class RunState:
     @property
     def pending_attempt(self) -> int | None:
         """The attempt number being submitted (phase submitting), for finding it by its labels."""
-        return self.next_submit.attempt if self.phase == "submitting" and self.next_submit else None
+        return self.next_submit.attempt if self.phase == Phase.SUBMITTING and self.next_submit else None
+
+
+#: What :func:`step` returns: the new state and the one command to carry out next.
+Step: TypeAlias = tuple[RunState, Action]
 
 
 class IllegalTransition(ValueError):
-    """An event that cannot happen in the current phase."""
+    """An event that cannot happen in the current phase (or a state that lacks what its phase implies)."""
 
     def __init__(self, state: RunState, event: Event) -> None:
-        super().__init__(f"event {type(event).__name__} is not allowed in phase {state.phase!r}")
+        super().__init__(f"event {type(event).__name__} is not allowed in phase {str(state.phase)!r}")
         self.phase = state.phase
         self.event = event
 
@@ -212,39 +237,42 @@ class IllegalTransition(ValueError):
 # ------------------------------------------------------------------------------------------ transitions
 
 
-def _submit(state: RunState, attempt: int, fallback_index: int,
-            failure_class: str | None) -> tuple[RunState, list[Action]]:
+def _submit(state: RunState, attempt: int, fallback_index: int, failure_class: str | None) -> Step:
     action = Submit(attempt, fallback_index, failure_class)
-    return replace(state, phase="submitting", next_submit=action, wake_at=None), [action]
+    return replace(state, phase=Phase.SUBMITTING, next_submit=action, wake_at=None), action
 
 
 def _next_attempt(state: RunState) -> int:
     return len(state.history) + 1
 
 
-def _after_decision(state: RunState, failure: Failure, decision: Decision,
-                    now: float) -> tuple[RunState, list[Action]]:
+def _new_segment(state: RunState) -> RunState:
+    """``state`` with a new segment starting after its last attempt: fresh budgets, the history kept."""
+    return replace(state, segment_start=len(state.history))
+
+
+def _after_decision(state: RunState, failure: Failure, decision: Decision, now: float) -> Step:
     history = record_incident(state.history, failure, decision, now)
     state = replace(state, history=history)
     if decision.action.is_terminal:
-        return replace(state, phase="failed", next_submit=None), [Fail(_failure_message(state, decision),
-                                                                      decision.action.value)]
+        return (replace(state, phase=Phase.FAILED, next_submit=None),
+                Fail(_failure_message(state, decision), decision.action.value))
     if decision.action in (DecisionAction.WAIT, DecisionAction.RESTART_WORKERS):
         # The platform (or the worker runner) recovers in place: look again after the delay.
-        return (replace(state, phase="sleeping", next_submit=None, wake_at=now + decision.delay_seconds),
-                [Sleep(decision.delay_seconds, decision.reason)])
+        return (replace(state, phase=Phase.SLEEPING, next_submit=None, wake_at=now + decision.delay_seconds),
+                Sleep(decision.delay_seconds, decision.reason))
     submit = Submit(_next_attempt(state), decision.fallback_index, failure.failure_class.value)
     if decision.delay_seconds > 0:
-        return (replace(state, phase="sleeping", next_submit=submit, wake_at=now + decision.delay_seconds),
-                [Sleep(decision.delay_seconds, decision.reason)])
-    return replace(state, phase="submitting", next_submit=submit, wake_at=None), [submit]
+        return (replace(state, phase=Phase.SLEEPING, next_submit=submit, wake_at=now + decision.delay_seconds),
+                Sleep(decision.delay_seconds, decision.reason))
+    return replace(state, phase=Phase.SUBMITTING, next_submit=submit, wake_at=None), submit
 
 
-def _end_for_clear(state: RunState) -> tuple[RunState, list[Action]]:
+def _end_for_clear(state: RunState) -> Step:
     """A person cleared the task while ``state.job_name`` ran: end that attempt before the next one."""
     assert state.job_name is not None
-    return (replace(state, phase="ending", next_submit=None, wake_at=None),
-            [EndAttempt(state.job_name, "the task was cleared while this attempt ran")])
+    return (replace(state, phase=Phase.ENDING, next_submit=None, wake_at=None),
+            EndAttempt(state.job_name, "the task was cleared while this attempt ran"))
 
 
 def _failure_message(state: RunState, decision: Decision) -> str:
@@ -254,78 +282,155 @@ def _failure_message(state: RunState, decision: Decision) -> str:
     return f"{decision.reason}\nAttempt history:\n{lines}"
 
 
-def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY,
-         seed: int | str = 0) -> tuple[RunState, list[Action]]:
-    """Process one event. Returns the new state and the actions to carry out, in order.
+class _Context:
+    """What a transition may use besides the state and the event: the policy and the jitter seed."""
 
-    Raises:
-        IllegalTransition: when ``event`` cannot happen in ``state.phase``; ``state`` is unchanged.
-    """
-    phase = state.phase
-    if isinstance(event, Started):
-        if event.cleared and state.job_name and (phase == "running" or (phase == "sleeping" and
-                                                                       state.next_submit is None)):
-            return _end_for_clear(state)
-        if event.cleared and phase == "sleeping" and state.next_submit is not None:
-            # A backoff between attempts (nothing runs): the person's Clear starts the next one now.
-            new_segment = replace(state, segment_start=len(state.history))
-            return _submit(new_segment, state.next_submit.attempt, state.next_submit.fallback_index,
-                           state.next_submit.failure_class)
-        if phase == "ending" and state.job_name:  # the try that was ending it died: end it again
-            return _end_for_clear(state)
-        if phase == "new":
-            return _submit(state, 1, -1, None)
-        if phase == "succeeded" and state.job_name and not event.rerun:
-            return state, [Succeed(state.job_name)]
-        if phase in ("failed", "succeeded"):
-            new_segment = replace(state, segment_start=len(state.history))
-            return _submit(new_segment, _next_attempt(state), -1, None)
-        if phase == "running" and state.job_name:
-            return state, [Watch(state.job_name)]
-        if phase == "submitting" and state.next_submit:
-            return state, [state.next_submit]
-        if phase == "sleeping":
-            return state, [Sleep(max(0.0, (state.wake_at or event.now) - event.now), "resuming the backoff")]
+    __slots__ = ("policy", "seed")
+
+    def __init__(self, policy: RetryPolicy, seed: int | str) -> None:
+        self.policy = policy
+        self.seed = seed
+
+
+def _need(state: RunState, event: Event, condition: object) -> None:
+    """A state that lacks what its phase implies (a hand-made or corrupted one) cannot take the event."""
+    if not condition:
         raise IllegalTransition(state, event)
 
-    if isinstance(event, Submitted) and phase == "submitting" and state.next_submit:
-        attempt = Attempt(state.next_submit.attempt, event.job_name, state.next_submit.fallback_index,
-                          started_at=event.now, resumed_from_step=event.resumed_from_step,
-                          resumed_from_uri=event.resumed_from_uri)
-        return (replace(state, phase="running", history=(*state.history, attempt), job_name=event.job_name,
-                        next_submit=None), [Watch(event.job_name)])
 
-    if isinstance(event, SubmitFailed) and phase == "submitting" and state.next_submit:
-        attempt = Attempt(state.next_submit.attempt, None, state.next_submit.fallback_index, started_at=event.now)
-        state = replace(state, history=(*state.history, attempt))
-        decision = decide(state.segment, event.failure, event.now, policy=policy, seed=seed)
-        return _after_decision(state, event.failure, decision, event.now)
+# One function per legal (phase, event type) pair; the table below is the whole machine.
 
-    if isinstance(event, JobSucceeded) and phase == "running" and state.job_name:
-        last = replace(state.history[-1], ended_at=event.now)
-        return (replace(state, phase="succeeded", history=(*state.history[:-1], last)),
-                [Succeed(state.job_name)])
+def _start_new(state: RunState, event: Started, ctx: _Context) -> Step:
+    return _submit(state, 1, -1, None)
 
-    if isinstance(event, JobFailed) and phase == "running":
-        decision = decide(state.segment, event.failure, event.now, policy=policy, seed=seed)
-        return _after_decision(state, event.failure, decision, event.now)
 
-    if isinstance(event, Ended) and phase == "ending" and state.job_name:
-        last = replace(state.history[-1], ended_at=event.now)
-        if event.succeeded:
-            return (replace(state, phase="succeeded", next_submit=None, history=(*state.history[:-1], last)),
-                    [Succeed(state.job_name)])
-        last = replace(last, ended_by="clear")
-        state = replace(state, history=(*state.history[:-1], last), segment_start=len(state.history))
-        return _submit(state, _next_attempt(state), last.fallback_index, None)
+def _start_submitting(state: RunState, event: Started, ctx: _Context) -> Step:
+    _need(state, event, state.next_submit)
+    assert state.next_submit is not None
+    return state, state.next_submit  # a retried try issues the same Submit (found by its labels if created)
 
-    if isinstance(event, WokeUp) and phase == "sleeping":
-        if state.next_submit is not None:
-            return replace(state, phase="submitting", wake_at=None), [state.next_submit]
-        if state.job_name:
-            return replace(state, phase="running", wake_at=None), [Watch(state.job_name)]
 
-    raise IllegalTransition(state, event)
+def _start_running(state: RunState, event: Started, ctx: _Context) -> Step:
+    _need(state, event, state.job_name)
+    assert state.job_name is not None
+    if event.cleared:
+        return _end_for_clear(state)
+    return state, Watch(state.job_name)
+
+
+def _start_sleeping(state: RunState, event: Started, ctx: _Context) -> Step:
+    if event.cleared and state.next_submit is not None:
+        # A backoff between attempts (nothing runs): the person's Clear starts the next one now.
+        nxt = state.next_submit
+        return _submit(_new_segment(state), nxt.attempt, nxt.fallback_index, nxt.failure_class)
+    if event.cleared and state.job_name:  # a wait for the platform to recover the running attempt
+        return _end_for_clear(state)
+    return state, Sleep(max(0.0, (state.wake_at or event.now) - event.now), "resuming the backoff")
+
+
+def _start_ending(state: RunState, event: Started, ctx: _Context) -> Step:
+    _need(state, event, state.job_name)
+    return _end_for_clear(state)  # the try that was ending it died: end it again
+
+
+def _start_succeeded(state: RunState, event: Started, ctx: _Context) -> Step:
+    if state.job_name and not event.rerun:
+        return state, Succeed(state.job_name)  # a cleared successful task reruns nothing
+    return _submit(_new_segment(state), _next_attempt(state), -1, None)
+
+
+def _start_failed(state: RunState, event: Started, ctx: _Context) -> Step:
+    return _submit(_new_segment(state), _next_attempt(state), -1, None)
+
+
+def _submitted(state: RunState, event: Submitted, ctx: _Context) -> Step:
+    _need(state, event, state.next_submit)
+    assert state.next_submit is not None
+    attempt = Attempt(state.next_submit.attempt, event.job_name, state.next_submit.fallback_index,
+                      started_at=event.now, resumed_from_step=event.resumed_from_step,
+                      resumed_from_uri=event.resumed_from_uri)
+    return (replace(state, phase=Phase.RUNNING, history=(*state.history, attempt), job_name=event.job_name,
+                    next_submit=None), Watch(event.job_name))
+
+
+def _submit_failed(state: RunState, event: SubmitFailed, ctx: _Context) -> Step:
+    _need(state, event, state.next_submit)
+    assert state.next_submit is not None
+    attempt = Attempt(state.next_submit.attempt, None, state.next_submit.fallback_index, started_at=event.now)
+    state = replace(state, history=(*state.history, attempt))
+    decision = decide(state.segment, event.failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    return _after_decision(state, event.failure, decision, event.now)
+
+
+def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
+    _need(state, event, state.job_name and state.history)
+    assert state.job_name is not None
+    last = replace(state.history[-1], ended_at=event.now)
+    return replace(state, phase=Phase.SUCCEEDED, history=(*state.history[:-1], last)), Succeed(state.job_name)
+
+
+def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
+    decision = decide(state.segment, event.failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    return _after_decision(state, event.failure, decision, event.now)
+
+
+def _woke_up(state: RunState, event: WokeUp, ctx: _Context) -> Step:
+    if state.next_submit is not None:
+        return replace(state, phase=Phase.SUBMITTING, wake_at=None), state.next_submit
+    _need(state, event, state.job_name)  # the WAIT path: look at the same attempt again
+    assert state.job_name is not None
+    return replace(state, phase=Phase.RUNNING, wake_at=None), Watch(state.job_name)
+
+
+def _ended(state: RunState, event: Ended, ctx: _Context) -> Step:
+    _need(state, event, state.job_name and state.history)
+    assert state.job_name is not None
+    last = replace(state.history[-1], ended_at=event.now)
+    if event.succeeded:  # it finished before the cancel took effect: that is the result
+        return (replace(state, phase=Phase.SUCCEEDED, next_submit=None, history=(*state.history[:-1], last)),
+                Succeed(state.job_name))
+    last = replace(last, ended_by="clear")
+    state = _new_segment(replace(state, history=(*state.history[:-1], last)))
+    return _submit(state, _next_attempt(state), last.fallback_index, None)
+
+
+#: The machine: every legal (phase, event type) pair and its transition. Any other pair raises
+#: :class:`IllegalTransition` (h11's ``_state.py`` keeps its table the same way).
+TRANSITIONS: dict[tuple[Phase, type], Callable[[RunState, Any, _Context], Step]] = {
+    (Phase.NEW, Started): _start_new,
+    (Phase.SUBMITTING, Started): _start_submitting,
+    (Phase.SUBMITTING, Submitted): _submitted,
+    (Phase.SUBMITTING, SubmitFailed): _submit_failed,
+    (Phase.RUNNING, Started): _start_running,
+    (Phase.RUNNING, JobSucceeded): _job_succeeded,
+    (Phase.RUNNING, JobFailed): _job_failed,
+    (Phase.SLEEPING, Started): _start_sleeping,
+    (Phase.SLEEPING, WokeUp): _woke_up,
+    (Phase.ENDING, Started): _start_ending,
+    (Phase.ENDING, Ended): _ended,
+    (Phase.SUCCEEDED, Started): _start_succeeded,
+    (Phase.FAILED, Started): _start_failed,
+}
+
+
+def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY, seed: int | str = 0) -> Step:
+    """Process one event: the new state and the one command to carry out next.
+
+    Args:
+        state: the run so far (not modified: states are immutable).
+        event: what happened; its ``now`` is seconds since the epoch.
+        policy: the retry rules (default: the seeds' rules).
+        seed: the jitter seed of the run (e.g. ``"dag/task/run/map_index"``), so a retried process draws the
+            same delays.
+
+    Raises:
+        IllegalTransition: when ``event`` cannot happen in ``state.phase`` (see :data:`TRANSITIONS`), or the
+            state lacks what its phase implies; ``state`` is unchanged.
+    """
+    transition = TRANSITIONS.get((Phase(state.phase), type(event)))
+    if transition is None:
+        raise IllegalTransition(state, event)
+    return transition(state, event, _Context(policy, seed))
 
 
 # ------------------------------------------------------------------------------------------ JSON
@@ -335,7 +440,7 @@ def state_to_json(state: RunState) -> dict[str, Any]:
     """``state`` as JSON-compatible data without None values (Airflow's task state store takes no None)."""
     from ..policy import history_to_json
 
-    data: dict[str, Any] = {"phase": state.phase, "history": history_to_json(state.history),
+    data: dict[str, Any] = {"phase": Phase(state.phase).value, "history": history_to_json(state.history),
                             "segment_start": state.segment_start}
     if state.job_name:
         data["job_name"] = state.job_name
@@ -358,9 +463,13 @@ def state_from_json(data: Any) -> RunState:
         return RunState()
     if not isinstance(data, dict) or "phase" not in data:
         raise ValueError(f"not a supervisor state: {str(data)[:200]}")
+    try:
+        phase = Phase(data["phase"])
+    except ValueError:
+        raise ValueError(f"unknown phase {data['phase']!r} (one of {', '.join(p.value for p in Phase)})") from None
     submit = data.get("next_submit")
     return RunState(
-        phase=str(data["phase"]),
+        phase=phase,
         history=history_from_json(data.get("history") or []),
         segment_start=int(data.get("segment_start", 0)),
         job_name=data.get("job_name"),
@@ -370,7 +479,7 @@ def state_from_json(data: Any) -> RunState:
 
 
 __all__ = [
-    "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded", "RunState",
-    "Sleep", "Started",
+    "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
+    "Phase", "RunState", "Sleep", "Started", "Step",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
 ]

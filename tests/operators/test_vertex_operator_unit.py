@@ -593,7 +593,7 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
     deferred: list[Any] = []
 
     def fake_step(state, event, policy, seed):
-        return state, [next(steps)]
+        return state, next(steps)
 
     import airflow_provider_resilient.operators.base as base
 

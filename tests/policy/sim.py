@@ -1,4 +1,5 @@
-"""A minimal attempt loop over the pure policy, as the supervisor will run it: decide, record, resubmit."""
+"""Runs of the real supervisor (:func:`airflow_provider_resilient.supervisor.step`) fed a list of failures:
+the policy tests check the decisions of the one attempt loop the operators run, not of a second one."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import replace
 
-from airflow_provider_resilient.policy import (
-    DEFAULT_POLICY,
-    Attempt,
-    Decision,
-    Failure,
-    RetryPolicy,
-    decide,
-    record_incident,
+from airflow_provider_resilient.policy import DEFAULT_POLICY, Attempt, Decision, Failure, RetryPolicy
+from airflow_provider_resilient.supervisor import (
+    Fail,
+    JobFailed,
+    Phase,
+    RunState,
+    Sleep,
+    Submit,
+    Submitted,
+    Watch,
+    WokeUp,
+    step,
 )
 
 
@@ -27,30 +32,31 @@ def run(
     history: tuple[Attempt, ...] | None = None,
     resume_steps: Iterable[int | None] = (),
 ) -> tuple[list[Decision], tuple[Attempt, ...]]:
-    """Feed failures one by one until a terminal decision or the failures run out.
+    """Feed failures one by one to a running attempt until the supervisor fails the run or they run out.
 
-    Time advances ``step_seconds`` per failure plus each decision's delay. New attempts are opened on
-    RESUBMIT / RECREATE_NODE with the decision's fallback index, resuming from the next of
-    ``resume_steps`` (None once they run out: no checkpoint).
+    Each failure arrives ``step_seconds`` after the previous command was carried out (time stamped then);
+    a Sleep advances time by its seconds and wakes the supervisor; a Submit creates ``attempt-<n>``,
+    resuming from the next of ``resume_steps`` (None once they run out: no checkpoint). Returns the
+    decisions made (not those already in ``history``), in order, and the history.
     """
     steps = iter(resume_steps)
     history = history or (Attempt(1, "attempt-1", started_at=start),)
+    state = RunState(phase=Phase.RUNNING, history=history, job_name=history[-1].resource_name or "attempt-1")
     now = start
-    decisions: list[Decision] = []
     for failure in failures:
         now += step_seconds
-        failure = replace(failure, timestamp=now)
-        decision = decide(history, failure, now, policy=policy, seed=seed)
-        decisions.append(decision)
-        history = record_incident(history, failure, decision, now)
-        if decision.action.is_terminal:
+        state, command = step(state, JobFailed(replace(failure, timestamp=now), now), policy, seed)
+        if isinstance(command, Fail):
             break
-        now += decision.delay_seconds
-        if decision.action.starts_new_attempt:
-            number = history[-1].number + 1
-            history = (*history, Attempt(number, f"attempt-{number}", fallback_index=decision.fallback_index,
-                                         started_at=now, resumed_from_step=next(steps, None)))
-    return decisions, history
+        if isinstance(command, Sleep):
+            now += command.seconds
+            state, command = step(state, WokeUp(now), policy, seed)
+        if isinstance(command, Submit):
+            state, command = step(state, Submitted(f"attempt-{command.attempt}", now, next(steps, None)), policy,
+                                  seed)
+        assert isinstance(command, Watch), command
+    decisions = [incident.decision for attempt in state.history for incident in attempt.incidents]
+    return decisions[sum(len(attempt.incidents) for attempt in history):], state.history
 
 
 def repeat(failure: Failure, limit: int = 200) -> Iterable[Failure]:

@@ -21,12 +21,14 @@ from airflow_provider_resilient.policy import (
     history_table,
 )
 from airflow_provider_resilient.supervisor import (
+    TRANSITIONS,
     EndAttempt,
     Ended,
     Fail,
     IllegalTransition,
     JobFailed,
     JobSucceeded,
+    Phase,
     RunState,
     Sleep,
     Started,
@@ -53,40 +55,40 @@ def reload(state: RunState) -> RunState:
 
 
 def running(job: str = "jobs/1", state: RunState | None = None) -> RunState:
-    state, actions = step(state or RunState(), Started(T0))
-    assert actions == [Submit(1, -1)]
-    state, actions = step(state, Submitted(job, T0 + 1))
-    assert actions == [Watch(job)]
+    state, action = step(state or RunState(), Started(T0))
+    assert action == Submit(1, -1)
+    state, action = step(state, Submitted(job, T0 + 1))
+    assert action == Watch(job)
     return state
 
 
 def test_first_start_submits_then_watches_then_succeeds():
     state = running()
-    state, actions = step(state, JobSucceeded(T0 + 100))
-    assert actions == [Succeed("jobs/1")] and state.phase == "succeeded"
+    state, action = step(state, JobSucceeded(T0 + 100))
+    assert action == Succeed("jobs/1") and state.phase == "succeeded"
     assert state.history[0].ended_at == T0 + 100
     # A cleared successful task reruns nothing.
-    again, actions = step(reload(state), Started(T0 + 200))
-    assert actions == [Succeed("jobs/1")] and again == reload(state)
+    again, action = step(reload(state), Started(T0 + 200))
+    assert action == Succeed("jobs/1") and again == reload(state)
 
 
 def test_transient_crash_sleeps_then_resubmits_the_next_attempt():
     state = running()
-    state, actions = step(state, JobFailed(CRASH, T0 + 50))
-    (sleep,) = actions
+    state, action = step(state, JobFailed(CRASH, T0 + 50))
+    sleep = action
     assert isinstance(sleep, Sleep) and sleep.seconds > 0 and state.phase == "sleeping"
     assert state.wake_at == pytest.approx(T0 + 50 + sleep.seconds)
-    state, actions = step(state, WokeUp(T0 + 50 + sleep.seconds))
-    assert actions == [Submit(2, -1, "transient_crash")]
-    state, actions = step(state, Submitted("jobs/2", T0 + 90, resumed_from_step=12, resumed_from_uri="gs://b/step_12"))
-    assert actions == [Watch("jobs/2")]
+    state, action = step(state, WokeUp(T0 + 50 + sleep.seconds))
+    assert action == Submit(2, -1, "transient_crash")
+    state, action = step(state, Submitted("jobs/2", T0 + 90, resumed_from_step=12, resumed_from_uri="gs://b/step_12"))
+    assert action == Watch("jobs/2")
     assert [a.resource_name for a in state.history] == ["jobs/1", "jobs/2"]
     assert state.history[1].resumed_from_step == 12
 
 
 def test_permanent_failure_fails_with_the_attempt_history():
-    state, actions = step(running(), JobFailed(USER, T0 + 5))
-    (fail,) = actions
+    state, action = step(running(), JobFailed(USER, T0 + 5))
+    fail = action
     assert isinstance(fail, Fail) and fail.decision == "fail" and state.phase == "failed"
     assert "attempt 1 jobs/1 from scratch -> permanent_user_error exit 1 -> fail" in fail.message
 
@@ -94,29 +96,29 @@ def test_permanent_failure_fails_with_the_attempt_history():
 def test_stockout_with_fallbacks_fails_over_after_a_short_jittered_backoff():
     policy = RetryPolicy(fallbacks=(Fallback(region="europe-west4"),))
     stockout = Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI, region="us-central1")
-    state, actions = step(running(), JobFailed(stockout, T0 + 5), policy)
-    (sleep,) = actions
+    state, action = step(running(), JobFailed(stockout, T0 + 5), policy)
+    sleep = action
     assert isinstance(sleep, Sleep) and 5.0 <= sleep.seconds <= 10.0  # failover_backoff: 10 s, jitter 0.5
     assert "failing over to fallback 1/1 (region=europe-west4)" in sleep.reason
-    _, actions = step(state, WokeUp(state.wake_at), policy)
-    assert actions == [Submit(2, 0, "capacity_stockout")]
+    _, action = step(state, WokeUp(state.wake_at), policy)
+    assert action == Submit(2, 0, "capacity_stockout")
 
 
 def test_stockout_with_fallbacks_fails_over_at_once_when_asked():
     policy = RetryPolicy(fallbacks=(Fallback(region="europe-west4"),), failover_backoff=Backoff(initial_seconds=0.0))
     stockout = Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI, region="us-central1")
-    _, actions = step(running(), JobFailed(stockout, T0 + 5), policy)
-    assert actions == [Submit(2, 0, "capacity_stockout")]
+    _, action = step(running(), JobFailed(stockout, T0 + 5), policy)
+    assert action == Submit(2, 0, "capacity_stockout")
 
 
 def test_quota_on_the_create_call_records_an_attempt_without_a_job_and_backs_off():
     state, _ = step(RunState(), Started(T0))
     quota = Failure(FailureClass.QUOTA_EXCEEDED, Platform.VERTEX_AI, quota_metric="cpus")
-    state, actions = step(state, SubmitFailed(quota, T0 + 1))
-    assert isinstance(actions[0], Sleep)
+    state, action = step(state, SubmitFailed(quota, T0 + 1))
+    assert isinstance(action, Sleep)
     assert state.history[0].resource_name is None
-    state, actions = step(state, WokeUp(state.wake_at))
-    assert actions == [Submit(2, -1, "quota_exceeded")]
+    state, action = step(state, WokeUp(state.wake_at))
+    assert action == Submit(2, -1, "quota_exceeded")
 
 
 @pytest.mark.parametrize("failure_class", list(FailureClass))
@@ -124,50 +126,50 @@ def test_every_failure_class_follows_the_policy(failure_class):
     failure = Failure(failure_class, Platform.VERTEX_AI, node_state="TERMINATED")
     state = running()
     expected = decide(state.segment, failure, T0 + 5)
-    new_state, actions = step(state, JobFailed(failure, T0 + 5))
+    new_state, action = step(state, JobFailed(failure, T0 + 5))
     if expected.action.is_terminal:
-        assert isinstance(actions[0], Fail) and new_state.phase == "failed"
+        assert isinstance(action, Fail) and new_state.phase == "failed"
     elif expected.delay_seconds > 0:
-        assert isinstance(actions[0], Sleep) and new_state.next_submit.attempt == 2
+        assert isinstance(action, Sleep) and new_state.next_submit.attempt == 2
     else:
-        assert actions == [Submit(2, expected.fallback_index, failure_class.value)]
+        assert action == Submit(2, expected.fallback_index, failure_class.value)
     assert new_state.history[-1].incidents[-1].decision == expected
 
 
 def test_budgets_continue_across_a_reloaded_state():
     state = running()
     for n in range(3):  # three transient crashes: the budget is 3
-        state, actions = step(reload(state), JobFailed(CRASH, T0 + 100 * n))
-        state, actions = step(reload(state), WokeUp(state.wake_at))
+        state, action = step(reload(state), JobFailed(CRASH, T0 + 100 * n))
+        state, action = step(reload(state), WokeUp(state.wake_at))
         state, _ = step(reload(state), Submitted(f"jobs/{n + 2}", T0 + 100 * n + 50))
-    state, actions = step(reload(state), JobFailed(CRASH, T0 + 1000))
-    assert isinstance(actions[0], Fail) and actions[0].decision == "give_up"
+    state, action = step(reload(state), JobFailed(CRASH, T0 + 1000))
+    assert isinstance(action, Fail) and action.decision == "give_up"
 
 
 def test_a_task_cleared_after_failure_starts_a_new_segment_with_fresh_budgets():
     state = running()
     state, _ = step(state, JobFailed(USER, T0 + 5))
-    state, actions = step(reload(state), Started(T0 + 1000))
-    assert actions == [Submit(2, -1)] and state.segment_start == 1
+    state, action = step(reload(state), Started(T0 + 1000))
+    assert action == Submit(2, -1) and state.segment_start == 1
     state, _ = step(state, Submitted("jobs/2", T0 + 1001))
     assert len(state.history) == 2 and state.segment == state.history[1:]
 
 
 @pytest.mark.parametrize(("phase_state", "expected"), [
-    ("running", [Watch("jobs/1")]),
-    ("submitting", [Submit(1, -1)]),
+    ("running", Watch("jobs/1")),
+    ("submitting", Submit(1, -1)),
 ])
 def test_a_retried_task_reattaches_instead_of_submitting_again(phase_state, expected):
     state = running() if phase_state == "running" else step(RunState(), Started(T0))[0]
-    again, actions = step(reload(state), Started(T0 + 60))
-    assert actions == expected and again == reload(state)
+    again, action = step(reload(state), Started(T0 + 60))
+    assert action == expected and again == reload(state)
 
 
 def test_a_retried_task_keeps_sleeping_for_the_rest_of_the_backoff():
-    state, actions = step(running(), JobFailed(CRASH, T0 + 5))
-    total = actions[0].seconds
-    _, actions = step(reload(state), Started(T0 + 5 + total / 2))
-    assert actions[0].seconds == pytest.approx(total / 2)
+    state, action = step(running(), JobFailed(CRASH, T0 + 5))
+    total = action.seconds
+    _, action = step(reload(state), Started(T0 + 5 + total / 2))
+    assert action.seconds == pytest.approx(total / 2)
 
 
 def test_a_clear_of_a_running_task_ends_its_attempt_then_resumes_with_no_failure_and_fresh_budgets():
@@ -175,19 +177,19 @@ def test_a_clear_of_a_running_task_ends_its_attempt_then_resumes_with_no_failure
     state, _ = step(state, JobFailed(CRASH, T0 + 5))  # one transient crash: 1 of 3 spent
     state, _ = step(state, WokeUp(state.wake_at))
     state, _ = step(state, Submitted("jobs/2", T0 + 60))
-    state, actions = step(reload(state), Started(T0 + 100, cleared=True))
-    assert actions == [EndAttempt("jobs/2", "the task was cleared while this attempt ran")]
+    state, action = step(reload(state), Started(T0 + 100, cleared=True))
+    assert action == EndAttempt("jobs/2", "the task was cleared while this attempt ran")
     assert state.phase == "ending"
     # The task dies while waiting for the end: the next try ends it again (idempotent), cleared or not.
-    assert step(reload(state), Started(T0 + 110))[1] == actions
-    state, actions = step(reload(state), Ended(T0 + 120))
-    assert actions == [Submit(3, -1)] and state.segment_start == 2
+    assert step(reload(state), Started(T0 + 110))[1] == action
+    state, action = step(reload(state), Ended(T0 + 120))
+    assert action == Submit(3, -1) and state.segment_start == 2
     ended = state.history[1]
     assert (ended.ended_by, ended.ended_at, ended.incidents) == ("clear", T0 + 120, ())
     state, _ = step(state, Submitted("jobs/3", T0 + 121))
     for n in range(3):  # the new segment has its full transient budget of 3
-        state, actions = step(reload(state), JobFailed(CRASH, T0 + 200 + 100 * n))
-        assert isinstance(actions[0], Sleep), actions
+        state, action = step(reload(state), JobFailed(CRASH, T0 + 200 + 100 * n))
+        assert isinstance(action, Sleep), action
         state, _ = step(state, WokeUp(state.wake_at))
         state, _ = step(state, Submitted(f"jobs/{n + 4}", T0 + 250 + 100 * n))
     assert "ended by a Clear" in "\n".join(format_history(state.history))
@@ -197,31 +199,31 @@ def test_a_clear_of_a_running_task_ends_its_attempt_then_resumes_with_no_failure
 def test_a_clear_on_the_last_fallback_keeps_the_target_it_ran_on():
     state = RunState(phase="running", job_name="jobs/1", history=(Attempt(1, "jobs/1", fallback_index=1),))
     state, _ = step(state, Started(T0, cleared=True))
-    assert step(state, Ended(T0 + 1))[1] == [Submit(2, 1)]
+    assert step(state, Ended(T0 + 1))[1] == Submit(2, 1)
 
 
 def test_an_attempt_that_succeeded_before_the_clear_could_end_it_is_the_result():
     state, _ = step(running(), Started(T0 + 100, cleared=True))
-    state, actions = step(state, Ended(T0 + 101, succeeded=True))
-    assert actions == [Succeed("jobs/1")] and state.phase == "succeeded"
+    state, action = step(state, Ended(T0 + 101, succeeded=True))
+    assert action == Succeed("jobs/1") and state.phase == "succeeded"
     assert state.history[-1].ended_by is None
 
 
 def test_a_clear_during_a_wait_for_platform_recovery_ends_the_attempt():
     wait = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING")
-    state, actions = step(running(), JobFailed(wait, T0 + 5))
-    assert isinstance(actions[0], Sleep) and state.next_submit is None
-    assert step(reload(state), Started(T0 + 6, cleared=True))[1] == [EndAttempt("jobs/1", ANY_REASON)]
+    state, action = step(running(), JobFailed(wait, T0 + 5))
+    assert isinstance(action, Sleep) and state.next_submit is None
+    assert step(reload(state), Started(T0 + 6, cleared=True))[1] == EndAttempt("jobs/1", ANY_REASON)
 
 
 def test_a_clear_during_a_backoff_between_attempts_submits_the_next_one_now():
-    state, actions = step(running(), JobFailed(CRASH, T0 + 5))
-    assert isinstance(actions[0], Sleep) and state.next_submit == Submit(2, -1, "transient_crash")
-    state, actions = step(reload(state), Started(T0 + 6, cleared=True))
-    assert actions == [Submit(2, -1, "transient_crash")] and state.segment_start == 1
+    state, action = step(running(), JobFailed(CRASH, T0 + 5))
+    assert isinstance(action, Sleep) and state.next_submit == Submit(2, -1, "transient_crash")
+    state, action = step(reload(state), Started(T0 + 6, cleared=True))
+    assert action == Submit(2, -1, "transient_crash") and state.segment_start == 1
 
 
-@pytest.mark.parametrize(("phase", "expected"), [("failed", [Submit(2, -1)]), ("succeeded", [Succeed("jobs/1")])])
+@pytest.mark.parametrize(("phase", "expected"), [("failed", Submit(2, -1)), ("succeeded", Succeed("jobs/1"))])
 def test_a_clear_of_an_ended_run_behaves_as_before(phase, expected):
     state = RunState(phase=phase, job_name="jobs/1", history=(Attempt(1, "jobs/1", ended_at=T0),))
     assert step(state, Started(T0 + 1, cleared=True))[1] == expected
@@ -252,19 +254,111 @@ failures = st.builds(Failure, failure_class=st.sampled_from(list(FailureClass)),
 @settings(max_examples=100, deadline=None)
 @given(outcomes=st.lists(st.none() | failures, min_size=1, max_size=25))
 def test_any_run_round_trips_through_json_and_ends_in_order(outcomes):
-    state, actions = step(RunState(), Started(T0))
+    state, action = step(RunState(), Started(T0))
     now = T0
     for n, outcome in enumerate(outcomes):
         now += 10
-        action = actions[0]
         if isinstance(action, (Fail, Succeed)):
             break
         if isinstance(action, Sleep):
-            state, actions = step(state, WokeUp(now))
+            state, action = step(state, WokeUp(now))
         elif isinstance(action, Submit):
-            state, actions = step(state, Submitted(f"jobs/{n}", now))
+            state, action = step(state, Submitted(f"jobs/{n}", now))
         elif isinstance(action, Watch):
-            state, actions = step(state, JobSucceeded(now) if outcome is None else JobFailed(outcome, now))
+            state, action = step(state, JobSucceeded(now) if outcome is None else JobFailed(outcome, now))
         assert reload(state) == state
     numbers = [a.number for a in state.history]
     assert numbers == list(range(1, len(numbers) + 1))
+
+
+# ------------------------------------------------------------------ the whole table: every phase x event
+QUOTA = Failure(FailureClass.QUOTA_EXCEEDED, Platform.VERTEX_AI, message="quota")
+ONE = (Attempt(1, "jobs/1", started_at=T0),)
+#: A typical state of each phase.
+STATES = {
+    Phase.NEW: RunState(),
+    Phase.SUBMITTING: RunState(phase=Phase.SUBMITTING, next_submit=Submit(1, -1)),
+    Phase.RUNNING: RunState(phase=Phase.RUNNING, history=ONE, job_name="jobs/1"),
+    Phase.SLEEPING: RunState(phase=Phase.SLEEPING, history=ONE, job_name="jobs/1",
+                             next_submit=Submit(2, -1, "transient_crash"), wake_at=T0 + 30),
+    Phase.ENDING: RunState(phase=Phase.ENDING, history=ONE, job_name="jobs/1"),
+    Phase.SUCCEEDED: RunState(phase=Phase.SUCCEEDED, history=ONE, job_name="jobs/1"),
+    Phase.FAILED: RunState(phase=Phase.FAILED, history=ONE, job_name="jobs/1"),
+}
+#: One event of each type, a minute after T0.
+EVENTS = [Started(T0 + 60), Submitted("jobs/2", T0 + 60), SubmitFailed(QUOTA, T0 + 60), JobSucceeded(T0 + 60),
+          JobFailed(CRASH, T0 + 60), WokeUp(T0 + 60), Ended(T0 + 60)]
+#: (phase, event type) -> (phase after, command type) for the legal pairs; every other pair is illegal.
+LEGAL = {
+    (Phase.NEW, Started): (Phase.SUBMITTING, Submit),
+    (Phase.SUBMITTING, Started): (Phase.SUBMITTING, Submit),  # a retried try issues the same Submit
+    (Phase.SUBMITTING, Submitted): (Phase.RUNNING, Watch),
+    (Phase.SUBMITTING, SubmitFailed): (Phase.SLEEPING, Sleep),  # quota: back off
+    (Phase.RUNNING, Started): (Phase.RUNNING, Watch),  # a task retry reattaches
+    (Phase.RUNNING, JobSucceeded): (Phase.SUCCEEDED, Succeed),
+    (Phase.RUNNING, JobFailed): (Phase.SLEEPING, Sleep),  # a crash: back off, then the next attempt
+    (Phase.SLEEPING, Started): (Phase.SLEEPING, Sleep),  # the rest of the backoff
+    (Phase.SLEEPING, WokeUp): (Phase.SUBMITTING, Submit),
+    (Phase.ENDING, Started): (Phase.ENDING, EndAttempt),  # the try that was ending it died
+    (Phase.ENDING, Ended): (Phase.SUBMITTING, Submit),
+    (Phase.SUCCEEDED, Started): (Phase.SUCCEEDED, Succeed),
+    (Phase.FAILED, Started): (Phase.SUBMITTING, Submit),  # cleared after failure: a new segment
+}
+
+
+def test_the_transition_table_is_exactly_the_legal_pairs():
+    assert set(TRANSITIONS) == set(LEGAL)
+    assert {phase for phase, _ in TRANSITIONS} == set(Phase)  # no phase is a dead end
+
+
+@pytest.mark.parametrize("phase", list(Phase), ids=str)
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_every_phase_and_event_pair(phase, event):
+    state = STATES[phase]
+    before = reload(state)
+    expected = LEGAL.get((phase, type(event)))
+    if expected is None:
+        with pytest.raises(IllegalTransition, match=f"{type(event).__name__} is not allowed in phase '{phase}'"):
+            step(state, event)
+    else:
+        after, command = step(state, event)
+        assert (after.phase, type(command)) == expected
+        assert reload(after) == after  # whatever it became is storable
+    assert reload(state) == before  # states are immutable
+
+
+def test_the_wait_path_looks_at_the_same_attempt_again_after_the_platform_recovers_it():
+    """A maintenance event the platform repairs (seed 002: REPAIRING) is waited out: Sleep, then Watch the
+    same node -- no new attempt -- across a reload, and the run then succeeds on it."""
+    repairing = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING")
+    state, command = step(running("nodes/a1"), JobFailed(repairing, T0 + 5))
+    assert isinstance(command, Sleep) and state.phase == Phase.SLEEPING and state.next_submit is None
+    assert state.wake_at == pytest.approx(T0 + 5 + command.seconds)
+    _, again = step(reload(state), Started(T0 + 6))  # a task retry during the wait keeps waiting
+    assert isinstance(again, Sleep) and again.seconds == pytest.approx(command.seconds - 1)
+    state, command = step(reload(state), WokeUp(state.wake_at))
+    assert command == Watch("nodes/a1") and state.phase == Phase.RUNNING and len(state.history) == 1
+    state, command = step(reload(state), JobSucceeded(T0 + 900))
+    assert command == Succeed("nodes/a1") and state.history[0].incidents[0].failure == repairing
+
+
+@pytest.mark.parametrize(("state", "event"), [
+    (RunState(phase=Phase.RUNNING), Started(T0)),  # running, but no job
+    (RunState(phase=Phase.SUBMITTING), Submitted("j", T0)),  # submitting, but nothing to submit
+    (RunState(phase=Phase.SLEEPING, wake_at=T0), WokeUp(T0)),  # asleep with nothing to wake for
+    (RunState(phase=Phase.ENDING), Ended(T0)),
+])
+def test_a_state_missing_what_its_phase_implies_is_refused(state, event):
+    with pytest.raises(IllegalTransition):
+        step(state, event)
+
+
+def test_a_stored_state_of_the_first_format_reads_back_and_an_unknown_phase_is_named():
+    stored = {"phase": "sleeping", "segment_start": 0, "job_name": "jobs/1", "wake_at": T0 + 30,
+              "next_submit": {"attempt": 2, "fallback_index": -1, "failure_class": "transient_crash"},
+              "history": [{"number": 1, "resource_name": "jobs/1", "fallback_index": -1, "started_at": T0}]}
+    state = state_from_json(stored)
+    assert state.phase is Phase.SLEEPING and step(state, WokeUp(T0 + 30))[1] == Submit(2, -1, "transient_crash")
+    assert state_to_json(state)["phase"] == "sleeping"
+    with pytest.raises(ValueError, match="unknown phase 'paused'"):
+        state_from_json({**stored, "phase": "paused"})
