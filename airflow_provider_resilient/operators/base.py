@@ -35,6 +35,7 @@ from ..supervisor import (
     state_to_json,
     step,
 )
+from ..supervisor.observe import CHECKPOINTS, Limits, Look, Verdict, WatchMemory, observe, worker_key
 
 
 def policy_with_fallbacks(policy: RetryPolicy | None,
@@ -156,6 +157,8 @@ class SupervisedOperator(BaseOperator):
     def _drive(self, context: Any, state: RunState, event: Any) -> Any:
         seed = f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
         while True:
+            if (memory := self.__dict__.pop("_observed", None)) is not None:
+                state = state.observed(memory)  # what the last action's looks remembered
             before = sum(len(a.incidents) for a in state.history)
             state, action = step(state, event, self.resilience_policy, seed)
             self._save(context, state)
@@ -222,6 +225,27 @@ class SupervisedOperator(BaseOperator):
             if len(steps) != self.__dict__.get("_steps_stored", 0):  # only when there are new ones
                 store.set(self.STEPS_KEY, [[r.time, r.step] for r in steps[-self.MAX_STEP_REPORTS:]])
                 self.__dict__["_steps_stored"] = len(steps)
+
+    # ------------------------------------------------------------------ the observer
+    def _watch_memory(self, state: RunState) -> WatchMemory:
+        """What the observer remembers of the watched attempt: the newest of this process's looks, else the
+        stored state's (a deferral or a task retry continues the clocks)."""
+        memory: WatchMemory = self.__dict__.get("_observed", state.watch)
+        return memory
+
+    def _observe(self, context: Any, state: RunState, look: Look, limits: Limits) -> Verdict:
+        """Judge one look with the pure observer (:func:`~..supervisor.observe.observe`) and keep its memory
+        in the run state, saved at once when it changed (a deferral or a kill right after keeps it); new steps
+        go to the goodput ledger."""
+        before = self._watch_memory(state)
+        memory, verdict = observe(before, look, self._clock(), limits)
+        self.__dict__["_observed"] = memory
+        if memory != before:  # one write per change, not per look (each is a call to Airflow's API server)
+            self._save(context, state.observed(memory))
+        for key, step_, at in verdict.progressed:
+            if key in (CHECKPOINTS, worker_key(0)):  # the ledger follows the run's lead: worker 0
+                self._note_step(at, step_)
+        return verdict
 
     def _log_history(self, state: RunState) -> None:
         """The attempt history as one aligned table block in the task log (readable in the UI's log view)."""

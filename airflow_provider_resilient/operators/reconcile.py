@@ -111,8 +111,8 @@ class ResilientReconcileOperator(BaseOperator):
 
     # ------------------------------------------------------------------ the shell
     def _live_resources(self) -> list[OwnedResource]:
+        from ..backends.vertex import list_filter
         from ..specs.vertex import LABEL_ATTEMPT, LABEL_KEEP, primary_env
-        from ..triggers.vertex_ai import list_filter
 
         found = []
         for region in self.regions:

@@ -21,7 +21,7 @@ cleared task reattaches to its node by name. Importing this module imports no Go
 
 Deferrable mode: between two full looks the task waits in a :class:`~..triggers.tpu.TPUNodeTrigger`,
 which watches the node and the workers' reports from the triggerer and brings the task back when
-something changes, or after the look-again interval (:func:`~..triggers.tpu.look_again_seconds`);
+something changes, or after the look-again interval (:func:`~..backends.tpu.look_again_seconds`);
 backoffs while a node of the run still exists wait in the same trigger without watching. Either way a
 user's kill of the deferred task deletes the node and its queued resource (the trigger's ``on_kill``).
 What the looks must remember between two processes -- the audit entries already seen, each worker's
@@ -36,6 +36,7 @@ most :data:`KILL_TIMEOUT_SECONDS` seconds of retries and waiting (Airflow sends 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -58,13 +59,15 @@ from ..specs.tpu import (
 )
 from ..specs.vertex import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, Submit, SubmitFailed, Submitted, WokeUp
+from ..supervisor.observe import Clock, Limits, Look, WatchMemory, worker_key
 from ..supervisor.reconcile import owner_env
 from .base import SupervisedOperator, policy_with_fallbacks
 
 STATE_KEY = "resilient_tpu_workload"
+#: Task-state-store keys where runs stored before the observer's memory moved into the run state kept the
+#: audit entries seen and the workers' step progress (``{"<node name>#<worker>": [step, since]}``); read
+#: once to carry such a run on (:meth:`ResilientTPUWorkloadOperator._load`), never written.
 SEEN_KEY = "resilient_tpu_seen_audit"
-#: Task-state-store key of the step progress of the current node's workers, for hang detection across
-#: deferrals and task retries: ``{"<node name>#<worker>": [step, first seen at (seconds since the epoch)]}``.
 PROGRESS_KEY = "resilient_tpu_progress"
 #: The most a kill spends deleting, retries and waiting included (seconds).
 KILL_TIMEOUT_SECONDS = 25.0
@@ -138,12 +141,16 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
             that reports steps, before the worker counts as hung (a transient failure: a new node).
         heartbeat_seconds: how often each worker reports its heartbeat and step (guest attributes).
+        startup_timeout: seconds a worker may stay silent -- no report at all from its runner -- on a node that
+            is READY (default 1800: the setup script and the image's boot count). Past it the worker counts as
+            silent (a WORKER_SILENT failure: the ``silent-worker`` rule releases the node and re-creates it,
+            twice by default), so a node whose runner never starts is not watched for ever.
         keep_node: keep the last node (and its queued resource) after the task ends, by success, failure or
             kill (for debugging); the nodes of earlier attempts are deleted all the same. Default: delete every
             node.
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
-            the task back on a change, or after :func:`~..triggers.tpu.look_again_seconds` for a full look.
+            the task back on a change, or after :func:`~..backends.tpu.look_again_seconds` for a full look.
         poll_interval: seconds between looks at the node (between trigger polls when deferred).
         rerun_after_success, gcp_conn_id, impersonation_chain: as for the Vertex AI operator.
 
@@ -167,7 +174,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  labels: Mapping[str, str] | None = None, network: str | None = None,
                  service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
                  fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int | None = None,
-                 hang_timeout: float = 1800.0, heartbeat_seconds: float = 10.0, keep_node: bool = False,
+                 hang_timeout: float = 1800.0, heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0,
+                 keep_node: bool = False,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
                  gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
@@ -197,6 +205,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.service_account = service_account
         self.hang_timeout = hang_timeout
         self.heartbeat_seconds = heartbeat_seconds
+        if startup_timeout <= 0:
+            raise ValueError(f"startup_timeout must be > 0 seconds, got {startup_timeout}")
+        self.startup_timeout = float(startup_timeout)
         self.keep_node = keep_node
         self.deferrable = deferrable
         self.poll_interval = poll_interval
@@ -409,7 +420,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def _defer_watch(self, node_name: str) -> None:
         """Wait in a :class:`~..triggers.tpu.TPUNodeTrigger` for a change, or for the look-again interval."""
-        from ..triggers.tpu import TPUNodeTrigger, look_again_seconds
+        from ..backends.tpu import look_again_seconds
+        from ..triggers.tpu import TPUNodeTrigger
 
         after = look_again_seconds(self.poll_interval, self.hang_timeout)
         trigger = TPUNodeTrigger(look_again_at=time.time() + after, baseline=self._baseline,
@@ -431,19 +443,20 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _look(self, context: Any, state: RunState, node_name: str) -> Any:
-        """One look at the node: an event when something happened, None while it just runs."""
+        """One look at the node: an event when something happened, None while it just runs. What the look
+        means beyond the platform's own states -- audit entries not seen before, a stalled worker -- is the
+        pure observer's to say (:mod:`..supervisor.observe`); its memory is kept in the run state."""
         from google.api_core import exceptions as gexc
 
-        from ..policy import classify_exit_status, classify_tpu_audit_entry, classify_tpu_node
-        from ..triggers.tpu import node_baseline
+        from ..backends.tpu import node_baseline
+        from ..policy import classify_exit_status, classify_tpu_node
 
         now = self._clock()
         # Every look reads the audit entries that arrived since the last one, so each event counts once. They
         # are read *before* the node: an event that starts between the two reads then shows in the node's
         # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
         # When the node shows a failure, they are read once more for its terminate reason.
-        audits = [a for e in self._new_audit_entries(context, state, node_name)
-                  if (a := classify_tpu_audit_entry(e)) is not None]
+        audits = self._new_audits(context, state, node_name)
         try:
             node = self._tpu().get_node(node_name)
         except gexc.NotFound:
@@ -452,8 +465,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
         if failure is not None:
             if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
-                audits += [a for e in self._new_audit_entries(context, state, node_name)
-                           if (a := classify_tpu_audit_entry(e)) is not None]
+                audits += self._new_audits(context, state, node_name)
             reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
             return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now)
         if audits:  # a maintenance event that came and went between two looks
@@ -472,69 +484,59 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                               message=f"worker {worker} {status} with exit {code}", timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now)
-            if status == "running" and (stalled := self._stalled(context, node_name, worker, report, now)):
-                return JobFailed(Failure(FailureClass.HANG, Platform.TPU, worker_id=str(worker), timestamp=now,
-                                         message=f"worker {worker}: {stalled}"), now)
+        running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
+        steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
+        beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
+        workers = max(len(reports), self._workers(node))
+        silent = [worker_key(w) for w in range(workers) if w >= len(reports) or not reports[w].get("status")]
+        look = Look(node_name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent)
+        verdict = self._observe(context, state, look, Limits(hang_seconds=self.hang_timeout,
+                                                             startup_seconds=self.startup_timeout))
+        if verdict.failure is not None:
+            return JobFailed(verdict.failure, now)
         if reports and all(r.get("status") == "succeeded" for r in reports):
             return JobSucceeded(now)
         return None
 
-    def _stalled(self, context: Any, node_name: str, worker: int, report: Mapping[str, str],
-                 now: float) -> str | None:
-        """Why a running worker counts as hung, or None: no runner heartbeat for ``hang_timeout`` (the VM or
-        runner is gone), or -- once it has reported a step -- no new step for ``hang_timeout`` (the workload
-        is stuck while the runner lives). Each worker's last step and since when are kept under
-        :data:`PROGRESS_KEY` in the task state store, so that deferrals and task retries keep counting."""
-        heartbeat = float(report.get("heartbeat") or 0)
-        if heartbeat and now - heartbeat > self.hang_timeout:
-            return f"no heartbeat for {now - heartbeat:.0f} s"
-        step = report.get("step")
-        if not step:
-            return None
-        progress = self._worker_progress(context)
-        key = f"{node_name}#{worker}"
-        if worker == 0 and step.isdigit():
-            self._note_step(now, int(step))
-        seen = progress.get(key)
-        if not seen or seen[0] != step:
-            progress[key] = [step, now]
-            for other in [k for k in progress if not k.startswith(f"{node_name}#")]:
-                del progress[other]  # an earlier node's workers: nothing to watch any more
-            store = context.get("task_state_store")
-            if store is not None:
-                store.set(PROGRESS_KEY, progress)
-            return None
-        since = float(seen[1])
-        if now - since > self.hang_timeout:
-            return f"no progress past step {step} for {now - since:.0f} s"
-        return None
+    @staticmethod
+    def _workers(node: Any) -> int:
+        """How many worker VMs the node has (its accelerator type's hosts; 1 when the type is unknown)."""
+        try:
+            return worker_count(str(node.accelerator_type))
+        except ValueError:
+            return 1
 
-    def _worker_progress(self, context: Any) -> dict[str, list[Any]]:
-        """The workers' step progress (see :data:`PROGRESS_KEY`), read from the task state store once per
-        process."""
-        if "_progress" not in self.__dict__:  # this process has not read the store yet
-            store = context.get("task_state_store")
-            saved = store.get(PROGRESS_KEY) if store is not None else None
-            self.__dict__["_progress"] = {str(k): list(v) for k, v in saved.items()
-                                          if isinstance(v, list | tuple) and len(v) == 2} \
-                if isinstance(saved, dict) else {}
-        progress: dict[str, list[Any]] = self.__dict__["_progress"]
-        return progress
+    def _new_audits(self, context: Any, state: RunState, node_name: str) -> list[Failure]:
+        """The audit entries about the node not seen before, classified (entries that mean nothing dropped)."""
+        from ..policy import classify_tpu_audit_entry
 
-    def _new_audit_entries(self, context: Any, state: RunState, node_name: str) -> list[dict[str, Any]]:
-        """Audit entries about the node not seen before (ids kept in the task state store)."""
         started = state.history[-1].started_at if state.history else None
         since = datetime.fromtimestamp((started or self._clock()) - 60, tz=UTC)  # ingestion delay
         entries = self._audit().node_events(self.project_id, node_name, since)
+        ids = [str(e.get("insertId")) for e in entries]
+        fresh = set(self._observe(context, state, Look(node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
+        return [a for e in entries
+                if str(e.get("insertId")) in fresh and (a := classify_tpu_audit_entry(e)) is not None]
+
+    def _load(self, context: Any) -> RunState:
+        """The stored run; a run stored before the observer kept its memory in the run state (keys
+        :data:`SEEN_KEY` and :data:`PROGRESS_KEY`) gets that memory moved in."""
+        state = super()._load(context)
         store = context.get("task_state_store")
-        seen = list(store.get(SEEN_KEY) or []) if store is not None else getattr(self, "_seen", [])
-        fresh = [e for e in entries if e.get("insertId") not in seen]
-        if fresh:
-            seen = (seen + [e.get("insertId") for e in fresh])[-500:]
-            if store is not None:
-                store.set(SEEN_KEY, seen)
-            self._seen = seen
-        return fresh
+        if store is None or state.watch != WatchMemory() or not state.job_name:
+            return state
+        seen, progress = store.get(SEEN_KEY), store.get(PROGRESS_KEY)
+        if not seen and not progress:
+            return state
+        clocks = {}
+        for key, value in (progress or {}).items() if isinstance(progress, dict) else ():
+            node, _, worker = str(key).rpartition("#")
+            with contextlib.suppress(TypeError, ValueError):
+                if node == state.job_name and str(value[0]).isdigit():
+                    clocks[worker_key(int(worker))] = Clock(int(value[0]), float(value[1]))
+        memory = WatchMemory(resource=state.job_name, clocks=tuple(sorted(clocks.items())),
+                             audit_seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())
+        return state.observed(memory)
 
     def _checkpoint_location(self) -> str | None:
         return str(self.checkpoint_dir)

@@ -264,12 +264,17 @@ class ResilientCustomJobOperator(SupervisedOperator):
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase != Phase.RUNNING or not state.job_name:
             raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
+        if isinstance(event, dict) and isinstance(event.get("watch"), dict):  # the observer's memory goes on
+            from ..supervisor.observe import WatchMemory
+
+            state = state.observed(WatchMemory.from_json(event["watch"]))
+            self._save(context, state)
         self._note_trigger_steps(context, state, event)
         status = event.get("status") if isinstance(event, dict) else None
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:
             # The trigger cancelled the job; the next attempt waits until the platform says it ended.
-            from ..triggers.vertex_ai import STOP_KEYS
+            from ..backends.vertex import STOP_KEYS
 
             stopped = {k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}
             summary = self._await_end(state.job_name, {**summary, **stopped})
@@ -297,8 +302,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         attempt, fresh budgets, resuming from the latest checkpoint, as after a Clear). The rebuilt attempts
         carry no incidents, so budgets start afresh.
         """
+        from ..backends.vertex import TERMINAL_STATES
         from ..policy import Attempt
-        from ..triggers.vertex_ai import TERMINAL_STATES
 
         hook = self._hook()
         find = labels_filter(job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context), None))
@@ -398,31 +403,38 @@ class ResilientCustomJobOperator(SupervisedOperator):
         push_links(context, job_name)
         self._live_job = job_name
         if self.deferrable:
-            self._defer_watch(job_name)
-        return self._outcome(self._poll_until_terminal(job_name))
+            self._defer_watch(state, job_name)
+        return self._outcome(self._poll_until_terminal(context, state, job_name))
 
-    def _poll_until_terminal(self, job_name: str) -> dict[str, Any]:
-        """Poll every ``poll_interval`` seconds until the job is terminal; cancel it when it has been QUEUED or
-        PENDING past the queue timeout, or RUNNING without checkpoint progress past ``hang_timeout``. The
-        job's summary (:func:`~..triggers.vertex_ai.job_summary`), with the reason's
-        :data:`~..triggers.vertex_ai.STOP_KEYS` when it was cancelled for one."""
-        from ..checkpoints.progress import ProgressWatch
-        from ..triggers.vertex_ai import TERMINAL_STATES, queue_timeout_stop
+    def _poll_until_terminal(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
+        """Poll every ``poll_interval`` seconds until the job is terminal; cancel it when the observer says
+        so (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue timeout, or RUNNING without
+        checkpoint progress past ``hang_timeout``) and wait until it has ended. The job's summary
+        (:func:`~..backends.vertex.job_summary`), with the reason's :data:`~..backends.vertex.STOP_KEYS` when
+        it was cancelled for one."""
+        from ..backends.vertex import TERMINAL_STATES, job_limits, job_look, stop_keys, wants_checkpoints
 
         hook = self._hook()
-        progress = ProgressWatch(self.hang_timeout)
+        limits = job_limits(self.hang_timeout, self.resilience_policy.queue_timeout_seconds)
         while True:
             summary = self._job_summary(hook.get_custom_job(job_name))
             if summary["state"] in TERMINAL_STATES:
                 return summary
-            stop = queue_timeout_stop(summary, self._clock(), self.resilience_policy.queue_timeout_seconds)
-            if stop is None and summary["state"] == "JOB_STATE_RUNNING":
-                hung = self._look_for_progress(progress)
-                stop = {"hang": hung, "hang_since": progress.since} if hung is not None else None
-            if stop is not None:
-                self.log.warning("%s: %s; cancelling it", job_name, stop.get("queue_timeout") or stop.get("hang"))
+            look = job_look(summary)
+            if wants_checkpoints(summary, self.hang_timeout):
+                from ..checkpoints import find_latest_checkpoint
+
+                try:
+                    found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
+                except Exception as exc:  # a listing error is not evidence of a hang: the clock is not judged
+                    self.log.warning("Could not look for checkpoint progress: %s", exc)
+                else:
+                    look = job_look(summary, found.step if found else None, looked=True)
+            verdict = self._observe(context, state, look, limits)
+            if verdict.failure is not None:
+                self.log.warning("%s: %s; cancelling it", job_name, verdict.failure.message)
                 hook.cancel_custom_job(job_name)
-                return self._await_end(job_name, {**summary, **stop})
+                return self._await_end(job_name, {**summary, **stop_keys(verdict.failure)})
             self._sleep(self.poll_interval)
 
     def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Ended:
@@ -441,7 +453,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
             AirflowException: the job is still not terminal after :data:`CANCEL_WAIT_SECONDS` (a task retry
                 watches it again).
         """
-        from ..triggers.vertex_ai import TERMINAL_STATES
+        from ..backends.vertex import TERMINAL_STATES
 
         hook = self._hook()
         started = self._clock()
@@ -457,22 +469,6 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                        "it was cancelled; not starting another attempt beside it")
             self.log.info("Waiting for %s to end (%s) before the next attempt", job_name, summary["state"])
             self._sleep(min(self.poll_interval, CANCEL_POLL_SECONDS))
-
-    def _look_for_progress(self, progress: Any) -> str | None:
-        """Look for a new complete checkpoint (a step report for the ledger when there is one); why the
-        attempt counts as hung, or None."""
-        from ..checkpoints import find_latest_checkpoint
-
-        now = self._clock()
-        try:
-            found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
-        except Exception as exc:  # a listing error is not evidence of a hang
-            self.log.warning("Could not look for checkpoint progress: %s", exc)
-            return None
-        if progress.observe(found.step if found else None, now):
-            self._note_step(now, found.step if found else 0)
-        hang: str | None = progress.hang(now)
-        return hang
 
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
         from ..policy import classify_vertex_job
@@ -496,7 +492,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.log.warning("%s ended: %s", summary["name"], failure.summary())
         return JobFailed(failure, now)
 
-    def _defer_watch(self, job_name: str) -> None:
+    def _defer_watch(self, state: RunState, job_name: str) -> None:
         from ..triggers.vertex_ai import CustomJobTrigger
 
         hook = self._hook()
@@ -507,7 +503,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
                                    checkpoint_marker=self.checkpoint_marker,
                                    queue_timeout=self.resilience_policy.queue_timeout_seconds,
-                                   fire_not_before=self._fire_not_before())
+                                   fire_not_before=self._fire_not_before(),
+                                   watch=self._watch_memory(state).to_json())
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
@@ -534,7 +531,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     @staticmethod
     def _job_summary(job: Any) -> dict[str, Any]:
-        from ..triggers.vertex_ai import job_summary
+        from ..backends.vertex import job_summary
 
         return job_summary(job)
 

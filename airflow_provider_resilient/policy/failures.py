@@ -83,6 +83,11 @@ class FailureClass(enum.StrEnum):
     """The worker's preflight check failed before user code ran (seed 004: DNS, disk space, ulimit, GPU
     checks). Seed 004: isolate the faulty node and re-issue the job, 1 to 3 times."""
 
+    WORKER_SILENT = "worker_silent"
+    """A TPU worker's runner never reported within the start-up deadline (the operator's
+    ``startup_timeout``): the setup script broke, the runner could not start, the VM never came up. None of
+    the user's code ran. Like seed 004's faulty node: release the node and re-issue the job on a new one."""
+
     QUEUE_TIMEOUT = "queue_timeout"
     """The job or queued resource waited for capacity longer than the limit. Seed 004: "if queuing
     exceeds 30 minutes, the training job exits automatically"."""

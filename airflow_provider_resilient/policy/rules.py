@@ -297,6 +297,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          source="seed 004: isolate faulty hardware and re-issue the job"),
     Rule("preflight-failure", A.RECREATE_NODE, frozenset({FC.PREFLIGHT_FAILURE}), budget="preflight",
          source="seed 004: a failed environment pre-check isolates the node; 1 to 3 re-issues"),
+    Rule("silent-worker", A.RECREATE_NODE, frozenset({FC.WORKER_SILENT}), budget="silent_worker",
+         source="seed 004: isolate the faulty node and re-issue the job (a worker that never reported)"),
     Rule("queue-timeout", A.FAIL, frozenset({FC.QUEUE_TIMEOUT}), fail_over=True,
          source="seed 004: queuing over 30 minutes exits; fail over when fallbacks exist"),
     Rule("unknown", A.RESUBMIT, frozenset(), budget="unknown",
@@ -317,6 +319,7 @@ DEFAULT_BUDGETS: Mapping[str, Budget] = {
     "recreate_node": Budget(max_retries=3),
     "preemption": Budget(max_retries=3),
     "preflight": Budget(max_retries=3),
+    "silent_worker": Budget(max_retries=2),
     "unknown": Budget(max_retries=1),
 }
 

@@ -47,7 +47,7 @@ class CustomJobStateSensor(BaseSensorOperator):
         return ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain)
 
     def _judge(self, summary: dict[str, Any]) -> bool:
-        from ..triggers.vertex_ai import TERMINAL_STATES
+        from ..backends.vertex import TERMINAL_STATES
 
         if summary["state"] in self.target_states:
             self._summary = summary
@@ -58,7 +58,7 @@ class CustomJobStateSensor(BaseSensorOperator):
         return False
 
     def poke(self, context: Any) -> bool:
-        from ..triggers.vertex_ai import job_summary
+        from ..backends.vertex import job_summary
 
         return self._judge(job_summary(self._hook().get_custom_job(self.job_name)))
 

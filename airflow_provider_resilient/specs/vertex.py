@@ -149,7 +149,7 @@ def validate_custom_job(
                                 "is required: the command each replica runs, e.g. ['python', '-m', 'trainer.task'] "
                                 "(the operator does not rely on the image's ENTRYPOINT, which the emulator cannot "
                                 "run); or use a python_package_spec pool")
-        else:
+        elif package:
             for key in ("executor_image_uri", "python_module", "package_uris"):
                 if not package.get(key):
                     raise SpecError(f"{where}.python_package_spec.{key}", "is required")

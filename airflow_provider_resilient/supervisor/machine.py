@@ -47,7 +47,7 @@ new segment: no incident, no budget spent, and it resumes from the latest comple
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -61,6 +61,7 @@ from ..policy import (
     record_incident,
 )
 from ..policy.decide import DEFAULT_POLICY
+from .observe import WatchMemory
 
 # ---------------------------------------------------------------------------------------------- events
 
@@ -202,6 +203,8 @@ class RunState:
         job_name: the job being watched (or the last one).
         next_submit: after a sleep, the Submit to issue (None: watch ``job_name`` again).
         wake_at: when the current sleep ends, seconds since the epoch.
+        watch: what the observer (:mod:`.observe`) remembers of the attempt being watched: progress
+            clocks, audit entries seen. The shells update it after every look (:meth:`observed`).
     """
 
     phase: Phase = Phase.NEW
@@ -210,6 +213,11 @@ class RunState:
     job_name: str | None = None
     next_submit: Submit | None = None
     wake_at: float | None = None
+    watch: WatchMemory = field(default_factory=WatchMemory)
+
+    def observed(self, memory: WatchMemory) -> RunState:
+        """This state with the observer's new ``memory`` (after a look at the running attempt)."""
+        return replace(self, watch=memory)
 
     @property
     def segment(self) -> tuple[Attempt, ...]:
@@ -448,6 +456,8 @@ def state_to_json(state: RunState) -> dict[str, Any]:
         data["next_submit"] = {k: v for k, v in vars(state.next_submit).items() if v is not None}
     if state.wake_at is not None:
         data["wake_at"] = state.wake_at
+    if watch := state.watch.to_json():
+        data["watch"] = watch
     return data
 
 
@@ -475,6 +485,7 @@ def state_from_json(data: Any) -> RunState:
         job_name=data.get("job_name"),
         next_submit=Submit(**submit) if submit else None,
         wake_at=data.get("wake_at"),
+        watch=WatchMemory.from_json(data.get("watch")),
     )
 
 

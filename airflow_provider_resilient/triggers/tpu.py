@@ -26,10 +26,10 @@ trigger re-created on another triggerer starts a new one -- which is fine: the s
 are lost to the ledger, which only has fewer points, and the current step is recorded anew at the next
 poll.
 
-The look-again interval (:func:`look_again_seconds`): what only the operator's full look sees -- audit
+The look-again interval (:func:`~..backends.tpu.look_again_seconds`): what only the operator's full look sees -- audit
 entries of an event that came and went between two polls, a worker whose heartbeat or step stopped
 (hang detection) -- is seen within it. Default: ``hang_timeout / 2``, at most
-:data:`DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found within
+:data:`~..backends.tpu.DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found within
 ``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one short
 worker slot every 5 minutes instead of holding one all the time.
 
@@ -59,47 +59,10 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-#: Worker report statuses that end a runner (see :mod:`..worker.runner`).
-END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})
-#: The longest pause between two full looks of the operator at a quiet node (seconds).
-DEFAULT_LOOK_AGAIN_SECONDS = 300.0
+from ..backends.tpu import node_baseline, worker_change
+
 #: Seconds the trigger's ``on_kill`` may spend deleting (the triggerer allows 30 by default).
 DEFAULT_KILL_TIMEOUT_SECONDS = 25.0
-_FINE_HEALTH = ("HEALTHY", "HEALTH_UNSPECIFIED")
-
-
-def look_again_seconds(poll_interval: float, hang_timeout: float | None) -> float:
-    """Seconds between two full looks of a deferred operator at a quiet node: ``hang_timeout / 2`` capped at
-    :data:`DEFAULT_LOOK_AGAIN_SECONDS`, never below ``poll_interval`` (see the module docstring)."""
-    wanted = DEFAULT_LOOK_AGAIN_SECONDS if hang_timeout is None else min(DEFAULT_LOOK_AGAIN_SECONDS,
-                                                                         hang_timeout / 2)
-    return max(float(poll_interval), wanted)
-
-
-def node_baseline(node: Any, reports: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """What the operator saw in its look, as the trigger's JSON baseline: ``{"state", "health", "symptoms",
-    "workers": [{"status", "restarts"}, ...]}`` (``node``: a ``google.cloud.tpu_v2.Node``)."""
-    return {"state": node.state.name, "health": node.health.name,
-            "symptoms": sorted(s.symptom_type.name for s in node.symptoms),
-            "workers": [{"status": r.get("status", ""), "restarts": r.get("restarts", "0")} for r in reports]}
-
-
-def _restarts(report: Mapping[str, Any]) -> int:
-    value = str(report.get("restarts") or "0")
-    return int(value) if value.isdigit() else 0
-
-
-def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, str]]) -> str | None:
-    """Why the workers' reports are news against ``baseline`` (see the module docstring), or None."""
-    for index, report in enumerate(reports):
-        before = baseline[index] if index < len(baseline) else {}
-        status = report.get("status", "")
-        if status != before.get("status") and (status in END_STATUSES or status == "restarting"):
-            return f"worker {index} is {status} (exit code {report.get('exit_code', '?')})"
-        if _restarts(report) > _restarts(before):
-            return f"worker {index} was restarted in place ({_restarts(report)} restart(s))"
-    return None
-
 
 class TPUNodeTrigger(BaseTrigger):
     """Watch a TPU node until something needs the operator's full look (see the module docstring).
@@ -109,7 +72,7 @@ class TPUNodeTrigger(BaseTrigger):
         look_again_at: seconds since the epoch after which the trigger fires ``look_again`` (``timer`` when
             ``watch_node`` is False) at the latest.
         poll_interval: seconds between two reads of the node and the workers' reports.
-        baseline: what the operator last saw (:func:`node_baseline`); None: a node READY/HEALTHY with no
+        baseline: what the operator last saw (:func:`~..backends.tpu.node_baseline`); None: a node READY/HEALTHY with no
             symptoms and no report yet.
         keep_node: on a user's kill, leave the node and queued resource alone.
         queued_resource: ``projects/P/locations/ZONE/queuedResources/ID`` the node was requested through,
@@ -264,4 +227,4 @@ class TPUNodeTrigger(BaseTrigger):
                 await operation.result()
 
 
-__all__ = ["DEFAULT_LOOK_AGAIN_SECONDS", "TPUNodeTrigger", "look_again_seconds", "node_baseline", "worker_change"]
+__all__ = ["DEFAULT_KILL_TIMEOUT_SECONDS", "TPUNodeTrigger"]

@@ -6,7 +6,8 @@ it reached a terminal state; ``{"status": "error", "message": ...}`` when the jo
 ``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
 that long; ``{"status": "queue_timeout", "job": {...}, "queue_timeout": message, "queued_state": state,
 "timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer
-since its ``create_time`` (seed 004: queuing over 30 minutes ends the job; :func:`queue_timeout_stop`).
+since its ``create_time`` (seed 004: queuing over 30 minutes ends the job). Both are the pure observer's
+verdicts (:mod:`..supervisor.observe`); its memory comes in as ``watch`` and goes out in every event.
 In both the trigger has cancelled the job just before; the operator waits for it to end before it
 starts another attempt. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
 the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
@@ -18,9 +19,9 @@ Theory of operation -- the shared poller (``shared_poller=True``, the default). 
 every trigger of its process in one asyncio event loop. The triggers of one loop that watch jobs of the
 same project, region, connection, impersonation chain and emulator subscribe to one
 :class:`CustomJobPoller`, a task of that loop. Each cycle the poller lists the location's live jobs that
-carry the operator's ``resilient-attempt`` label (:func:`list_filter`; pages of :data:`LIST_PAGE_SIZE`)
-and hands every subscriber its job as listed. A subscriber whose job is not in the listing -- a job
-created without our labels (e.g. one the sensor watches), a job that ended (ended jobs are left out of
+carry the operator's ``resilient-attempt`` label (:func:`~..backends.vertex.list_filter`; pages of
+:data:`LIST_PAGE_SIZE`) and hands every subscriber its job as listed. A subscriber whose job is not in the
+listing -- a job created without our labels (e.g. one the sensor watches), a job that ended (ended jobs are left out of
 the listing so that it does not grow with history), or every job when the listing failed -- reads its
 job with one GetCustomJob of its own that cycle, so correctness never depends on the labels. The cycle
 period is the smallest ``poll_interval`` among the subscribers; the poller stops when the last one
@@ -49,9 +50,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 log = logging.getLogger(__name__)
 
-TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
-
 #: Jobs per ListCustomJobs page asked for by the shared poller (a service that caps it pages further).
 LIST_PAGE_SIZE = 1000
 
@@ -63,59 +61,11 @@ ON_KILL_SHARE = 0.8
 PollerKey: TypeAlias = tuple[str, str, str | None, str | tuple[str, ...] | None, str | None]
 
 
-#: Keys of an event (and of the operator's job summary) when the job was cancelled for a reason: a queue
-#: timeout (the failure's message, the state it waited in, when it was decided) or a hang (why, since when).
-STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
-
-
-def job_summary(job: Any) -> dict[str, Any]:
-    """The facts of a CustomJob the operator needs, as JSON (name, state, error, whether it started, when it
-    was created and when it ended, in seconds since the epoch)."""
-    return {
-        "name": job.name,
-        "state": job.state.name,
-        "error_code": int(job.error.code),
-        "error_message": job.error.message,
-        "started": "start_time" in job,
-        "create_time": job.create_time.timestamp() if "create_time" in job else None,
-        "end_time": job.end_time.timestamp() if "end_time" in job else None,
-    }
-
-
-def queue_timeout_stop(summary: dict[str, Any], now: float, limit_seconds: float | None) -> dict[str, Any] | None:
-    """The queue-timeout keys of :data:`STOP_KEYS` when the job of ``summary`` (:func:`job_summary`) has
-    been QUEUED or PENDING for more than ``limit_seconds`` since its ``create_time`` at ``now`` (seconds
-    since the epoch); None otherwise, or when ``limit_seconds`` is None.
-
-    The rule and its message are :func:`~..policy.classify_queue_wait`'s (seed 003: a job may stay QUEUED
-    until quota frees; seed 004: queuing over 30 minutes ends it).
-    """
-    if limit_seconds is None:
-        return None
-    from ..policy import classify_queue_wait
-
-    failure = classify_queue_wait(summary["state"], summary.get("create_time"), now, limit_seconds,
-                                  resource=summary["name"])
-    if failure is None:
-        return None
-    return {"queue_timeout": failure.message, "queued_state": failure.terminate_reason, "timed_out_at": now}
-
-
 #: The provider's modules a watch uses inside the event loop (the queue-timeout rule, the labels, checkpoint
 #: discovery), imported in a worker thread when it starts (hooks/loading.py): importing them costs 20-30 ms
 #: of CPU, several times that in wall time on a loaded triggerer.
-WATCH_MODULES = ("airflow_provider_resilient.policy", "airflow_provider_resilient.specs.vertex",
+WATCH_MODULES = ("airflow_provider_resilient.backends.vertex", "airflow_provider_resilient.specs.vertex",
                  "airflow_provider_resilient.checkpoints")
-
-
-def list_filter() -> str:
-    """The ListCustomJobs filter of the shared poller: live jobs carrying ``resilient-attempt``, the label
-    the operator puts on every job it creates (:mod:`..specs.vertex`), e.g.
-    ``labels.resilient-attempt:* AND state!="JOB_STATE_CANCELLED" AND ...``. Only fields and operators that
-    Vertex AI documents for this filter are used (``labels.key:*``, ``state!=``)."""
-    from ..specs.vertex import LABEL_ATTEMPT
-
-    return " AND ".join([f"labels.{LABEL_ATTEMPT}:*", *(f'state!="{s}"' for s in sorted(TERMINAL_STATES))])
 
 
 class Watch:
@@ -204,6 +154,8 @@ class CustomJobPoller:
         """The listed jobs by name, or None when the listing could not be read (every subscriber reads its
         own job this cycle)."""
         project, region = self.key[:2]
+        from ..backends.vertex import list_filter
+
         try:
             jobs = await self.hook.list_custom_jobs(project, region, list_filter(), page_size=LIST_PAGE_SIZE)
         except Exception as exc:  # permission, an unsupported filter, retries used up: fall back to GetCustomJob
@@ -268,6 +220,8 @@ class CustomJobTrigger(BaseTrigger):
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
             the trigger cancels it and reports a ``queue_timeout`` (the operator passes
             ``RetryPolicy.queue_timeout_seconds``; seed 004); None (default): never.
+        watch: the observer's memory of this attempt (``WatchMemory.to_json()``, from the run state), so that
+            a hang clock keeps counting across deferrals; every event carries the updated one as ``"watch"``.
 
     Raises:
         ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
@@ -276,14 +230,16 @@ class CustomJobTrigger(BaseTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
               "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
-              "fire_not_before")
+              "fire_not_before", "watch")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
                  cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
                  checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
-                 queue_timeout: float | None = None, fire_not_before: float | None = None) -> None:
+                 queue_timeout: float | None = None, fire_not_before: float | None = None,
+                 watch: dict[str, Any] | None = None) -> None:
         super().__init__()
+        self.watch = dict(watch or {})
         self.fire_not_before = fire_not_before
         if hang_timeout is not None and not checkpoint_dir:
             raise ValueError("CustomJobTrigger: hang_timeout needs checkpoint_dir, where progress is seen")
@@ -308,12 +264,12 @@ class CustomJobTrigger(BaseTrigger):
         return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
 
     @cached_property
-    def _progress(self) -> Any:
-        """The :class:`~..checkpoints.progress.ProgressWatch` of ``hang_timeout`` (made at first use: the
-        triggerer constructs triggers in its event loop, where the checkpoints package is not imported)."""
-        from ..checkpoints.progress import ProgressWatch
+    def _memory(self) -> Any:
+        """The observer's memory (:class:`~..supervisor.observe.WatchMemory`), from ``watch``; made at first
+        use, after the observer's modules were imported off the event loop."""
+        from ..supervisor.observe import WatchMemory
 
-        return ProgressWatch(self.hang_timeout)
+        return WatchMemory.from_json(self.watch)
 
     def _hook(self) -> Any:
         from ..hooks.vertex_ai import AsyncResilientVertexAIHook
@@ -337,6 +293,8 @@ class CustomJobTrigger(BaseTrigger):
         await load_off_loop(WATCH_MODULES)  # before the poller's first cycle, which needs list_filter()
         key = self._poller_key() if self.shared_poller else None
         payload = await (self._watch_shared(key) if key else self._watch_alone())
+        if memory := self._memory.to_json():
+            payload = {**payload, "watch": memory}
         if self._steps:
             payload = {**payload, "steps": self._steps}
         if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
@@ -344,40 +302,33 @@ class CustomJobTrigger(BaseTrigger):
         yield TriggerEvent(payload)
 
     async def _stop(self, job: Any, hook: Any) -> dict[str, Any] | None:
-        """The ``queue_timeout`` or ``hang`` event's payload when the live ``job`` must be stopped -- after
-        cancelling it -- else None."""
+        """The ``queue_timeout`` or ``hang`` event's payload when the observer says the live ``job`` must be
+        stopped -- after cancelling it -- else None. Lists the checkpoints (in a worker thread) only when a
+        RUNNING job is judged for a hang."""
+        from ..backends.vertex import job_limits, job_look, job_summary, stop_keys, wants_checkpoints
+        from ..supervisor.observe import observe
+
         summary = job_summary(job)
-        reason = queue_timeout_stop(summary, self._clock(), self.queue_timeout)
-        status = "queue_timeout"
-        if reason is None:
-            reason, status = await self._check_progress(job), "hang"
-        if reason is None:
+        look = job_look(summary)
+        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:
+            from ..checkpoints import find_latest_checkpoint
+
+            try:
+                found = await asyncio.to_thread(find_latest_checkpoint, self.checkpoint_dir,
+                                                marker=self.checkpoint_marker)
+            except Exception as exc:  # a listing error is not evidence of a hang: the clock is not judged
+                self.log.warning("Could not look for checkpoint progress of %s: %s", self.job_name, exc)
+            else:
+                look = job_look(summary, found.step if found else None, looked=True)
+        self._memory, verdict = observe(self._memory, look, self._clock(),
+                                        job_limits(self.hang_timeout, self.queue_timeout))
+        self._steps.extend([at, step] for _, step, at in verdict.progressed)
+        if verdict.failure is None:
             return None
-        self.log.warning("%s: %s; cancelling it", self.job_name, reason.get("queue_timeout") or reason.get("hang"))
+        self.log.warning("%s: %s; cancelling it", self.job_name, verdict.failure.message)
         await hook.cancel_custom_job(self.job_name)
-        return {"status": status, "job": summary, **reason}
-
-    async def _check_progress(self, job: Any) -> dict[str, Any] | None:
-        """With a ``hang_timeout``: look for a new checkpoint of the running job; the hang keys of
-        :data:`STOP_KEYS` when it has stalled for longer, else None."""
-        if self.hang_timeout is None or not self.checkpoint_dir or job.state.name != "JOB_STATE_RUNNING":
-            return None
-        from ..checkpoints import find_latest_checkpoint
-
-        now = self._clock()
-        try:
-            found = await asyncio.to_thread(find_latest_checkpoint, self.checkpoint_dir,
-                                            marker=self.checkpoint_marker)
-        except Exception as exc:  # a listing error is not evidence of a hang
-            self.log.warning("Could not look for checkpoint progress of %s: %s", self.job_name, exc)
-            return None
-        step = found.step if found else None
-        if self._progress.observe(step, now):
-            self._steps.append([now, step or 0])
-        hung = self._progress.hang(now)
-        if hung is None:
-            return None
-        return {"hang": hung, "hang_since": self._progress.since}
+        status = "queue_timeout" if "queue_timeout" in (keys := stop_keys(verdict.failure)) else "hang"
+        return {"status": status, "job": summary, **keys}
 
     async def _watch_alone(self) -> dict[str, Any]:
         """Per-job polling: one GetCustomJob every ``poll_interval`` seconds; the event's payload."""
@@ -428,6 +379,8 @@ class CustomJobTrigger(BaseTrigger):
     @staticmethod
     def _judge(job: Any) -> dict[str, Any] | None:
         """The terminal event's payload when ``job`` is in a terminal state, else None."""
+        from ..backends.vertex import TERMINAL_STATES, job_summary
+
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
     async def on_kill(self) -> None:

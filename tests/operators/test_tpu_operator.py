@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_resilient.clients import tpu_client
-from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, STATE_KEY, ResilientTPUWorkloadOperator
+from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.specs.tpu import node_id_for
 
@@ -55,7 +55,7 @@ def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
         runtime_version="tpu-ubuntu2204-base", command=command, checkpoint_dir="gs://tpu-ckpt/run/checkpoints",
         checkpoint_marker="COMMITTED", poll_interval=0.05, resilience_policy=POLICY, max_worker_restarts=2,
         min_defer_seconds=0.0,
-        heartbeat_seconds=0.1)
+        heartbeat_seconds=0.1, startup_timeout=20.0)
     defaults.update(kwargs)
     return ResilientTPUWorkloadOperator(**defaults)
 
@@ -213,6 +213,19 @@ def test_a_worker_crashing_beyond_the_restart_cap_gets_a_new_node(resilient_emul
     assert nodes_left() == []
 
 
+def test_a_worker_whose_runner_never_reports_is_silent_past_the_startup_timeout_and_its_node_released(
+        resilient_emulator):
+    """Issue 13: a setup script that breaks PATH keeps the runner from ever starting; the node is READY and
+    nothing reports. Past ``startup_timeout`` the worker is WORKER_SILENT: a new node, twice, then the run
+    fails -- and no node is left."""
+    with pytest.raises(AirflowFailException, match="silent-worker") as failed:
+        operator(steps(3), setup_script="export PATH=/nonexistent", startup_timeout=1.0).execute(ctx := context())
+    assert "no report from its runner" in str(failed.value)
+    assert stored_decisions(ctx) == [("worker_silent", "recreate_node")] * 2 + [("worker_silent", "give_up")]
+    assert len(created(resilient_emulator)) == 3 and created(resilient_emulator) == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
 def test_a_permanent_exit_code_fails_without_re_creating(resilient_emulator):
     with pytest.raises(AirflowFailException, match="permanent-user-error") as failed:
         operator("exit 3").execute(ctx := context())
@@ -228,7 +241,8 @@ def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
     result = operator(steps(12), hang_timeout=1.0).execute(ctx)
     assert decisions(result) == [("hang", "resubmit")]
     assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
-    assert list(ctx["task_state_store"].data[PROGRESS_KEY]) == [f"{ZONE}/nodes/{A2}#0"]
+    watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state
+    assert watch["resource"] == f"{ZONE}/nodes/{A2}" and list(watch["clocks"]) == ["worker 0"]
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
     assert nodes_left() == []
 

@@ -141,8 +141,9 @@ def test_an_airflow_retry_of_a_deferred_task_reattaches_instead(resilient_emulat
 
 @pytest.mark.parametrize("with_event", [True, False], ids=["trigger-event", "no-event"])
 def test_deferrable_resumes_from_the_trigger_event_or_by_reading_the_job(resilient_emulator, with_event):
+    from airflow_provider_resilient.backends.vertex import job_summary
     from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook
-    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger, job_summary
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 
     ctx = context()
     op = operator(deferrable=True)
@@ -613,7 +614,7 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
     watch = operator(deferrable=True, min_defer_seconds=10.0)
     before = time.time()
     with pytest.raises(TaskDeferred) as raised:
-        watch._defer_watch("projects/test-project/locations/us-central1/customJobs/1")
+        watch._defer_watch(RunState(), "projects/test-project/locations/us-central1/customJobs/1")
     trigger = raised.value.trigger
     assert before + 10.0 <= trigger.fire_not_before <= time.time() + 10.0
     assert trigger.serialize()[1]["fire_not_before"] == trigger.fire_not_before

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
+from airflow_provider_resilient.backends.tpu import look_again_seconds
 from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.get_provider_info import get_provider_info
 from airflow_provider_resilient.goodput import Ledger
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
-from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, STATE_KEY, ResilientTPUWorkloadOperator
+from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.specs.tpu import startup_script
-from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger, look_again_seconds
+from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
 from airflow_provider_resilient.worker import runner_source
 
 from ..operators.test_tpu_operator import (
@@ -105,7 +106,8 @@ def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulato
     result = run_deferred(lambda: operator(steps(8), deferrable=True, hang_timeout=1.0), ctx, max_deferrals=40)
     assert decisions(result) == [("hang", "resubmit")]
     assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
-    assert list(ctx["task_state_store"].data[PROGRESS_KEY]) == [f"{ZONE}/nodes/{A2}#0"]
+    watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state
+    assert watch["resource"] == f"{ZONE}/nodes/{A2}" and list(watch["clocks"]) == ["worker 0"]
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
 
 

@@ -1,0 +1,233 @@
+"""The pure observer: what one look at a live attempt means, and what must be remembered between looks.
+
+Every platform's shell (the Vertex AI operator polling, its trigger, the TPU operator) reads the platform
+and hands the reading over as a :class:`Look`; :func:`observe` returns the new :class:`WatchMemory` and a
+:class:`Verdict`. The rules live here once (DESIGN.md: "every memory of what was observed -- hang clocks,
+queue waits, audit entries seen, step progress -- lives in the one persisted run state, updated by a pure
+observer"):
+
+* **Queue timeout** -- a job or queued resource waiting for resources past ``Limits.queue_seconds`` since
+  it was created (seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically";
+  the rule and its message are :func:`~..policy.classify_queue_wait`'s).
+* **Hang** -- DESIGN.md rules table: "no heartbeat / no checkpoint progress for a set time" is a hang,
+  treated as a transient crash. A *progress clock* per key (``"checkpoints"`` for the newest complete
+  checkpoint of a CustomJob, ``"worker N"`` for the step a TPU worker reports) starts when a step is first
+  seen and restarts when it changes; a clock older than ``Limits.hang_seconds`` is a hang. A runner's
+  heartbeat older than that is one too (the VM or its runner is gone).
+* **Start-up deadline** -- a worker whose runner has not reported at all (issue 13: the setup script broke
+  PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
+  ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
+* **Audit-log de-duplication** -- each audit entry (by ``insertId``) is handed back as fresh once.
+* **Step progress** -- every new step seen is handed back for the goodput ledger.
+
+The memory belongs to one attempt (:attr:`WatchMemory.resource`): a look at another resource starts the
+clocks afresh (the audit ids seen are kept). Pure: no I/O, no clock; ``now`` is seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..policy import Failure, FailureClass, Platform, classify_queue_wait
+
+#: The clock key of a CustomJob's checkpoint progress.
+CHECKPOINTS = "checkpoints"
+#: How many audit entry ids the memory keeps (the newest): enough for any node's events between two looks.
+AUDIT_IDS_KEPT = 500
+
+
+def worker_key(worker: int) -> str:
+    """The clock key of TPU worker ``worker`` (0-based): ``"worker 0"``."""
+    return f"worker {worker}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a live attempt must be stopped. Seconds; None: never.
+
+    Attributes:
+        hang_seconds: the longest a progress clock or a heartbeat may stand still (``hang_timeout``).
+        queue_seconds: the longest a job may wait for resources (``RetryPolicy.queue_timeout_seconds``).
+        startup_seconds: the longest a worker may stay silent -- no report at all from its runner -- on a
+            node that is up (``startup_timeout``).
+    """
+
+    hang_seconds: float | None = None
+    queue_seconds: float | None = None
+    startup_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A progress clock: the step last seen (None: no checkpoint yet) and since when (epoch seconds)."""
+
+    step: int | None
+    since: float
+
+
+@dataclass(frozen=True)
+class WatchMemory:
+    """What the observer remembers of the attempt being watched; JSON through :meth:`to_json`.
+
+    Attributes:
+        resource: the attempt's job or node name (None: nothing watched yet).
+        clocks: progress clock per key (:data:`CHECKPOINTS`, :func:`worker_key`), as sorted pairs.
+        audit_seen: ids of the audit entries already handed back, the newest :data:`AUDIT_IDS_KEPT`.
+    """
+
+    resource: str | None = None
+    clocks: tuple[tuple[str, Clock], ...] = ()
+    audit_seen: tuple[str, ...] = ()
+
+    def clock(self, key: str) -> Clock | None:
+        """The clock of ``key``, or None."""
+        return dict(self.clocks).get(key)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible data with no None values (Airflow's task state store takes no None)."""
+        data: dict[str, Any] = {}
+        if self.resource:
+            data["resource"] = self.resource
+        if self.clocks:
+            data["clocks"] = {k: ([c.step] if c.step is not None else []) + [c.since] for k, c in self.clocks}
+        if self.audit_seen:
+            data["audit_seen"] = list(self.audit_seen)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> WatchMemory:
+        """The inverse of :meth:`to_json`; unreadable parts are dropped (they only restart a clock early).
+
+        A clock is ``[step, since]`` or ``[since]`` (no checkpoint yet)."""
+        if not isinstance(data, Mapping):
+            return cls()
+        clocks = []
+        for key, value in (data.get("clocks") or {}).items():
+            try:
+                *step, since = value
+                clocks.append((str(key), Clock(int(step[0]) if step else None, float(since))))
+            except (TypeError, ValueError, IndexError):
+                continue
+        seen = data.get("audit_seen")
+        return cls(resource=data.get("resource") or None, clocks=tuple(sorted(clocks)),
+                   audit_seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())
+
+
+@dataclass(frozen=True)
+class Look:
+    """One reading of a live attempt, as the shell made it.
+
+    Attributes:
+        resource: the job or node name.
+        platform: whose states ``state`` names.
+        state: the platform's state name (``JOB_STATE_QUEUED``, ``WAITING_FOR_RESOURCES`` ...).
+        queued_since: when the job (or queued resource) was created, epoch seconds; None: unknown.
+        progress: the step seen now per clock key, only for the keys looked at this time (None: no
+            checkpoint yet). A key not given keeps its clock and is not judged.
+        heartbeats: per clock key, when its runner last reported (epoch seconds); 0 or absent: never.
+        audit_ids: ids of the audit entries read this time, oldest first.
+        silent: the clock keys of the workers with no report at all from their runner, when the workers were
+            looked at (None: they were not; a worker not listed has spoken and its silence clock stops).
+    """
+
+    resource: str
+    platform: Platform = Platform.VERTEX_AI
+    state: str = ""
+    queued_since: float | None = None
+    progress: Mapping[str, int | None] = field(default_factory=dict)
+    heartbeats: Mapping[str, float] = field(default_factory=dict)
+    audit_ids: Sequence[str] = ()
+    silent: Sequence[str] | None = None
+
+
+#: The prefix of a silence clock's key: ``"silent worker 1"``.
+SILENT = "silent "
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a look means.
+
+    Attributes:
+        failure: a QUEUE_TIMEOUT, HANG or WORKER_SILENT failure when the live attempt must be ended (the shell cancels
+            it, waits until it has ended, and reports the failure); None while it may go on.
+        progressed: ``(key, step, at)`` for every clock that started or moved (a first look with no
+            checkpoint gives step 0), for the goodput ledger.
+        fresh_audit: the ids of ``Look.audit_ids`` not handed back before, in their order.
+    """
+
+    failure: Failure | None = None
+    progressed: tuple[tuple[str, int, float], ...] = ()
+    fresh_audit: tuple[str, ...] = ()
+
+
+def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tuple[WatchMemory, Verdict]:
+    """Judge ``look`` at ``now`` (epoch seconds) against ``limits``, given what was seen before.
+
+    Returns the new memory (the argument is not changed) and the verdict. The queue timeout is judged
+    first, then heartbeats, then the progress clocks (the first stalled key, in sorted order, is named).
+    """
+    if look.resource != memory.resource:
+        memory = WatchMemory(resource=look.resource, audit_seen=memory.audit_seen)
+    seen = set(memory.audit_seen)
+    fresh = tuple(dict.fromkeys(i for i in look.audit_ids if i not in seen))
+    clocks = dict(memory.clocks)
+    progressed = []
+    for key, step in sorted(look.progress.items()):
+        clock = clocks.get(key)
+        if clock is None or clock.step != step:
+            clocks[key] = Clock(step, now)
+            progressed.append((key, step or 0, now))
+    if look.silent is not None:
+        silent = {SILENT + key for key in look.silent}
+        clocks = {k: c for k, c in clocks.items() if not k.startswith(SILENT) or k in silent}
+        clocks.update({key: Clock(None, now) for key in silent if key not in clocks})
+    memory = WatchMemory(resource=look.resource, clocks=tuple(sorted(clocks.items())),
+                         audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:])
+    return memory, Verdict(_failure(memory, look, now, limits), tuple(progressed), fresh)
+
+
+def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits) -> Failure | None:
+    if limits.queue_seconds is not None:
+        waited = classify_queue_wait(look.state, look.queued_since, now, limits.queue_seconds,
+                                     platform=look.platform, resource=look.resource)
+        if waited is not None:
+            return waited
+    if limits.startup_seconds is not None:
+        for key in sorted(look.silent or ()):
+            clock = memory.clock(SILENT + key)
+            if clock is not None and now - clock.since > limits.startup_seconds:
+                worker = key.removeprefix("worker ") if key.startswith("worker ") else None
+                return Failure(FailureClass.WORKER_SILENT, look.platform, worker_id=worker, timestamp=clock.since,
+                               message=f"{key}: no report from its runner for {now - clock.since:.0f} s on a node "
+                                       f"that is up (startup_timeout {limits.startup_seconds:.0f} s)")
+    hang = limits.hang_seconds
+    if hang is None:
+        return None
+    for key, beat in sorted(look.heartbeats.items()):
+        if beat and now - beat > hang:
+            return _hang(look, key, f"{key}: no heartbeat for {now - beat:.0f} s", beat)
+    for key in sorted(look.progress):
+        clock = memory.clock(key)
+        if clock is None or now - clock.since <= hang:
+            continue
+        stalled = now - clock.since
+        if key == CHECKPOINTS:
+            where = f"step {clock.step}" if clock.step is not None else "no checkpoint"
+            message = f"no new checkpoint past {where} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
+        else:
+            message = f"{key}: no progress past step {clock.step} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
+        return _hang(look, key, message, clock.since)
+    return None
+
+
+def _hang(look: Look, key: str, message: str, since: float) -> Failure:
+    """A HANG failure dated when the stall began (the last progress or heartbeat)."""
+    worker = key.removeprefix("worker ") if key.startswith("worker ") else None
+    return Failure(FailureClass.HANG, look.platform, worker_id=worker, message=message, timestamp=since)
+
+
+__all__ = ["AUDIT_IDS_KEPT", "CHECKPOINTS", "SILENT", "Clock", "Limits", "Look", "Verdict", "WatchMemory", "observe",
+           "worker_key"]

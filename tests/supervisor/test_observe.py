@@ -1,0 +1,139 @@
+"""The pure observer: queue timeout, hang clocks, heartbeats, audit de-duplication, step progress, and its
+memory through JSON -- the rules every shell (Vertex operator, its trigger, TPU operator) now shares."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_resilient.policy import FailureClass, Platform
+from airflow_provider_resilient.supervisor import RunState, state_from_json, state_to_json
+from airflow_provider_resilient.supervisor.observe import (
+    AUDIT_IDS_KEPT,
+    CHECKPOINTS,
+    Clock,
+    Limits,
+    Look,
+    WatchMemory,
+    observe,
+    worker_key,
+)
+
+T0 = 1_800_000_000.0
+JOB = "projects/p/locations/us-central1/customJobs/1"
+NODE = "projects/p/locations/us-central2-b/nodes/n-a1"
+
+
+def reload(memory: WatchMemory) -> WatchMemory:
+    return WatchMemory.from_json(json.loads(json.dumps(memory.to_json())))
+
+
+def running(step: int | None) -> Look:
+    return Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={CHECKPOINTS: step})
+
+
+def test_a_job_queued_past_the_limit_is_a_queue_timeout_with_the_seed_rule_message():
+    queued = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_QUEUED", queued_since=T0)
+    _, verdict = observe(WatchMemory(), queued, T0 + 1800, Limits(queue_seconds=1800))
+    assert verdict.failure is None  # not past it yet
+    _, verdict = observe(WatchMemory(), queued, T0 + 1801, Limits(queue_seconds=1800))
+    assert verdict.failure.failure_class is FailureClass.QUEUE_TIMEOUT
+    assert verdict.failure.terminate_reason == "QUEUED" and "seed 004" in verdict.failure.message
+    _, verdict = observe(WatchMemory(), queued, T0 + 9999, Limits())
+    assert verdict.failure is None  # no limit: never
+
+
+def test_a_checkpoint_clock_starts_at_the_first_look_and_a_stall_past_the_hang_timeout_is_a_hang():
+    limits = Limits(hang_seconds=60)
+    memory, verdict = observe(WatchMemory(), running(None), T0, limits)
+    assert verdict.failure is None and verdict.progressed == ((CHECKPOINTS, 0, T0),)  # dates the start
+    memory, verdict = observe(reload(memory), running(10), T0 + 50, limits)
+    assert verdict.progressed == ((CHECKPOINTS, 10, T0 + 50),)
+    memory, verdict = observe(reload(memory), running(10), T0 + 110, limits)
+    assert verdict.failure is None and verdict.progressed == ()  # 60 s exactly is not past it
+    _, verdict = observe(reload(memory), running(10), T0 + 111, limits)
+    assert verdict.failure.failure_class is FailureClass.HANG and verdict.failure.timestamp == T0 + 50
+    assert verdict.failure.message == "no new checkpoint past step 10 for 61 s (hang_timeout 60 s)"
+
+
+def test_a_key_not_looked_at_is_not_judged_and_keeps_its_clock():
+    memory, _ = observe(WatchMemory(), running(10), T0, Limits(hang_seconds=60))
+    unlooked = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0)  # the listing failed this time
+    memory, verdict = observe(memory, unlooked, T0 + 500, Limits(hang_seconds=60))
+    assert verdict.failure is None and memory.clock(CHECKPOINTS) == Clock(10, T0)
+
+
+def test_tpu_workers_stall_by_their_step_or_their_runner_heartbeat_and_are_named():
+    limits = Limits(hang_seconds=100)
+    look = Look(NODE, Platform.TPU, "READY", progress={worker_key(0): 5, worker_key(1): 5},
+                heartbeats={worker_key(0): T0, worker_key(1): T0})
+    memory, verdict = observe(WatchMemory(), look, T0, limits)
+    assert verdict.failure is None and [k for k, _, _ in verdict.progressed] == ["worker 0", "worker 1"]
+    moved = Look(NODE, Platform.TPU, "READY", progress={worker_key(0): 6, worker_key(1): 5},
+                 heartbeats={worker_key(0): T0 + 150, worker_key(1): T0 + 150})
+    _, verdict = observe(memory, moved, T0 + 150, limits)
+    assert verdict.failure.worker_id == "1" and verdict.failure.platform is Platform.TPU
+    assert verdict.failure.message.startswith("worker 1: no progress past step 5 for 150 s")
+    silent = Look(NODE, Platform.TPU, "READY", heartbeats={worker_key(0): T0 + 150, worker_key(1): T0 + 10})
+    _, verdict = observe(memory, silent, T0 + 150, limits)
+    assert verdict.failure.message == "worker 1: no heartbeat for 140 s" and verdict.failure.timestamp == T0 + 10
+
+
+def test_a_new_attempt_starts_its_clocks_afresh_and_audit_entries_count_once():
+    memory, _ = observe(WatchMemory(), running(10), T0, Limits(hang_seconds=60))
+    memory, verdict = observe(memory, Look(NODE, Platform.TPU, audit_ids=["a", "b", "a"]), T0 + 1, Limits())
+    assert memory.resource == NODE and memory.clocks == () and verdict.fresh_audit == ("a", "b")
+    memory, verdict = observe(reload(memory), Look(NODE, Platform.TPU, audit_ids=["b", "c"]), T0 + 2, Limits())
+    assert verdict.fresh_audit == ("c",) and memory.audit_seen == ("a", "b", "c")
+    ids = [str(i) for i in range(AUDIT_IDS_KEPT + 10)]
+    memory, _ = observe(memory, Look(NODE, Platform.TPU, audit_ids=ids), T0 + 3, Limits())
+    assert len(memory.audit_seen) == AUDIT_IDS_KEPT and memory.audit_seen[-1] == ids[-1]
+
+
+def test_the_memory_travels_in_the_run_state_and_unreadable_parts_are_dropped():
+    memory, _ = observe(WatchMemory(), running(None), T0, Limits())
+    memory, _ = observe(memory, Look(JOB, audit_ids=["x"]), T0, Limits())
+    state = state_from_json(json.loads(json.dumps(state_to_json(RunState().observed(memory)))))
+    assert state.watch == memory and state.watch.clock(CHECKPOINTS) == Clock(None, T0)
+    assert "watch" not in state_to_json(RunState())  # nothing stored for nothing seen
+    odd = WatchMemory.from_json({"resource": JOB, "clocks": {"checkpoints": "x", "worker 0": [3, T0]},
+                                 "audit_seen": "y"})
+    assert odd == WatchMemory(JOB, (("worker 0", Clock(3, T0)),), ())
+    assert WatchMemory.from_json(None) == WatchMemory.from_json([1]) == WatchMemory()
+
+
+steps = st.lists(st.tuples(st.floats(0, 500), st.none() | st.integers(0, 50)), min_size=1, max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(looks=steps, hang=st.floats(1, 300))
+def test_a_hang_is_declared_exactly_when_a_step_stood_still_longer_than_the_timeout(looks, hang):
+    memory, now, last_change, last_step = WatchMemory(), T0, None, object()
+    for gap, step in looks:
+        now += gap
+        memory, verdict = observe(reload(memory), running(step), now, Limits(hang_seconds=hang))
+        if step != last_step:
+            last_change, last_step = now, step
+        stalled = now - last_change > hang
+        assert (verdict.failure is not None) == stalled
+        if stalled:
+            assert verdict.failure.timestamp == pytest.approx(last_change)
+
+
+def test_a_silent_worker_is_judged_by_its_own_clock_and_speaking_stops_it():
+    limits = Limits(startup_seconds=100)
+    look = Look(NODE, Platform.TPU, "READY", silent=[worker_key(1)])
+    memory, verdict = observe(WatchMemory(), look, T0, limits)
+    assert verdict.failure is None and memory.clock("silent worker 1") == Clock(None, T0)
+    audit_only = Look(NODE, Platform.TPU, audit_ids=["a"])  # workers not looked at: the clock goes on
+    memory, _ = observe(reload(memory), audit_only, T0 + 50, limits)
+    _, verdict = observe(memory, look, T0 + 101, limits)
+    assert verdict.failure.failure_class is FailureClass.WORKER_SILENT and verdict.failure.worker_id == "1"
+    assert verdict.failure.timestamp == T0 and "startup_timeout 100 s" in verdict.failure.message
+    spoke, _ = observe(memory, Look(NODE, Platform.TPU, "READY", silent=[]), T0 + 60, limits)
+    assert spoke.clock("silent worker 1") is None
+    _, verdict = observe(spoke, look, T0 + 200, limits)
+    assert verdict.failure is None  # silent again from T0 + 200: a new clock
