@@ -282,9 +282,12 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     assert event["status"] == "hang" and "no new checkpoint past step 20" in event["hang"]
     assert [s for _, s in event["steps"]][-1] == 20
     hung = ctx["task_state_store"].data[STATE_KEY]["job_name"]
+    # The observer's memory travels out in the event and into the run state: a next deferral goes on from it.
+    assert event["watch"]["resource"] == hung and event["watch"]["clocks"]["checkpoints"][0] == 20
     assert resilient_emulator.wait_for_state(hung, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
     with pytest.raises(TaskDeferred) as deferred:  # decided: resubmit after the backoff, deferred
         deferrable_operator().execute_complete(ctx, event=event)
+    assert ctx["task_state_store"].data[STATE_KEY]["watch"] == event["watch"]
     assert not isinstance(deferred.value.trigger, CustomJobTrigger)  # the backoff's DateTimeTrigger
     with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
         deferrable_operator().execute_complete(ctx, event=None)
@@ -619,3 +622,18 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
     assert before + 10.0 <= trigger.fire_not_before <= time.time() + 10.0
     assert trigger.serialize()[1]["fire_not_before"] == trigger.fire_not_before
 
+
+
+def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger():
+    """The hang clock of an attempt goes on across deferrals: the trigger starts from the stored memory."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_resilient.supervisor import RunState
+    from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, Clock, WatchMemory
+
+    name = "projects/test-project/locations/us-central1/customJobs/7"
+    memory = WatchMemory(name, ((CHECKPOINTS, Clock(30, 1_800_000_000.0)),))
+    with pytest.raises(TaskDeferred) as raised:
+        operator(deferrable=True, hang_timeout=60.0)._defer_watch(RunState().observed(memory), name)
+    trigger = raised.value.trigger
+    assert trigger.serialize()[1]["watch"] == memory.to_json() and trigger._memory == memory
