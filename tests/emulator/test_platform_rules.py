@@ -277,3 +277,18 @@ def test_the_error_appears_about_a_minute_after_the_end(client, resilient_emulat
         resilient_emulator._stop.wait(0.01)
     assert client.get_custom_job(name=job.name).state.name == "JOB_STATE_RUNNING"  # error not set yet
     resilient_emulator.wait_for_state(job.name, ["JOB_STATE_FAILED"], 30)
+
+
+def test_a_command_that_cannot_start_fails_its_job_with_start_error_and_stops_nothing_else(submit,
+                                                                                           resilient_emulator):
+    """Issue 13: ``Popen`` raising FileNotFoundError used to abort every engine tick, so no other job moved.
+    The replica now ends as a container runtime reports it (exit 127, StartError) and the others go on."""
+    healthy = submit(custom_job("import time; time.sleep(0.5); print('trained')"), wait=False)
+    broken = pool("")
+    broken["container_spec"]["command"] = ["no-such-command-anywhere"]
+    job = submit(custom_job(pools=[broken]))
+    assert job.state.name == "JOB_STATE_FAILED"
+    assert job.error.message == ("The replica workerpool0-0 exited with a non-zero status of 127. "
+                                 "Termination reason: StartError.")
+    assert "no-such-command-anywhere" in resilient_emulator.replica_log(job.name)
+    assert resilient_emulator.wait_for_state(healthy.name, ["JOB_STATE_SUCCEEDED"], 60) == "JOB_STATE_SUCCEEDED"

@@ -19,6 +19,12 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+#: The exit status a container runtime gives a command it cannot start (seed 003's StartError codes): 127
+#: not found, 126 not executable; 128 for any other start failure.
+START_ERROR_STATUS: dict[type[OSError], int] = {FileNotFoundError: 127, NotADirectoryError: 127,
+                                                PermissionError: 126, IsADirectoryError: 126}
+
+
 class ReplicaProcess:
     """One run of one replica's command.
 
@@ -40,6 +46,8 @@ class ReplicaProcess:
         self.log_offset = 0  # size of the log file when it started: what the process wrote comes after
         self._proc: subprocess.Popen[bytes] | None = None
         self._suspended = False
+        #: The exit status of a command that could not be started at all (None: it started).
+        self.start_error: int | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,10 +55,14 @@ class ReplicaProcess:
             log.write(f"===== {self.header} =====\n".encode())
             log.flush()
             self.log_offset = log.tell()
-            self._proc = subprocess.Popen(
-                self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=self.log_path.parent,
-            )
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True, cwd=self.log_path.parent,
+                )
+            except OSError as exc:  # the command cannot be run: it ends at once, as a container's would
+                self.start_error = START_ERROR_STATUS.get(type(exc), 128)
+                log.write(f"exec {self.argv[0] if self.argv else ''!r} failed: {exc}\n".encode())
         self.started_at = time.monotonic()
 
     @property
@@ -60,7 +72,7 @@ class ReplicaProcess:
     def poll(self) -> int | None:
         """The exit status once it has exited (``128 + n`` for signal ``n``), else None."""
         if self._proc is None:
-            return None
+            return self.start_error
         code = self._proc.poll()
         return None if code is None else exit_status(code)
 

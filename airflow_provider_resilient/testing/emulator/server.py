@@ -161,11 +161,11 @@ class Emulator:
 
     def _run_engine(self) -> None:
         while not self._stop.wait(self.config.tick_seconds):
-            try:
-                self.vertex.tick()
-                self.tpu.tick()
-            except Exception:  # keep the platform alive; the error is in the log
-                log.exception("emulator engine tick failed")
+            for platform in (self.vertex, self.tpu):  # one platform's error never stops the other
+                try:
+                    platform.tick()
+                except Exception:  # keep the platform alive; the error is in the log
+                    log.exception("emulator engine tick failed")
 
     # ------------------------------------------------------------------ addresses and environment
     @property

@@ -8,6 +8,7 @@ never advance state: :meth:`VertexBackend.tick`, called by the engine thread, do
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import threading
@@ -23,6 +24,8 @@ from ..filters import FilterError, compile_filter
 from ..operations import OperationStore
 from .runs import JobRun
 from .specs import parse_parent, plan_replicas, validate_job_spec, validate_labels
+
+log = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
                       "JOB_STATE_PARTIALLY_SUCCEEDED"})
@@ -61,6 +64,7 @@ class VertexBackend:
         self.lock = threading.RLock()
         self.runs: dict[str, JobRun] = {}  # CustomJob name -> run
         self.tuning: dict[str, TuningRun] = {}  # HyperparameterTuningJob name -> run
+        self._broken: set[int] = set()  # resources whose advance() raised (logged once)
         self._ids = itertools.count(1_000_000_000_000_000_000 + (config.seed or 0) * 1000)
 
     # ------------------------------------------------------------------ helpers
@@ -230,11 +234,15 @@ class VertexBackend:
         """Advance every job as far as ``now`` (monotonic seconds) allows."""
         now = time.monotonic() if now is None else now
         with self.lock:
-            for run in list(self.runs.values()):
-                if not run.done:
-                    run.advance(now)
-            for tuning in list(self.tuning.values()):
-                tuning.advance(now)
+            resources: list[JobRun | TuningRun] = [*(r for r in self.runs.values() if not r.done),
+                                                   *self.tuning.values()]
+            for resource in resources:
+                try:
+                    resource.advance(now)
+                except Exception:  # one job's error must never stop the others; logged once per job
+                    if id(resource) not in self._broken:
+                        self._broken.add(id(resource))
+                        log.exception("emulator: advancing %s failed", resource.job.name)
 
     def shutdown(self) -> None:
         """Kill every replica process."""

@@ -47,7 +47,7 @@ class Exit:
     """Why a replica's process ended, when the emulator caused it."""
 
     code: int
-    cause: str  # "user", "oom", "infra"
+    cause: str  # "user", "oom", "infra", "start" (the command could not be started)
 
 
 @dataclass
@@ -334,7 +334,7 @@ class JobRun:
             status = proc.poll()
             if status is None:
                 continue
-            exit_ = self.forced.pop(name, None) or Exit(status, "user")
+            exit_ = self.forced.pop(name, None) or Exit(status, "start" if proc.start_error is not None else "user")
             if exit_.code == 0:
                 if name == PRIMARY:
                     self.kill_all()  # seed 003: the other workers are stopped
@@ -350,7 +350,8 @@ class JobRun:
         """Apply the platform rules to a replica's non-zero exit; True when the phase changed."""
         rules = self.config.platform
         no_retries = self._disable_retries()
-        message = f"The replica {name} exited with a non-zero status of {exit_.code}. Termination reason: Error."
+        reason = "StartError" if exit_.cause == "start" else "Error"
+        message = f"The replica {name} exited with a non-zero status of {exit_.code}. Termination reason: {reason}."
         if exit_.cause == "oom":
             self._fail(now, self.config.rpc_codes.out_of_memory,
                        f"The replica {name} ran out of memory and exited with a non-zero status of {exit_.code}.")
