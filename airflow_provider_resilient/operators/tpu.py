@@ -52,6 +52,7 @@ from ..specs.tpu import (
     NODE_ID_RE,
     RUNTIME_RE,
     ZONE_RE,
+    env_problems,
     node_id_for,
     queued_resource_name,
     startup_script,
@@ -592,8 +593,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                             "starting with a letter")
         if not self.checkpoint_dir:
             problems.append("checkpoint_dir: is required: new nodes resume from the checkpoints written there")
+        problems += env_problems(self.env)
+        for name in ("heartbeat_seconds", "hang_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                problems.append(f"{name}: must be a number of seconds > 0, got {value!r}")
         for key, value in self.labels.items():
-            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
+            if not isinstance(value, str):
+                problems.append(f"labels[{key!r}]: the value must be a string, got {type(value).__name__}")
+            elif not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
                 problems.append(f"labels[{key!r}]: lowercase letters, digits, '_' and '-' only (63 characters)")
         if problems:
             raise AirflowFailException(f"{type(self).__name__} {self.task_id}: " + "; ".join(problems))

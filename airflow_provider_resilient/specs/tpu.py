@@ -17,6 +17,24 @@ from collections.abc import Mapping, Sequence
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ZONE_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+-[a-z]$")
 RUNTIME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+#: An environment variable name the startup script can export: a shell identifier (POSIX: letters, digits
+#: and ``_``, not starting with a digit). Anything else would be pasted into the script as code.
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_problems(env: Mapping[str, object]) -> list[str]:
+    """What is wrong with ``env`` for a startup script, one message per bad entry, naming the key and the
+    fix but never the value (it may be a secret); empty when every key is a shell identifier and every
+    value a string."""
+    problems = []
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_KEY_RE.match(key):
+            problems.append(f"env[{key!r}]: not a shell variable name (letters, digits and '_', not starting "
+                            "with a digit); it would be run as code in the startup script")
+        elif not isinstance(value, str):
+            problems.append(f"env[{key!r}]: the value must be a string, got {type(value).__name__} "
+                            "(quote numbers: '8', not 8)")
+    return problems
 HEREDOC = "RESILIENT_RUNNER_EOF"
 
 
@@ -41,7 +59,15 @@ def queued_resource_name(node_name: str) -> str:
 def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
                    runner_source: str, max_restarts: int, checkpoint_dir: str,
                    heartbeat_seconds: float = 10.0) -> str:
-    """The ``startup-script`` metadata of a node for one attempt (bash)."""
+    """The ``startup-script`` metadata of a node for one attempt (bash).
+
+    Raises:
+        ValueError: an ``env`` key that is not a shell identifier or a value that is not a string
+            (:func:`env_problems`; the message never holds a value), or a runner source holding the heredoc
+            marker.
+    """
+    if problems := env_problems(env):
+        raise ValueError("; ".join(problems))
     if HEREDOC in runner_source:
         raise ValueError(f"the runner source contains the heredoc marker {HEREDOC}")
     exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())

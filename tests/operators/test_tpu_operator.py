@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -424,11 +425,19 @@ def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator)
 # ------------------------------------------------------------------ arguments
 @pytest.mark.parametrize(("command", "kwargs", "field"), [
     ("echo ok", {"zone": "us-central2"}, "zone"), ("echo ok", {"accelerator_type": "v4-12"}, "accelerator_type"),
-    ("", {}, "command"), ("echo ok", {"tpu_node_id": "Bad_Id"}, "tpu_node_id")])
+    ("", {}, "command"), ("echo ok", {"tpu_node_id": "Bad_Id"}, "tpu_node_id"),
+    # Issue 13: an env key is pasted into the startup script; it must be a shell identifier, not code.
+    ("echo ok", {"env": {"X=1; touch /tmp/pwned; Y": "v"}}, re.escape("env['X=1; touch /tmp/pwned; Y']")),
+    ("echo ok", {"env": {"MY-VAR": "v"}}, re.escape("env['MY-VAR']")),
+    ("echo ok", {"env": {"HF_TOKEN": 12345}}, re.escape("env['HF_TOKEN']")),
+    ("echo ok", {"labels": {"team": 5}}, re.escape("labels['team']")),
+    ("echo ok", {"heartbeat_seconds": 0}, "heartbeat_seconds"), ("echo ok", {"hang_timeout": -1}, "hang_timeout")])
 def test_bad_arguments_fail_before_any_node_exists(resilient_emulator, command, kwargs, field):
-    with pytest.raises(AirflowFailException, match=f"{field}:"):
+    kwargs = {**kwargs, "env": {**kwargs.get("env", {}), "SECRET": "hunter2"}}
+    with pytest.raises(AirflowFailException, match=f"{field}:") as failed:
         operator(command, **kwargs).execute(context())
     assert resilient_emulator.calls.list() == []
+    assert "hunter2" not in str(failed.value) and "12345" not in str(failed.value)  # no value in the message
 
 
 def test_the_worker_restart_budget_is_the_runners_cap():
