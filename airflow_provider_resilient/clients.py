@@ -13,7 +13,7 @@ Google libraries are imported inside the functions: importing this module costs 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
@@ -101,3 +101,11 @@ def tpu_async_client(*, credentials: Any = None, emulator: str | None = None) ->
 
         return TpuAsyncClient(transport=TpuGrpcAsyncIOTransport(channel=grpc.aio.insecure_channel(host)))
     return TpuAsyncClient(credentials=credentials)
+
+
+def serializable_chain(chain: str | Sequence[str] | None) -> str | list[str] | None:
+    """An ``impersonation_chain`` as a trigger's JSON kwargs carry it: one account as is, several as a list
+    (a tuple would come back as a list anyway), None as None."""
+    if chain is None or isinstance(chain, str):
+        return chain
+    return list(chain)

@@ -30,3 +30,11 @@ def test_importing_the_clients_module_imports_no_google_library():
             "bad = [m for m in sys.modules if m.startswith(('google.', 'grpc')) and m != 'google.cloud'];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_impersonation_chain_is_carried_to_triggers_as_json():
+    from airflow_provider_resilient.clients import serializable_chain
+
+    assert serializable_chain(None) is None and serializable_chain("sa@p.iam.gserviceaccount.com") == \
+        "sa@p.iam.gserviceaccount.com"
+    assert serializable_chain(("a@p", "b@p")) == ["a@p", "b@p"] == serializable_chain(["a@p", "b@p"])

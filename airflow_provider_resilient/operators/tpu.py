@@ -413,8 +413,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self._sleep(self.poll_interval)
 
     def _trigger_args(self, node_name: str) -> dict[str, Any]:
-        chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
-            self.impersonation_chain
+        from ..clients import serializable_chain
+
+        chain = serializable_chain(self.impersonation_chain)
         return {"node_name": node_name, "poll_interval": self.poll_interval, "keep_node": self.keep_node,
                 "queued_resource": queued_resource_name(node_name) if self.queued_resource else None,
                 "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator}

@@ -496,8 +496,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
         from ..triggers.vertex_ai import CustomJobTrigger
 
         hook = self._hook()
-        chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
-            self.impersonation_chain
+        from ..clients import serializable_chain
+
+        chain = serializable_chain(self.impersonation_chain)
         trigger = CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
                                    self.cancel_on_kill, hang_timeout=self.hang_timeout,
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,

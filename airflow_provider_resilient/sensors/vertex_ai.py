@@ -68,10 +68,10 @@ class CustomJobStateSensor(BaseSensorOperator):
             return self._summary
         if self.poke(context):
             return self._summary
+        from ..clients import serializable_chain
         from ..triggers.vertex_ai import CustomJobTrigger
 
-        chain = list(self.impersonation_chain) if isinstance(self.impersonation_chain, list | tuple) else \
-            self.impersonation_chain
+        chain = serializable_chain(self.impersonation_chain)
         self.defer(trigger=CustomJobTrigger(self.job_name, self.poll_interval, self.gcp_conn_id, chain,
                                             self._hook().emulator, cancel_on_kill=False),
                    method_name="execute_complete")
