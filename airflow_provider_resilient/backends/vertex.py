@@ -5,10 +5,14 @@ means to the observer (:mod:`..supervisor.observe`). Importing it imports no Goo
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Any
 
 from ..policy import Failure, FailureClass, Platform
-from ..supervisor.observe import CHECKPOINTS, Limits, Look
+from ..supervisor.observe import CHECKPOINTS, Look
+
+log = logging.getLogger(__name__)
 
 TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
                              "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
@@ -49,17 +53,26 @@ def wants_checkpoints(summary: dict[str, Any], hang_timeout: float | None) -> bo
     return hang_timeout is not None and summary["state"] == "JOB_STATE_RUNNING"
 
 
-def job_look(summary: dict[str, Any], checkpoint_step: int | None = None, *, looked: bool = False) -> Look:
-    """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`):
-    its state and since when it waits (``create_time``), and -- when the checkpoints were ``looked`` at --
-    the newest complete checkpoint's step (None: none yet)."""
-    return Look(summary["name"], Platform.VERTEX_AI, summary["state"], summary.get("create_time"),
-                progress={CHECKPOINTS: checkpoint_step} if looked else {})
+def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpoint_marker: str | None = None) -> Look:
+    """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`): its
+    state and since when it waits (``create_time``) and, given a ``checkpoint_dir`` (pass one only when
+    :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet).
 
+    With a ``checkpoint_dir`` this lists it -- blocking I/O: a trigger calls it in a thread. A listing that
+    fails is logged and leaves the progress clock unjudged: it is no evidence of a hang.
+    """
+    look = Look(summary["name"], Platform.VERTEX_AI, summary["state"], summary.get("create_time"))
+    if not checkpoint_dir:
+        return look
+    from ..checkpoints import find_latest_checkpoint
 
-def job_limits(hang_timeout: float | None, queue_timeout: float | None) -> Limits:
-    """The observer's limits for a CustomJob: ``hang_timeout`` and the policy's queue timeout (seconds)."""
-    return Limits(hang_seconds=hang_timeout, queue_seconds=queue_timeout)
+    try:
+        found = find_latest_checkpoint(checkpoint_dir, marker=checkpoint_marker)
+    except Exception as exc:  # any listing error: the clock is left unjudged, not a hang
+        log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"], checkpoint_dir,
+                    exc)
+        return look
+    return replace(look, progress={CHECKPOINTS: found.step if found else None})
 
 
 def stop_keys(failure: Failure) -> dict[str, Any]:
@@ -71,5 +84,5 @@ def stop_keys(failure: Failure) -> dict[str, Any]:
     return {"hang": failure.message, "hang_since": failure.timestamp}
 
 
-__all__ = ["STOP_KEYS", "TERMINAL_STATES", "job_limits", "job_look", "job_summary", "list_filter", "stop_keys",
+__all__ = ["STOP_KEYS", "TERMINAL_STATES", "job_look", "job_summary", "list_filter", "stop_keys",
            "wants_checkpoints"]

@@ -33,7 +33,6 @@ from collections.abc import Iterable
 IMPORT_YIELD_SECONDS = 0.05
 
 _lock = threading.Lock()
-_loaded: set[str] = set()
 
 
 def import_client_modules(modules: Iterable[str], *, yield_seconds: float = IMPORT_YIELD_SECONDS) -> None:
@@ -58,7 +57,6 @@ def import_client_modules(modules: Iterable[str], *, yield_seconds: float = IMPO
         try:
             for name in wanted:
                 importlib.import_module(name)
-                _loaded.add(name)
         finally:
             gc.freeze()
             if collecting:
@@ -75,7 +73,5 @@ async def load_off_loop(modules: Iterable[str]) -> None:
 
 def _ready(name: str) -> bool:
     """Whether module ``name`` is imported and done (not half-way through another thread's import)."""
-    if name in _loaded:
-        return True
     module = sys.modules.get(name)
     return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)

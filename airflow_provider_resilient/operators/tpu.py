@@ -206,9 +206,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.service_account = service_account
         self.hang_timeout = hang_timeout
         self.heartbeat_seconds = heartbeat_seconds
-        if startup_timeout <= 0:
-            raise ValueError(f"startup_timeout must be > 0 seconds, got {startup_timeout}")
-        self.startup_timeout = float(startup_timeout)
+        self.startup_timeout = startup_timeout
         self.keep_node = keep_node
         self.deferrable = deferrable
         self.poll_interval = poll_interval
@@ -595,7 +593,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         if not self.checkpoint_dir:
             problems.append("checkpoint_dir: is required: new nodes resume from the checkpoints written there")
         problems += env_problems(self.env)
-        for name in ("heartbeat_seconds", "hang_timeout"):
+        for name in ("heartbeat_seconds", "hang_timeout", "startup_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 problems.append(f"{name}: must be a number of seconds > 0, got {value!r}")

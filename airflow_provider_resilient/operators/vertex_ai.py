@@ -412,25 +412,17 @@ class ResilientCustomJobOperator(SupervisedOperator):
         checkpoint progress past ``hang_timeout``) and wait until it has ended. The job's summary
         (:func:`~..backends.vertex.job_summary`), with the reason's :data:`~..backends.vertex.STOP_KEYS` when
         it was cancelled for one."""
-        from ..backends.vertex import TERMINAL_STATES, job_limits, job_look, stop_keys, wants_checkpoints
+        from ..backends.vertex import TERMINAL_STATES, job_look, stop_keys, wants_checkpoints
+        from ..supervisor.observe import Limits
 
         hook = self._hook()
-        limits = job_limits(self.hang_timeout, self.resilience_policy.queue_timeout_seconds)
+        limits = Limits(hang_seconds=self.hang_timeout, queue_seconds=self.resilience_policy.queue_timeout_seconds)
         while True:
             summary = self._job_summary(hook.get_custom_job(job_name))
             if summary["state"] in TERMINAL_STATES:
                 return summary
-            look = job_look(summary)
-            if wants_checkpoints(summary, self.hang_timeout):
-                from ..checkpoints import find_latest_checkpoint
-
-                try:
-                    found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
-                except Exception as exc:  # a listing error is not evidence of a hang: the clock is not judged
-                    self.log.warning("Could not look for checkpoint progress: %s", exc)
-                else:
-                    look = job_look(summary, found.step if found else None, looked=True)
-            verdict = self._observe(context, state, look, limits)
+            listed = self._checkpoint_dir() if wants_checkpoints(summary, self.hang_timeout) else None
+            verdict = self._observe(context, state, job_look(summary, listed, self.checkpoint_marker), limits)
             if verdict.failure is not None:
                 self.log.warning("%s: %s; cancelling it", job_name, verdict.failure.message)
                 hook.cancel_custom_job(job_name)

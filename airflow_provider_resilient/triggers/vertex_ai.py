@@ -305,23 +305,16 @@ class CustomJobTrigger(BaseTrigger):
         """The ``queue_timeout`` or ``hang`` event's payload when the observer says the live ``job`` must be
         stopped -- after cancelling it -- else None. Lists the checkpoints (in a worker thread) only when a
         RUNNING job is judged for a hang."""
-        from ..backends.vertex import job_limits, job_look, job_summary, stop_keys, wants_checkpoints
-        from ..supervisor.observe import observe
+        from ..backends.vertex import job_look, job_summary, stop_keys, wants_checkpoints
+        from ..supervisor.observe import Limits, observe
 
         summary = job_summary(job)
-        look = job_look(summary)
-        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:
-            from ..checkpoints import find_latest_checkpoint
-
-            try:
-                found = await asyncio.to_thread(find_latest_checkpoint, self.checkpoint_dir,
-                                                marker=self.checkpoint_marker)
-            except Exception as exc:  # a listing error is not evidence of a hang: the clock is not judged
-                self.log.warning("Could not look for checkpoint progress of %s: %s", self.job_name, exc)
-            else:
-                look = job_look(summary, found.step if found else None, looked=True)
+        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # listing: in a thread
+            look = await asyncio.to_thread(job_look, summary, self.checkpoint_dir, self.checkpoint_marker)
+        else:
+            look = job_look(summary)
         self._memory, verdict = observe(self._memory, look, self._clock(),
-                                        job_limits(self.hang_timeout, self.queue_timeout))
+                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
         self._steps.extend([at, step] for _, step, at in verdict.progressed)
         if verdict.failure is None:
             return None
