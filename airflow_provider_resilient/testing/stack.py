@@ -770,9 +770,9 @@ class NativeStack:
                 self.health()
                 return
             if not api.running:
-                raise StackError(f"{APISERVER_SERVICE} exited\n{self._tails()}")
+                raise StackError(f"{APISERVER_SERVICE} exited\n{self.tails()}")
             if time.monotonic() > deadline:
-                raise StackError(f"{APISERVER_SERVICE} did not answer in {timeout:.0f} s\n{self._tails()}")
+                raise StackError(f"{APISERVER_SERVICE} did not answer in {timeout:.0f} s\n{self.tails()}")
             time.sleep(0.5)
 
     def _start_guardian(self) -> None:
@@ -1053,7 +1053,7 @@ class NativeStack:
             for process in self._processes.values():
                 if process.name != INIT_SERVICE and not process.killed and process.proc is not None \
                         and process.proc.poll() is not None:
-                    raise StackError(f"{process.name} exited with {process.proc.returncode}\n" + self._tails())
+                    raise StackError(f"{process.name} exited with {process.proc.returncode}\n" + self.tails())
             try:
                 last = self.health()
                 if self._all_healthy(last, components, since or {}):
@@ -1063,7 +1063,7 @@ class NativeStack:
             if time.monotonic() > deadline:
                 what = "did not start" if _startup else "not healthy"
                 raise StackError(f"Airflow {what}: not every component healthy in {timeout:.0f} s; "
-                                 f"last health: {last}\n{self._tails()}")
+                                 f"last health: {last}\n{self.tails()}")
             time.sleep(1.0)
 
     @staticmethod
@@ -1077,7 +1077,8 @@ class NativeStack:
                 return False
         return True
 
-    def _tails(self, lines: int = 30) -> str:
+    def tails(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of every component's log, each under its name and path."""
         return "\n".join(f"----- {p.name} ({p.log_path}):\n{_tail(p.log_path, lines)}"
                          for p in self._processes.values())
 

@@ -253,3 +253,29 @@ def test_a_quota_fault_refuses_the_create_call_itself(resilient_emulator):
     assert [n.name for n in client.list_nodes(parent=ZONE)] == []
     client.create_node(parent=ZONE, node_id="q3", node=node("v4-8")).result(timeout=30)  # times: 2 -- spent
     assert [f["fired"] for f in resilient_emulator.faults.faults()] == [2]
+
+
+def test_a_second_delete_of_a_deleting_node_is_refused_and_the_first_delete_still_finishes(resilient_emulator):
+    """A cleared task's next try and the old trigger's on_kill both delete the node, in either order; the one
+    that asked first waits on its operation, which must finish (it once was replaced, and never did)."""
+    client = tpu_client()
+    client.create_node(parent=ZONE, node_id="twice", node=node("v4-8")).result(timeout=30)
+    name = f"{ZONE}/nodes/twice"
+    first = client.delete_node(name=name)
+    with pytest.raises(exceptions.FailedPrecondition, match="DELETING"):
+        client.delete_node(name=name)
+    first.result(timeout=30)
+    with pytest.raises(exceptions.NotFound):
+        client.get_node(name=name)
+    assert resilient_emulator.tpu.processes() == []
+
+
+def test_deleting_a_node_while_it_is_created_aborts_the_create_operation(resilient_emulator):
+    client = tpu_client()
+    config = resilient_emulator.tpu.config  # still CREATING while we delete it
+    resilient_emulator.tpu.config = config.model_copy(update={
+        "latencies": config.latencies.model_copy(update={"tpu_create_seconds": 3600.0})})
+    creating = client.create_node(parent=ZONE, node_id="young", node=node("v4-8"))
+    client.delete_node(name=f"{ZONE}/nodes/young").result(timeout=30)
+    with pytest.raises(exceptions.Aborted, match="being deleted"):
+        creating.result(timeout=30)

@@ -17,6 +17,8 @@ from airflow_provider_resilient.testing.stack import DEFAULT_DAGS_FOLDER, Native
 #: DAGs of the stack tests, served next to the repo's dags/ (the two folders are linked into one).
 TEST_DAGS = Path(__file__).parent / "dags"
 ENABLE_ENV = "RESILIENT_STACK_TESTS"
+#: Set to 1 to keep the stack's work directory (component logs, task logs, database) after the session.
+KEEP_ENV = "RESILIENT_STACK_KEEP"
 #: dags/resilient_reconcile.py's interval in the stack tests (seconds; 60 by default).
 RECONCILE_SECONDS = 15
 
@@ -52,7 +54,7 @@ def stack() -> Iterator[NativeStack]:
     # PYTHONASYNCIODEBUG: the triggerer's event loop reports every callback that held it over 0.1 s with the
     # asyncio task's name -- a trigger's task is named after the trigger -- so the tests can tell ours apart.
     os.environ.setdefault("PYTHONASYNCIODEBUG", "1")
-    native = NativeStack(dags=stack_dags(), fault_plan=None,
+    native = NativeStack(dags=stack_dags(), fault_plan=None, keep=os.environ.get(KEEP_ENV) == "1",
                          variables={**os.environ, "RESILIENT_RECONCILE_SECONDS": str(RECONCILE_SECONDS)})
     native.start()
     print(f"\nnative stack healthy in {native.start_seconds:.1f} s: {native.api_url}, logs {native.work_dir / 'logs'}")
@@ -63,3 +65,41 @@ def stack() -> Iterator[NativeStack]:
         print(f"\nnative stack stopped in {native.stop_seconds:.1f} s")
     left = native.processes()
     assert not left, f"processes of the stack survived stop(): {left}"
+
+
+#: Task instance states that have not ended; a failed stack test reports every task instance in one of them.
+UNFINISHED = ("scheduled", "queued", "running", "deferred", "up_for_retry", "up_for_reschedule", "restarting",
+              None)
+
+
+def what_was_going_on(stack: NativeStack, lines: int = 40) -> str:
+    """For a failed stack test's report: every unfinished task instance (state, try, trigger) with the tail of
+    its current try's log, the TPU nodes the emulator holds, and the tail of each component's log. CI keeps
+    no work directory, so this is all a red run leaves to read."""
+    parts: list[str] = []
+    try:
+        status, body = stack.api("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?limit=200")
+        for ti in (body.get("task_instances") or []) if status == 200 else []:
+            if ti.get("state") not in UNFINISHED:
+                continue
+            where = f"{ti['dag_id']}/{ti['dag_run_id']}/{ti['task_id']} try {ti.get('try_number')}"
+            parts.append(f"----- task instance {where}: state {ti.get('state')}, trigger {ti.get('trigger')}")
+            status, log = stack.api("GET", f"/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                                           f"{ti['task_id']}/logs/{max(ti.get('try_number') or 1, 1)}"
+                                           "?full_content=true")
+            events = [str(line.get("event", "")) for line in (log.get("content") or [])] if status == 200 else []
+            parts.append("\n".join(events[-lines:]) or f"(no log: HTTP {status})")
+        parts.append(f"----- emulator nodes: {stack.emulator_get('/nodes')}")
+    except Exception as exc:  # a report of a failure must not fail itself
+        parts.append(f"(could not read the stack: {exc!r})")
+    parts.append(stack.tails(lines))
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    native = getattr(item, "funcargs", {}).get("stack")
+    if report.when == "call" and report.failed and isinstance(native, NativeStack):
+        report.sections.append(("what the stack was doing", what_was_going_on(native)))

@@ -65,7 +65,10 @@ def states_until_done(stack: NativeStack, dag_id: str, run_id: str) -> list[str]
             seen.append(state)
         return state in ("success", "failed")
 
-    wait_for(f"{dag_id}/{run_id} to end", done, 600)
+    try:
+        wait_for(f"{dag_id}/{run_id} to end", done)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; states seen: {seen}") from None
     return seen
 
 

@@ -337,8 +337,18 @@ class TpuBackend:
             return [_types().Node(r.node) for n, r in self.nodes.items() if n.startswith(parent + "/")]
 
     def delete_node(self, name: str) -> Any:
+        """DeleteNode: the node goes DELETING, then is gone after ``tpu_delete_seconds``.
+
+        A node already DELETING refuses a second delete (FAILED_PRECONDITION) and keeps its one operation, so
+        whoever asked first still sees that operation finish. An operation still in flight on the node (a
+        create, a stop, a start) ends with ABORTED: a caller waiting on it is never left waiting forever.
+        """
         with self.lock:
             run = self._run(name)
+            if run.phase == "deleting":
+                raise FailedPrecondition(f"Node {name} is DELETING; it will be gone shortly")
+            if run.operation is not None:
+                self.operations.finish(run.operation, error=(10, f"Node {name} is being deleted"))
             for worker in run.workers:
                 worker.stop()
             self._set_state(run, "DELETING")
