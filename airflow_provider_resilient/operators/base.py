@@ -1,10 +1,11 @@
 """The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
 
-A subclass says how to submit an attempt (:meth:`SupervisedOperator._submit`), how to watch one until it
-ends (:meth:`_watch`: poll in the worker, or defer), what success returns (:meth:`_finish`) and what to
-clean up on failure (:meth:`_on_failure`). This class runs the loop: it steps the supervisor, persists its
-state in Airflow's task state store after every step (so a retried or cleared task continues), logs
-every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
+A subclass says how to carry out each command of the supervisor on its platform: submit an attempt
+(:meth:`SupervisedOperator._submit`), watch one until it ends (:meth:`_watch`: poll in the worker, or defer),
+end one and wait for it (:meth:`_end_attempt`), end what a stopping run leaves live (:meth:`_end_last`), and
+what success returns (:meth:`_finish`). It decides nothing. This class runs the loop: it steps the
+supervisor, persists its state in Airflow's task state store after every step (so a retried or cleared task
+continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
 ``AirflowFailException`` with the attempt history when the run fails.
 """
 
@@ -129,12 +130,15 @@ class SupervisedOperator(BaseOperator):
         """The task's return value after success."""
         raise NotImplementedError
 
-    def _on_failure(self, context: Any, state: RunState) -> None:
-        """Release what the run holds before the task fails (e.g. delete a node)."""
+    def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
+        """Carry out ``Fail.end`` / ``Succeed.end``: the run stops and ``job_name`` is still live; end it
+        (cancel the job, delete the node) before the task ends."""
+        raise NotImplementedError
 
     def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Any:
         """Carry out :class:`~..supervisor.EndAttempt`: end ``job_name`` (cancel the job, delete the node) and
-        wait until the platform says it has ended; return ``Ended``."""
+        wait until the platform says it has ended; return ``Ended`` (``succeeded`` when it finished
+        successfully before the end took effect)."""
         raise NotImplementedError
 
     def _recover(self, context: Any, state: RunState) -> RunState:
@@ -172,7 +176,7 @@ class SupervisedOperator(BaseOperator):
             elif isinstance(action, Watch):
                 event = self._watch(context, state, action.job_name)
             elif isinstance(action, EndAttempt):
-                self.log.info("%s: ending %s; the next attempt starts once it has ended", action.reason,
+                self.log.info("%s: ending %s; what follows starts once it has ended", action.reason,
                               action.job_name)
                 event = self._end_attempt(context, state, action.job_name)
             elif isinstance(action, Sleep):
@@ -183,13 +187,16 @@ class SupervisedOperator(BaseOperator):
                 event = WokeUp(self._clock())
             elif isinstance(action, Succeed):
                 self._log_history(state)
+                if action.end:
+                    self._end_last(context, state, action.job_name)
                 result = self._finish(context, state, action.job_name)
                 self._push_history(context, state)
                 return result
             elif isinstance(action, Fail):
                 self._log_history(state)
                 self._push_history(context, state)
-                self._on_failure(context, state)
+                if action.end:
+                    self._end_last(context, state, action.end)
                 raise AirflowFailException(action.message)
 
     def _defer_for(self, seconds: float) -> None:

@@ -294,9 +294,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..policy import classify_create_error
         from ..worker import runner_source
 
-        hook = self._tpu()
-        if state.job_name:  # the previous attempt's node: fresh hardware for this one (keep_node keeps the last)
-            self._release(state.job_name, last=False)
+        hook = self._tpu()  # the previous attempt's node is gone: the supervisor ended it first (EndAttempt)
         fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
         zone = fallback.zone if fallback and fallback.zone else self.zone
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
@@ -433,7 +431,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         waits in a non-watching :class:`~..triggers.tpu.TPUNodeTrigger`, so that a kill deletes that node;
         with no node, in the base class's ``DateTimeTrigger``."""
         memory = self.__dict__.get("_memory_state")
-        node = self._live_node or (memory.job_name if memory is not None else None)
+        # A wait for in-place recovery keeps the node (no next Submit); a backoff before a re-create follows
+        # its end (EndAttempt), and then no node of the run exists.
+        node = memory.job_name if memory is not None and memory.next_submit is None else None
         if not node:
             super()._defer_for(seconds)
             return
@@ -461,15 +461,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             node = self._tpu().get_node(node_name)
         except gexc.NotFound:
             return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
-                                     message=f"node {node_name} disappeared", timestamp=now), now)
+                                     message=f"node {node_name} disappeared", timestamp=now), now, live=False)
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
         if failure is not None:
             if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
                 audits += self._new_audits(context, state, node_name)
             reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
-            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now)
+            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now, live=True)
         if audits:  # a maintenance event that came and went between two looks
-            return JobFailed(audits[-1], now)
+            return JobFailed(audits[-1], now, live=True)
         if node.state.name != "READY":
             self._baseline = node_baseline(node, [])  # what a deferred watch compares with
             return None
@@ -483,7 +483,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                               worker_restarts=int(report.get("restarts") or 0),
                                               message=f"worker {worker} {status} with exit {code}", timestamp=now)
                 if failed is not None:
-                    return JobFailed(failed, now)
+                    return JobFailed(failed, now, live=True)
         running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
         steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
         beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
@@ -493,9 +493,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         verdict = self._observe(context, state, look, Limits(hang_seconds=self.hang_timeout,
                                                              startup_seconds=self.startup_timeout))
         if verdict.failure is not None:
-            return JobFailed(verdict.failure, now)
+            return JobFailed(verdict.failure, now, live=True)
         if reports and all(r.get("status") == "succeeded" for r in reports):
-            return JobSucceeded(now)
+            return JobSucceeded(now, live=True)  # the node bills until it is deleted
         return None
 
     @staticmethod
@@ -545,7 +545,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..checkpoints import find_latest_checkpoint
 
         found = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
-        self._release(node_name)
         return {"node_name": node_name, "state": "SUCCEEDED",
                 "checkpoint": {"uri": found.uri, "step": found.step} if found else None,
                 "attempts": history_to_json(state.history)}
@@ -556,9 +555,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._release(node_name, last=False)
         return Ended(self._clock())
 
-    def _on_failure(self, context: Any, state: RunState) -> None:
-        if state.job_name:
-            self._release(state.job_name)
+    def _end_last(self, context: Any, state: RunState, node_name: str) -> None:
+        """The run stops (``Succeed.end`` / ``Fail.end``): delete the node and its queued resource, unless
+        ``keep_node`` -- the user's own request to keep the last node for inspection."""
+        self._release(node_name)
 
     def _release(self, node_name: str, *, last: bool = True) -> None:
         """Delete the node (and its queued resource); ``keep_node`` keeps the ``last`` one of the run."""

@@ -21,9 +21,10 @@ them (:meth:`ResilientCustomJobOperator._recover`): a live job is watched, a suc
 (or, with ``rerun_after_success``, followed by a new attempt numbered after it), a failed one is followed
 by a new attempt -- never a second job with the same attempt label.
 
-Never two attempts at once: a job the operator cancels itself -- queued past
-``RetryPolicy.queue_timeout_seconds`` (seed 004) or hung -- is watched until the platform reports it ended
-before the supervisor hears of the failure, so the next attempt starts only after the old one stopped.
+Never two attempts at once: a job judged queued past ``RetryPolicy.queue_timeout_seconds`` (seed 004) or
+hung is still live when the supervisor hears of it (``JobFailed(live=True)``); the supervisor commands its
+end (``EndAttempt``: cancel it and wait until the platform reports it ended) before the backoff and the
+next attempt, or ends it as the run stops (``Fail.end``). Neither this shell nor its trigger decides that.
 
 Importing this module imports no Google library.
 """
@@ -273,11 +274,11 @@ class ResilientCustomJobOperator(SupervisedOperator):
         status = event.get("status") if isinstance(event, dict) else None
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:
-            # The trigger cancelled the job; the next attempt waits until the platform says it ended.
+            # The trigger judged the live job (a trigger of the previous release also cancelled it): the
+            # supervisor commands its end (EndAttempt) before anything follows.
             from ..backends.vertex import STOP_KEYS
 
-            stopped = {k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}
-            summary = self._await_end(state.job_name, {**summary, **stopped})
+            summary = {**summary, **{k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}}
         if summary is None:
             if isinstance(event, dict) and event.get("status") == "error":
                 self.log.warning("The trigger could not read the job: %s", event.get("message"))
@@ -407,11 +408,11 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return self._outcome(self._poll_until_terminal(context, state, job_name))
 
     def _poll_until_terminal(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
-        """Poll every ``poll_interval`` seconds until the job is terminal; cancel it when the observer says
-        so (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue timeout, or RUNNING without
-        checkpoint progress past ``hang_timeout``) and wait until it has ended. The job's summary
-        (:func:`~..backends.vertex.job_summary`), with the reason's :data:`~..backends.vertex.STOP_KEYS` when
-        it was cancelled for one."""
+        """Poll every ``poll_interval`` seconds until the job is terminal or the observer judges it failed
+        while it runs (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue timeout, or RUNNING
+        without checkpoint progress past ``hang_timeout``). The job's summary
+        (:func:`~..backends.vertex.job_summary`), with the verdict's :data:`~..backends.vertex.STOP_KEYS`:
+        the job is then still live, and the supervisor commands its end."""
         from ..backends.vertex import TERMINAL_STATES, job_look, stop_keys, wants_checkpoints
         from ..supervisor.observe import Limits
 
@@ -424,22 +425,28 @@ class ResilientCustomJobOperator(SupervisedOperator):
             listed = self._checkpoint_dir() if wants_checkpoints(summary, self.hang_timeout) else None
             verdict = self._observe(context, state, job_look(summary, listed, self.checkpoint_marker), limits)
             if verdict.failure is not None:
-                self.log.warning("%s: %s; cancelling it", job_name, verdict.failure.message)
-                hook.cancel_custom_job(job_name)
-                return self._await_end(job_name, {**summary, **stop_keys(verdict.failure)})
+                self.log.warning("%s: %s", job_name, verdict.failure.message)
+                return {**summary, **stop_keys(verdict.failure)}
             self._sleep(self.poll_interval)
 
     def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Ended:
-        """Cancel ``job_name`` and wait until it is terminal (a person cleared the running task)."""
+        """Carry out ``EndAttempt``: cancel ``job_name`` and wait until it is terminal (a person cleared the
+        running task, or it failed while live: hung, queued too long)."""
         self._hook().cancel_custom_job(job_name)
-        summary = self._await_end(job_name, {})
+        summary = self._await_end(job_name)
         return Ended(self._clock(), succeeded=summary["state"] in ("JOB_STATE_SUCCEEDED",
                                                                    "JOB_STATE_PARTIALLY_SUCCEEDED"))
 
-    def _await_end(self, job_name: str, stopped: dict[str, Any]) -> dict[str, Any]:
-        """After the operator (or its trigger) cancelled ``job_name`` for a reason: poll until the job is
-        terminal, so that no next attempt runs beside it. ``stopped`` (the summary with the reason) when it
-        ended CANCELLED; its own terminal summary when it ended otherwise first (its real outcome counts).
+    def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
+        """Carry out ``Fail.end``: the run stops with ``job_name`` still live (hung, queued too long): cancel
+        it and wait until it has ended, so that nothing of the failed task runs on."""
+        self.log.info("Cancelling %s: the run stops", job_name)
+        self._hook().cancel_custom_job(job_name)
+        self._await_end(job_name)
+
+    def _await_end(self, job_name: str) -> dict[str, Any]:
+        """After ``job_name`` was cancelled: poll until the job is terminal, so that nothing follows while it
+        runs. Its terminal summary (SUCCEEDED when it finished before the cancel took effect).
 
         Raises:
             AirflowException: the job is still not terminal after :data:`CANCEL_WAIT_SECONDS` (a task retry
@@ -454,8 +461,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
             if summary["state"] in TERMINAL_STATES:
                 if summary["state"] != "JOB_STATE_CANCELLED":
                     self.log.info("%s ended %s before the cancel took effect", job_name, summary["state"])
-                    return summary
-                return {**stopped, **summary}
+                return summary
             if self._clock() - started > CANCEL_WAIT_SECONDS:
                 raise AirflowException(f"{job_name} is still {summary['state']} {CANCEL_WAIT_SECONDS:.0f} s after "
                                        "it was cancelled; not starting another attempt beside it")
@@ -463,16 +469,19 @@ class ResilientCustomJobOperator(SupervisedOperator):
             self._sleep(min(self.poll_interval, CANCEL_POLL_SECONDS))
 
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
+        from ..backends.vertex import TERMINAL_STATES
         from ..policy import classify_vertex_job
 
         now = self._clock()
         if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
             return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
                                      terminate_reason=summary.get("queued_state"),
-                                     timestamp=summary.get("timed_out_at") or now), now)
+                                     timestamp=summary.get("timed_out_at") or now), now,
+                             live=summary["state"] not in TERMINAL_STATES)
         if summary.get("hang"):  # the last progress is when the hang began
             return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
-                                     timestamp=summary.get("hang_since") or now), now)
+                                     timestamp=summary.get("hang_since") or now), now,
+                             live=summary["state"] not in TERMINAL_STATES)
         if summary["state"] == "JOB_STATE_SUCCEEDED":
             return JobSucceeded(now)
         # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).

@@ -15,19 +15,26 @@ table :data:`TRANSITIONS` -- one function per legal (:class:`Phase`, event type)
     new          Started                  Submit(attempt 1)
     submitting   Submitted(job)           Watch(job)
     submitting   SubmitFailed(failure)    policy: Sleep(delay) then Submit | Fail
-    running      JobSucceeded             Succeed(job)
+    running      JobSucceeded(live)       Succeed(job, end=live)    -- a live resource is ended as the run stops
     running      JobFailed(failure)       policy: Sleep(delay) then Submit | Sleep then Watch (WAIT) | Fail
+    running      JobFailed(live)          policy: EndAttempt(job), then as above | Fail(end=job)
     sleeping     WakeUp                   Submit(next attempt) | Watch(job)
     succeeded    Started                  Succeed(job)              -- a cleared successful task reruns nothing
     failed       Started                  Submit(attempt n + 1)     -- a cleared failed task resumes, fresh budgets
     running      Started(cleared)         EndAttempt(job)           -- a Clear of the running task: end it first
     sleeping     Started(cleared)         EndAttempt(job) | Submit  -- (a backoff with no live attempt: submit now)
-    ending       Ended                    Submit(attempt n + 1)     -- fresh budgets, the history says "Clear"
+    ending       Ended                    Submit(attempt n + 1)     -- after a Clear: fresh budgets, "Clear" noted
+    ending       Ended                    Sleep(the rest) | Submit  -- after a failure: the decided next attempt
     ending       Ended(succeeded)         Succeed(job)              -- it finished before it could be ended
     running      Started                  Watch(job)                -- a task retry reattaches
     submitting   Started                  the same Submit           -- found by its labels if it was created
     sleeping     Started                  Sleep(the rest)           -- a task retry keeps the backoff's end
     ending       Started                  EndAttempt(job)           -- the try that was ending it died
+
+Never two attempts at once, nothing left behind: every side effect on a cloud resource is a command here.
+A failed attempt whose resource is still live (``JobFailed(live=True)``: a CustomJob judged hung, a TPU
+node whose workload failed) is ended by :class:`EndAttempt` before the backoff and the next attempt; a run
+that stops ends what is still live (``Fail.end``, ``Succeed.end``). The shells only carry these out.
 
 Budgets are counted by :func:`~..policy.decide` from the history of the current *segment*: a task
 retry that finds the run in progress continues the segment (and its budgets); a new try after the run
@@ -106,15 +113,23 @@ class SubmitFailed:
 
 @dataclass(frozen=True)
 class JobSucceeded:
+    """The watched attempt finished successfully. ``live``: its resource still exists and bills until it is
+    ended (a TPU node whose workers are done); a CustomJob that SUCCEEDED is over (False)."""
+
     now: float
+    live: bool = False
 
 
 @dataclass(frozen=True)
 class JobFailed:
-    """The watched job reached a failed terminal state (classified by the shell)."""
+    """The watched attempt failed (classified by the shell). ``live``: its resource still exists and must
+    be ended before another attempt starts or the run stops -- a CustomJob the observer judged hung or
+    queued too long (still RUNNING / QUEUED), a TPU node whose workload failed; False when the platform
+    already ended it (a FAILED CustomJob, a node that is gone)."""
 
     failure: Failure
     now: float
+    live: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,7 +168,9 @@ class Sleep:
 @dataclass(frozen=True)
 class EndAttempt:
     """End the attempt running as ``job_name`` -- cancel the CustomJob, delete the TPU node -- and report
-    :class:`Ended` once the platform says it has ended (never two attempts at once)."""
+    :class:`Ended` once the platform says it has ended: never two attempts at once. Issued when a person
+    cleared the running task, and after a failure whose attempt is still live, before the next attempt (or
+    the backoff before it: nothing bills while the run waits)."""
 
     job_name: str
     reason: str
@@ -161,15 +178,22 @@ class EndAttempt:
 
 @dataclass(frozen=True)
 class Succeed:
+    """The run succeeded with ``job_name``. ``end``: its resource is still live; end it (delete the TPU
+    node) before the task ends."""
+
     job_name: str
+    end: bool = False
 
 
 @dataclass(frozen=True)
 class Fail:
-    """Stop with this message (the attempt history). Never retried by Airflow."""
+    """Stop with this message (the attempt history). Never retried by Airflow. ``end``: the resource of
+    the last attempt, still live; end it (cancel the job, delete the node) before the task ends. None:
+    nothing of the run is live."""
 
     message: str
     decision: str
+    end: str | None = None
 
 
 Action = Submit | Watch | Sleep | EndAttempt | Succeed | Fail
@@ -196,13 +220,14 @@ class RunState:
     """Everything the loop knows; JSON through :func:`state_to_json`.
 
     Attributes:
-        phase: new, submitting, running, sleeping, ending (a cleared task ends its old attempt), succeeded,
-            failed.
+        phase: new, submitting, running, sleeping, ending (the attempt's resource is being ended: a person
+            cleared the task, or it failed and the next attempt waits for it), succeeded, failed.
         history: every attempt of every segment, oldest first.
         segment_start: index in ``history`` where the current segment's attempts begin.
         job_name: the job being watched (or the last one).
-        next_submit: after a sleep, the Submit to issue (None: watch ``job_name`` again).
-        wake_at: when the current sleep ends, seconds since the epoch.
+        next_submit: after a sleep, the Submit to issue (None: watch ``job_name`` again); while ending, the
+            Submit that follows once the attempt has ended (None: the ending is a Clear's).
+        wake_at: when the current sleep ends (or, while ending, the backoff's end), seconds since the epoch.
         watch: what the observer (:mod:`.observe`) remembers of the attempt being watched: progress
             clocks, audit entries seen. The shells update it after every look (:meth:`observed`).
     """
@@ -259,17 +284,25 @@ def _new_segment(state: RunState) -> RunState:
     return replace(state, segment_start=len(state.history))
 
 
-def _after_decision(state: RunState, failure: Failure, decision: Decision, now: float) -> Step:
+def _after_decision(state: RunState, failure: Failure, decision: Decision, now: float, live: bool = False) -> Step:
+    """Record the incident and carry out ``decision``. ``live``: the failed attempt's resource still exists:
+    a new attempt (or the backoff before it) comes only after :class:`EndAttempt` has ended it, and a
+    terminal decision ends it as the run stops (``Fail.end``)."""
     history = record_incident(state.history, failure, decision, now)
     state = replace(state, history=history)
     if decision.action.is_terminal:
         return (replace(state, phase=Phase.FAILED, next_submit=None),
-                Fail(_failure_message(state, decision), decision.action.value))
+                Fail(_failure_message(state, decision), decision.action.value,
+                     end=state.job_name if live else None))
     if decision.action in (DecisionAction.WAIT, DecisionAction.RESTART_WORKERS):
         # The platform (or the worker runner) recovers in place: look again after the delay.
         return (replace(state, phase=Phase.SLEEPING, next_submit=None, wake_at=now + decision.delay_seconds),
                 Sleep(decision.delay_seconds, decision.reason))
     submit = Submit(_next_attempt(state), decision.fallback_index, failure.failure_class.value)
+    if live and state.job_name:  # never two attempts at once: end this one first
+        wake_at = now + decision.delay_seconds if decision.delay_seconds > 0 else None
+        return (replace(state, phase=Phase.ENDING, next_submit=submit, wake_at=wake_at),
+                EndAttempt(state.job_name, f"{failure.failure_class.value}: {decision.reason}"))
     if decision.delay_seconds > 0:
         return (replace(state, phase=Phase.SLEEPING, next_submit=submit, wake_at=now + decision.delay_seconds),
                 Sleep(decision.delay_seconds, decision.reason))
@@ -338,7 +371,10 @@ def _start_sleeping(state: RunState, event: Started, ctx: _Context) -> Step:
 
 def _start_ending(state: RunState, event: Started, ctx: _Context) -> Step:
     _need(state, event, state.job_name)
-    return _end_for_clear(state)  # the try that was ending it died: end it again
+    assert state.job_name is not None
+    if state.next_submit is not None and not event.cleared:  # a retried try goes on ending it after a failure
+        return state, EndAttempt(state.job_name, "ending the failed attempt before the next one")
+    return _end_for_clear(state)  # the try that was ending it died, or a person cleared the task: end it
 
 
 def _start_succeeded(state: RunState, event: Started, ctx: _Context) -> Step:
@@ -374,12 +410,13 @@ def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
     _need(state, event, state.job_name and state.history)
     assert state.job_name is not None
     last = replace(state.history[-1], ended_at=event.now)
-    return replace(state, phase=Phase.SUCCEEDED, history=(*state.history[:-1], last)), Succeed(state.job_name)
+    return (replace(state, phase=Phase.SUCCEEDED, history=(*state.history[:-1], last)),
+            Succeed(state.job_name, end=event.live))
 
 
 def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
     decision = decide(state.segment, event.failure, event.now, policy=ctx.policy, seed=ctx.seed)
-    return _after_decision(state, event.failure, decision, event.now)
+    return _after_decision(state, event.failure, decision, event.now, live=event.live)
 
 
 def _woke_up(state: RunState, event: WokeUp, ctx: _Context) -> Step:
@@ -395,8 +432,13 @@ def _ended(state: RunState, event: Ended, ctx: _Context) -> Step:
     assert state.job_name is not None
     last = replace(state.history[-1], ended_at=event.now)
     if event.succeeded:  # it finished before the cancel took effect: that is the result
-        return (replace(state, phase=Phase.SUCCEEDED, next_submit=None, history=(*state.history[:-1], last)),
-                Succeed(state.job_name))
+        return (replace(state, phase=Phase.SUCCEEDED, next_submit=None, wake_at=None,
+                        history=(*state.history[:-1], last)), Succeed(state.job_name))
+    if state.next_submit is not None:  # ended after a failure: the decided backoff, then the next attempt
+        if state.wake_at is not None and state.wake_at > event.now:
+            return (replace(state, phase=Phase.SLEEPING),
+                    Sleep(state.wake_at - event.now, "backoff before the next attempt"))
+        return replace(state, phase=Phase.SUBMITTING, wake_at=None), state.next_submit
     last = replace(last, ended_by="clear")
     state = _new_segment(replace(state, history=(*state.history[:-1], last)))
     return _submit(state, _next_attempt(state), last.fallback_index, None)

@@ -34,8 +34,9 @@ entries of an event that came and went between two polls, a worker whose heartbe
 worker slot every 5 minutes instead of holding one all the time.
 
 A trigger with ``watch_node=False`` only waits until ``look_again_at`` (status ``"timer"``): the operator
-uses it for backoffs while a node of the run still exists (a maintenance wait, the delay before a
-re-create), so that a kill during the backoff deletes that node too.
+uses it for waits while a node of the run still exists (a maintenance wait: the platform recovers it in
+place), so that a kill during the wait deletes that node too. Before a re-create there is none: the
+supervisor has the failed node deleted before the backoff begins.
 
 Kills (Airflow 3.3 semantics). ``on_kill`` runs only when a user acts on the deferred task (mark failed,
 mark success, clear); the triggerer does not call it on its own shutdown or restart or when the trigger

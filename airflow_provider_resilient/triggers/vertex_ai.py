@@ -8,8 +8,9 @@ that long; ``{"status": "queue_timeout", "job": {...}, "queue_timeout": message,
 "timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer
 since its ``create_time`` (seed 004: queuing over 30 minutes ends the job). Both are the pure observer's
 verdicts (:mod:`..supervisor.observe`); its memory comes in as ``watch`` and goes out in every event.
-In both the trigger has cancelled the job just before; the operator waits for it to end before it
-starts another attempt. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
+Both report a job that is still live: the trigger decides nothing and cancels nothing -- the operator
+hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel, then wait until
+it ended) before anything follows. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
 the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
 and never end the trigger. ``on_kill`` (a user marking the deferred task failed/success or clearing it;
 Airflow 3.3 does not call it on triggerer restarts or reassignment) cancels the job when
@@ -212,13 +213,13 @@ class CustomJobTrigger(BaseTrigger):
             of the same location and credentials (see the module docstring); False: one GetCustomJob per
             ``poll_interval`` for this job alone.
         hang_timeout: seconds a RUNNING job may go without a new complete checkpoint under
-            ``checkpoint_dir`` before the trigger cancels it and reports a hang; None (default): never, and
+            ``checkpoint_dir`` before the trigger reports a hang; None (default): never, and
             no checkpoint listing is made (two listings per look when set, in a worker thread).
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
         fire_not_before: epoch seconds before which the event is held back, even if the job ended sooner
             (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
-            the trigger cancels it and reports a ``queue_timeout`` (the operator passes
+            the trigger reports a ``queue_timeout`` (the operator passes
             ``RetryPolicy.queue_timeout_seconds``; seed 004); None (default): never.
         watch: the observer's memory of this attempt (``WatchMemory.to_json()``, from the run state), so that
             a hang clock keeps counting across deferrals; every event carries the updated one as ``"watch"``.
@@ -301,10 +302,10 @@ class CustomJobTrigger(BaseTrigger):
             await asyncio.sleep(max(0.0, self.fire_not_before - self._clock()))
         yield TriggerEvent(payload)
 
-    async def _stop(self, job: Any, hook: Any) -> dict[str, Any] | None:
-        """The ``queue_timeout`` or ``hang`` event's payload when the observer says the live ``job`` must be
-        stopped -- after cancelling it -- else None. Lists the checkpoints (in a worker thread) only when a
-        RUNNING job is judged for a hang."""
+    async def _verdict(self, job: Any) -> dict[str, Any] | None:
+        """The ``queue_timeout`` or ``hang`` event's payload when the observer judges the live ``job`` failed,
+        else None. The job is left running: the supervisor commands its end. Lists the checkpoints (in a
+        worker thread) only when a RUNNING job is judged for a hang."""
         from ..backends.vertex import job_look, job_summary, stop_keys, wants_checkpoints
         from ..supervisor.observe import Limits, observe
 
@@ -318,8 +319,7 @@ class CustomJobTrigger(BaseTrigger):
         self._steps.extend([at, step] for _, step, at in verdict.progressed)
         if verdict.failure is None:
             return None
-        self.log.warning("%s: %s; cancelling it", self.job_name, verdict.failure.message)
-        await hook.cancel_custom_job(self.job_name)
+        self.log.warning("%s: %s", self.job_name, verdict.failure.message)
         status = "queue_timeout" if "queue_timeout" in (keys := stop_keys(verdict.failure)) else "hang"
         return {"status": status, "job": summary, **keys}
 
@@ -330,7 +330,7 @@ class CustomJobTrigger(BaseTrigger):
             await hook.open()  # imports and credentials in a thread: never block the triggerer's loop
             while True:
                 payload, job = await self._read(hook)
-                if payload or (payload := await self._stop(job, hook)):
+                if payload or (payload := await self._verdict(job)):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
                 await asyncio.sleep(self.poll_interval)
@@ -353,7 +353,7 @@ class CustomJobTrigger(BaseTrigger):
                     payload, job = self._judge(watch.job), watch.job
                 else:  # not in the listing: no labels of ours, ended, or the listing failed
                     payload, job = await self._read(poller.hook)
-                if payload or (payload := await self._stop(job, poller.hook)):
+                if payload or (payload := await self._verdict(job)):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
         finally:

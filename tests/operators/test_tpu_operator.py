@@ -177,6 +177,29 @@ def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilie
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 
 
+def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient_emulator):
+    """Nothing bills while the run waits, never two nodes at once: the supervisor commands the failed node's
+    end (EndAttempt) before the backoff and the next CreateNode; the shell only carries it out."""
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "after_seconds": 0.2,
+                                  "grace_seconds": 0.05, "match": {"nth": 1}})
+    slow = Backoff(initial_seconds=600.0, max_seconds=600.0, jitter=0.0)
+    op = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=RetryPolicy(backoff=slow, budgets={
+        "recreate_node": Budget(max_retries=2, backoff=slow)}))
+    during_backoff: list[tuple[list[str], list[str]]] = []
+
+    def sleep(seconds: float) -> None:  # the backoff is recorded, not slept
+        if seconds > 60:
+            during_backoff.append((nodes_left(), deleted(resilient_emulator)))
+        else:
+            time.sleep(seconds)
+
+    op._sleep = sleep
+    result = op.execute(context())
+    assert decisions(result) == [("maintenance_event", "recreate_node")]
+    assert during_backoff == [([], [A1])]  # A1 already gone when the wait began; A2 not created yet
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+
+
 @pytest.mark.resilient_emulator(time_scale=0.002, latencies={"tpu_repair_seconds": 30_000.0})  # 60 s of repair
 def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator):
     resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.2, "grace_seconds": 0.05,

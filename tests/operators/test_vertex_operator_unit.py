@@ -284,13 +284,15 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     hung = ctx["task_state_store"].data[STATE_KEY]["job_name"]
     # The observer's memory travels out in the event and into the run state: a next deferral goes on from it.
     assert event["watch"]["resource"] == hung and event["watch"]["clocks"]["checkpoints"][0] == 20
-    assert resilient_emulator.wait_for_state(hung, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
-    with pytest.raises(TaskDeferred) as deferred:  # decided: resubmit after the backoff, deferred
+    # The trigger decides nothing: the hung job still runs until the supervisor commands its end.
+    assert [c.method for c in resilient_emulator.calls.list() if c.method == "CancelCustomJob"] == []
+    with pytest.raises(TaskDeferred) as deferred:  # decided: end it, then resubmit after the backoff, deferred
         deferrable_operator().execute_complete(ctx, event=event)
+    assert resilient_emulator.vertex.state_name(hung) == "JOB_STATE_CANCELLED"  # ended before the backoff
     assert ctx["task_state_store"].data[STATE_KEY]["watch"] == event["watch"]
-    assert not isinstance(deferred.value.trigger, CustomJobTrigger)  # the backoff's DateTimeTrigger
-    with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
-        deferrable_operator().execute_complete(ctx, event=None)
+    if not isinstance(deferred.value.trigger, CustomJobTrigger):  # the rest of the backoff, deferred
+        with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
+            deferrable_operator().execute_complete(ctx, event=None)
     assert ctx["task_state_store"].data[STATE_KEY]["job_name"] != hung
     last = asyncio.run(first_event(deferred.value.trigger))
     assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
@@ -392,8 +394,8 @@ def test_a_job_queued_past_the_queue_timeout_fails_over_after_it_ended(resilient
 @HELD_IN_US_CENTRAL1
 @pytest.mark.parametrize("shared_poller", [True, False], ids=["shared-poller", "per-job"])
 @pytest.mark.parametrize("fallback", [True, False], ids=["fallback", "no-fallback"])
-def test_deferred_a_job_queued_past_the_queue_timeout_is_cancelled_by_the_trigger(resilient_emulator,
-                                                                                  shared_poller, fallback):
+def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_ended_by_the_supervisor(
+        resilient_emulator, shared_poller, fallback):
     import asyncio
 
     from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
@@ -422,19 +424,21 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_cancelled_by_the_trigge
     held = ctx["task_state_store"].data[STATE_KEY]["job_name"]
     event = event_of(deferred.value)
     assert event["status"] == "queue_timeout" and "longer than the queue timeout" in event["queue_timeout"]
-    assert resilient_emulator.calls.count("CancelCustomJob") == 1
+    assert resilient_emulator.calls.count("CancelCustomJob") == 0  # the trigger decides nothing
     if not fallback:
         with pytest.raises(AirflowFailException, match="rule queue-timeout"):
             deferrable_operator().execute_complete(ctx, event=event)
         assert resilient_emulator.vertex.state_name(held) == "JOB_STATE_CANCELLED"
         assert resilient_emulator.calls.count("CreateCustomJob") == 1
         return
-    with pytest.raises(TaskDeferred):  # waited for CANCELLED; failing over after the failover backoff
+    with pytest.raises(TaskDeferred) as deferred:  # cancelled, waited for CANCELLED; then the failover backoff
         deferrable_operator().execute_complete(ctx, event=event)
+    assert resilient_emulator.calls.count("CancelCustomJob") == 1
     assert resilient_emulator.vertex.state_name(held) == "JOB_STATE_CANCELLED"
-    assert resilient_emulator.calls.count("CreateCustomJob") == 1
-    with pytest.raises(TaskDeferred) as deferred:  # woke up: attempt 2 in europe-west4, watched
-        deferrable_operator().execute_complete(ctx, event=None)
+    if not isinstance(deferred.value.trigger, CustomJobTrigger):  # the rest of the backoff, deferred
+        assert resilient_emulator.calls.count("CreateCustomJob") == 1
+        with pytest.raises(TaskDeferred) as deferred:  # woke up: attempt 2 in europe-west4, watched
+            deferrable_operator().execute_complete(ctx, event=None)
     last = event_of(deferred.value)
     assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
     result = deferrable_operator().execute_complete(ctx, event=last)

@@ -265,7 +265,12 @@ def test_any_run_round_trips_through_json_and_ends_in_order(outcomes):
         elif isinstance(action, Submit):
             state, action = step(state, Submitted(f"jobs/{n}", now))
         elif isinstance(action, Watch):
-            state, action = step(state, JobSucceeded(now) if outcome is None else JobFailed(outcome, now))
+            live = n % 2 == 0  # a TPU node whose workload failed; a hung job (else: ended by the platform)
+            state, action = step(state, JobSucceeded(now, live) if outcome is None else
+                                 JobFailed(outcome, now, live=live))
+        elif isinstance(action, EndAttempt):  # never two attempts at once: the next comes after it ended
+            assert state.phase == "ending" and state.next_submit is not None
+            state, action = step(state, Ended(now))
         assert reload(state) == state
     numbers = [a.number for a in state.history]
     assert numbers == list(range(1, len(numbers) + 1))
@@ -362,3 +367,66 @@ def test_a_stored_state_of_the_first_format_reads_back_and_an_unknown_phase_is_n
     assert state_to_json(state)["phase"] == "sleeping"
     with pytest.raises(ValueError, match="unknown phase 'paused'"):
         state_from_json({**stored, "phase": "paused"})
+
+
+# ------------------------------------------------------------------ a failed attempt that is still live
+HANG = Failure(FailureClass.HANG, Platform.VERTEX_AI, message="no checkpoint progress for 900 s")
+
+
+def test_a_live_failed_attempt_is_ended_before_the_backoff_and_the_next_attempt():
+    """Never two attempts at once, and nothing billed while waiting: the supervisor commands the end."""
+    state, action = step(running(), JobFailed(HANG, T0 + 50, live=True))
+    assert action == EndAttempt("jobs/1", action.reason) and "hang" in action.reason
+    assert state.phase == "ending" and state.next_submit == Submit(2, -1, "hang") and state.wake_at > T0 + 50
+    assert state.history[0].incidents[0].failure.failure_class == FailureClass.HANG  # recorded once, now
+    # A task retry while it is being ended goes on ending it, keeping the decided next attempt.
+    again, repeated = step(reload(state), Started(T0 + 51))
+    assert isinstance(repeated, EndAttempt) and again == reload(state)
+    ended, action = step(reload(state), Ended(T0 + 52))
+    assert isinstance(action, Sleep) and action.seconds == pytest.approx(state.wake_at - (T0 + 52))
+    assert ended.phase == "sleeping" and ended.history[0].ended_by is None  # a failure, not a Clear
+    _, action = step(ended, WokeUp(state.wake_at))
+    assert action == Submit(2, -1, "hang")
+    # Ended after the backoff is over already: submit at once.
+    late, action = step(reload(state), Ended(state.wake_at + 5))
+    assert action == Submit(2, -1, "hang") and late.phase == "submitting" and late.segment_start == 0
+
+
+def test_a_live_attempt_that_finished_before_it_could_be_ended_is_the_result():
+    state, _ = step(running(), JobFailed(HANG, T0 + 50, live=True))
+    state, action = step(state, Ended(T0 + 52, succeeded=True))
+    assert action == Succeed("jobs/1") and state.phase == "succeeded"
+
+
+def test_a_clear_while_a_failed_attempt_is_ended_becomes_the_clears_ending():
+    state, _ = step(running(), JobFailed(HANG, T0 + 50, live=True))
+    state, action = step(reload(state), Started(T0 + 51, cleared=True))
+    assert action == EndAttempt("jobs/1", ANY_REASON) and state.next_submit is None
+    state, action = step(state, Ended(T0 + 52))
+    assert action == Submit(2, -1) and state.segment_start == 1 and state.history[0].ended_by == "clear"
+
+
+def test_a_run_that_stops_ends_what_is_still_live():
+    _, action = step(running(), JobFailed(USER, T0 + 5, live=True))
+    assert isinstance(action, Fail) and action.end == "jobs/1"
+    _, action = step(running(), JobFailed(USER, T0 + 5))
+    assert isinstance(action, Fail) and action.end is None  # the platform ended it already
+    _, action = step(running(), JobSucceeded(T0 + 5, live=True))
+    assert action == Succeed("jobs/1", end=True)
+    # A cleared successful run reruns nothing and ends nothing (it was ended when the run stopped).
+    done, _ = step(running(), JobSucceeded(T0 + 5, live=True))
+    assert step(reload(done), Started(T0 + 9))[1] == Succeed("jobs/1")
+
+
+def test_a_wait_for_in_place_recovery_keeps_the_live_attempt():
+    wait = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING")
+    state, action = step(running(), JobFailed(wait, T0 + 5, live=True))
+    assert isinstance(action, Sleep) and state.phase == "sleeping" and state.next_submit is None
+
+
+def test_a_stored_ending_of_the_previous_release_is_a_clears():
+    """An ``ending`` state stored before failures could end attempts has no next Submit: it was a Clear's."""
+    stored = {"phase": "ending", "history": [{"number": 1, "resource_name": "jobs/1", "fallback_index": -1}],
+              "segment_start": 0, "job_name": "jobs/1"}
+    state, action = step(state_from_json(stored), Ended(T0))
+    assert action == Submit(2, -1) and state.history[0].ended_by == "clear"
