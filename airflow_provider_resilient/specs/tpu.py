@@ -87,6 +87,10 @@ exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-
 
 
 _TYPE_RE = re.compile(r"^(?P<family>v2|v3|v4|v5p|v5litepod|v5e|v6e)-(?P<size>\d+)$")
+#: The largest slice of each family (its size unit: TensorCores for v2-v5p, chips for v5e/v6e), from the Cloud
+#: TPU documentation: a v2 pod has 512 TensorCores, v3 2048, v4 4096 chips (8192 TensorCores), v5p 8960 chips,
+#: v5e and v6e 256 chips.
+MAX_SLICE = {"v2": 512, "v3": 2048, "v4": 8192, "v5p": 17920, "v5litepod": 256, "v5e": 256, "v6e": 256}
 
 
 def worker_count(accelerator_type: str) -> int:
@@ -94,6 +98,7 @@ def worker_count(accelerator_type: str) -> int:
     v2, v3, v4 and v5p types count TensorCores (v2/v3) or chips x 2 (v4, v5p): 8 per host, so
     ``v4-8`` has 1 worker VM, ``v4-16`` 2, ``v4-32`` 4. v5e (``v5litepod-N``) and v6e (``v6e-N``) count chips:
     up to 8 chips fit one host (``v5litepod-8``: 1 VM), larger slices use 4-chip hosts (``v5litepod-16``: 4).
+    No slice is larger than its family's pod (:data:`MAX_SLICE`).
 
 
     Raises:
@@ -103,6 +108,9 @@ def worker_count(accelerator_type: str) -> int:
     if not match:
         raise ValueError(f"{accelerator_type!r} is not a TPU accelerator type like 'v4-8' or 'v5litepod-16'")
     family, size = match["family"], int(match["size"])
+    if size > MAX_SLICE[family]:
+        raise ValueError(f"{accelerator_type!r} is larger than the largest {family} slice, "
+                         f"{family}-{MAX_SLICE[family]}")
     if family in ("v5litepod", "v5e", "v6e"):
         if size in (1, 4, 8):
             return 1

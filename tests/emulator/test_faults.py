@@ -241,3 +241,16 @@ def test_active_seconds_is_a_window_since_the_plan_was_loaded():
     assert seen == {105.0: [], 110.0: ["1", "n"], 119.9: ["1", "n"], 120.0: []}
     with pytest.raises(ValueError, match="active_seconds"):
         Fault(kind="stockout", active_seconds=(5, 5))
+
+
+def test_an_at_step_fault_waits_for_a_step_directory_with_something_written_in_it(tmp_path):
+    """The emulator's own rule (vertex/runs.written_step), not the provider's completeness rule."""
+    from airflow_provider_resilient.testing.emulator.vertex.runs import written_step
+
+    assert written_step(str(tmp_path / "missing")) is None
+    for name, files in [("step_3", ["state.json"]), ("checkpoint-5", ["model.pkl"]), ("step_9", []),
+                        ("step_12.orbax-checkpoint-tmp", ["x"]), ("notes", ["x"])]:
+        (tmp_path / name).mkdir()
+        for file in files:
+            (tmp_path / name / file).write_text("x")
+    assert written_step(str(tmp_path)) == 5  # step_9 is empty, the tmp directory is no step

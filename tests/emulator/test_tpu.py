@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,9 +53,45 @@ def test_worker_counts(accelerator, workers):
     assert worker_count(accelerator) == workers
 
 
-def test_worker_count_rejects_non_tpu_names():
-    with pytest.raises(ValueError, match="v4-12"):
-        worker_count("v4-12")
+@pytest.mark.parametrize("name", ["v4-12", "v4-8000000", "v3-16", "v5litepod-12", "v6e-512", "v7-8", "v4-08"])
+def test_worker_count_refuses_what_the_platform_does_not_offer(name):
+    with pytest.raises(ValueError, match=re.escape(repr(name))):
+        worker_count(name)
+
+
+OFFERED = ["v2-8", "v2-512", "v3-8", "v3-2048", "v4-8", "v4-64", "v4-4096", "v5p-8", "v5p-1024", "v5litepod-1",
+           "v5litepod-4", "v5litepod-8", "v5litepod-256", "v6e-8", "v6e-16", "v6e-256"]
+
+
+@pytest.mark.parametrize("name", OFFERED)
+def test_the_provider_and_the_emulator_count_the_same_workers_from_separate_tables(name):
+    """The emulator's table is written from the documentation apart from the provider's (specs.tpu): where they
+    disagree, one of them is wrong, and this says so."""
+    from airflow_provider_resilient.specs.tpu import worker_count as provider_count
+
+    assert provider_count(name) == worker_count(name)
+
+
+def test_the_emulator_imports_nothing_of_the_provider_outside_testing():
+    """A bug in product code must not be copied into the fake it is tested against."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "airflow_provider_resilient" / "testing" / "emulator"
+    found = []
+    for path in root.rglob("*.py"):
+        depth = len(path.relative_to(root).parts) + 1  # levels up to testing/: 2 in emulator/x.py
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                name = node.module or ""
+                # a relative import climbing past testing/ (level > depth) or an absolute one of the package
+                if node.level > depth or (node.level == 0 and name.startswith("airflow_provider_resilient")
+                                          and not name.startswith("airflow_provider_resilient.testing")):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {'.' * node.level}{name}")
+    assert found == []
+    from airflow_provider_resilient import clients
+    from airflow_provider_resilient.testing.emulator import server
+
+    assert server.EMULATOR_HOST_ENV == clients.EMULATOR_HOST_ENV  # the one contract they share: a name
 
 
 def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_flow(resilient_emulator):

@@ -448,6 +448,7 @@ def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator)
 # ------------------------------------------------------------------ arguments
 @pytest.mark.parametrize(("command", "kwargs", "field"), [
     ("echo ok", {"zone": "us-central2"}, "zone"), ("echo ok", {"accelerator_type": "v4-12"}, "accelerator_type"),
+    ("echo ok", {"accelerator_type": "v4-8000000"}, "accelerator_type"),  # issue 13: no million-VM slice
     ("", {}, "command"), ("echo ok", {"tpu_node_id": "Bad_Id"}, "tpu_node_id"),
     # Issue 13: an env key is pasted into the startup script; it must be a shell identifier, not code.
     ("echo ok", {"env": {"X=1; touch /tmp/pwned; Y": "v"}}, re.escape("env['X=1; touch /tmp/pwned; Y']")),

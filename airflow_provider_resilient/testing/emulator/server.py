@@ -28,11 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from ...clients import EMULATOR_HOST_ENV
 from .calls import CallLog
 from .config import EmulatorConfig
 from .faults import Fault, FaultBook, FaultPlan
 from .operations import OperationStore
+
+#: Where the provider's clients find the emulator's gRPC services (``host:port``). The provider reads the same
+#: variable (``clients.EMULATOR_HOST_ENV``); the emulator names it itself, importing nothing of the provider.
+EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
 
 log = logging.getLogger(__name__)
 
