@@ -218,6 +218,26 @@ class ResilientVertexAIHook(GoogleApiHook):
                 return list(pager)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def wait_for_end(self, name: str, *, timeout: float, interval: float) -> Any:
+        """Read ``name`` every ``interval`` seconds until its state is terminal; the terminal CustomJob.
+
+        Raises:
+            concurrent.futures.TimeoutError: it is still not terminal after ``timeout`` seconds.
+        """
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from ..backends.vertex import TERMINAL_STATES
+
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get_custom_job(name)
+            if job.state.name in TERMINAL_STATES:
+                return job
+            if time.monotonic() > deadline:
+                raise FutureTimeout(f"{name} is still {job.state.name} {timeout:.0f} s after it was cancelled")
+            log.info("Waiting for %s to end (%s)", name, job.state.name)
+            self._sleep(interval)
+
     def cancel_custom_job(self, name: str) -> None:
         """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine."""
         from google.api_core import exceptions as gexc

@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..policy import FailureClass, Fallback, RetryPolicy, history_table, history_to_json
@@ -92,7 +92,38 @@ def first_try_after_clear(context: Any, retries: int | None) -> bool:
 
 
 class SupervisedOperator(BaseOperator):
-    """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``."""
+    """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``.
+
+    The arguments every platform's operator takes (documented here once; keyword only):
+
+    Args:
+        project_id: Google Cloud project id.
+        checkpoint_dir: where the workload writes checkpoints (``gs://`` or a local path); searched for the
+            latest complete checkpoint before every new attempt, which resumes from it.
+        checkpoint_marker: a file the workload writes last in each checkpoint (e.g. ``COMMITTED``); when set,
+            a checkpoint without it is never resumed from.
+        labels: extra labels of the job / node (the operator adds ``airflow-dag``, ``airflow-task``,
+            ``airflow-run``, ``airflow-map-index`` and ``resilient-attempt``).
+        network, service_account: the job's / node's.
+        resilience_policy: a :class:`~..policy.RetryPolicy` for attempts (default: the seed rules). Named so
+            because ``retry_policy`` is Airflow's own argument, for task retries. Its
+            ``queue_timeout_seconds`` (default 1800 s, seed 004: "if queuing time exceeds 30 minutes, the
+            training job exits automatically") bounds how long an attempt may wait for capacity.
+        fallbacks: alternative targets (:class:`~..policy.Fallback` or dicts) consumed on stockouts and queue
+            timeouts, in order; shorthand for ``resilience_policy.fallbacks``. Each hop waits
+            ``RetryPolicy.failover_backoff`` first (default 10 s doubling to 2 min, 50 % jitter).
+        deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
+        poll_interval: seconds between looks at the running attempt (> 0; default 30).
+        rerun_after_success: when a successful task is cleared, train again (default: return the earlier
+            result without creating anything).
+        gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
+        impersonation_chain: service account(s) to impersonate.
+        min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
+
+    Raises:
+        ValueError: ``poll_interval`` <= 0 or ``min_defer_seconds`` < 0 (at DAG parse time).
+        TypeError: ``resilience_policy`` is not a :class:`~..policy.RetryPolicy`.
+    """
 
     STATE_KEY = "resilient_state"
     #: Task-state-store key of the step reports seen so far ([[time, step], ...], the newest
@@ -103,8 +134,29 @@ class SupervisedOperator(BaseOperator):
     deferrable: bool
     rerun_after_success: bool
 
-    def __init__(self, *, min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, **kwargs: Any) -> None:
+    def __init__(self, *, project_id: str, checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
+                 labels: Mapping[str, str] | None = None, network: str | None = None,
+                 service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
+                 fallbacks: Sequence[Fallback | Mapping[str, Any]] = (),
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 30.0, rerun_after_success: bool = False,
+                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+        self.project_id = project_id
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_marker = checkpoint_marker
+        self.labels = dict(labels or {})
+        self.network = network
+        self.service_account = service_account
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.rerun_after_success = rerun_after_success
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
         if min_defer_seconds < 0:
             raise ValueError(f"{type(self).__name__}: min_defer_seconds must be >= 0 seconds, got {min_defer_seconds}")
         #: See :data:`DEFAULT_MIN_DEFER_SECONDS`.
@@ -122,9 +174,30 @@ class SupervisedOperator(BaseOperator):
         """Create attempt ``action.attempt``; return ``Submitted`` or ``SubmitFailed``."""
         raise NotImplementedError
 
-    def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
-        """Follow the attempt until it ends; return ``JobSucceeded`` or ``JobFailed`` (or defer)."""
+    def _begin_watch(self, context: Any, state: RunState, job_name: str) -> None:
+        """Before the first look at ``job_name``: links, what ``on_kill`` must end; may defer at once."""
+
+    def _look(self, context: Any, state: RunState, job_name: str) -> Any:
+        """One look at the attempt: ``JobSucceeded`` / ``JobFailed`` when something happened, None while it
+        just runs."""
         raise NotImplementedError
+
+    def _defer_watch(self, state: RunState, job_name: str) -> None:
+        """Defer to the platform's trigger, which brings the task back (``execute_complete``) on a change."""
+        raise NotImplementedError
+
+    def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
+        """Carry out ``Watch``: look at the attempt every ``poll_interval`` seconds until a look reports an
+        event; deferrable, wait in the platform's trigger between looks instead of in the worker. The only
+        watch loop: the subclasses say what one look is (:meth:`_look`)."""
+        self._begin_watch(context, state, job_name)
+        while True:
+            event = self._look(context, state, job_name)
+            if event is not None:
+                return event
+            if self.deferrable:
+                self._defer_watch(state, job_name)
+            self._sleep(self.poll_interval)
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> Any:
         """The task's return value after success."""

@@ -43,11 +43,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
-from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
+from ..policy import Failure, FailureClass, Platform, RetryPolicy, history_to_json
 from ..specs.tpu import (
     NODE_ID_RE,
     RUNTIME_RE,
@@ -62,7 +61,7 @@ from ..specs.vertex import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels,
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, Submit, SubmitFailed, Submitted, WokeUp
 from ..supervisor.observe import Clock, Limits, Look, WatchMemory, worker_key
 from ..supervisor.reconcile import owner_env
-from .base import SupervisedOperator, policy_with_fallbacks
+from .base import SupervisedOperator
 
 STATE_KEY = "resilient_tpu_workload"
 #: Task-state-store keys where runs stored before the observer's memory moved into the run state kept the
@@ -118,15 +117,14 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     """Run ``command`` on every worker of a Cloud TPU node until it succeeds, re-creating the node as needed.
 
     Args:
-        project_id: Google Cloud project id.
         zone: TPU zone, e.g. ``us-central2-b``.
         accelerator_type: e.g. ``v4-8``, ``v4-32``, ``v5litepod-16``.
         runtime_version: the TPU VM image, e.g. ``tpu-ubuntu2204-base``.
         command: the training command (a shell string or an argv list), run on every worker VM.
         setup_script: bash run before the command at every boot (installs, mounts ...).
         env: environment variables of the command.
-        checkpoint_dir: where the workload writes checkpoints; searched before every new node.
-        checkpoint_marker: a file the workload writes last in each checkpoint, required when set.
+        checkpoint_dir: required here (see :class:`~.base.SupervisedOperator`): every new node resumes from
+            the latest complete checkpoint under it (``RESILIENT_CHECKPOINT_DIR`` on the workers).
         tpu_node_id: the node id stem (attempt n runs on ``<tpu_node_id>-a<n>``); default: DAG, task and a
             run hash. (Not ``node_id``: that name is BaseOperator's.)
         spot: request Spot capacity (preemptible); ``reserved``: use a reservation.
@@ -134,9 +132,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             with a stockout); implied by ``valid_until_duration``.
         valid_until_duration: seconds (or timedelta) the queued resource may wait for capacity; past it, the
             request FAILs and the attempt counts as a queue timeout (fail over along ``fallbacks``, or fail).
-        labels, network, service_account: the node's.
-        resilience_policy, fallbacks: see :class:`~.vertex_ai.ResilientCustomJobOperator` (fallbacks take
-            ``zone`` and ``accelerator_type``).
+        fallbacks: as on :class:`~.base.SupervisedOperator`; a TPU fallback takes ``zone`` and
+            ``accelerator_type``.
         max_worker_restarts: in-place restarts per worker by the runner, and the policy's ``worker_restarts``
             budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, seed 000: 5.
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
@@ -152,8 +149,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
             the task back on a change, or after :func:`~..backends.tpu.look_again_seconds` for a full look.
-        poll_interval: seconds between looks at the node (between trigger polls when deferred).
-        rerun_after_success, gcp_conn_id, impersonation_chain: as for the Vertex AI operator.
+        project_id, checkpoint_marker, labels, network, service_account, resilience_policy, poll_interval,
+            rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
+            operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
 
     Returns: ``{"node_name", "state", "checkpoint", "attempts"}``; the history also goes to XCom
     ``attempt_history``.
@@ -167,52 +165,32 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
                                       "setup_script", "env", "checkpoint_dir", "tpu_node_id", "labels")
 
-    def __init__(self, *, project_id: str, zone: str, accelerator_type: str, runtime_version: str,
-                 command: str | Sequence[str], checkpoint_dir: str, setup_script: str | None = None,
-                 env: Mapping[str, str] | None = None, checkpoint_marker: str | None = None,
+    def __init__(self, *, zone: str, accelerator_type: str, runtime_version: str, command: str | Sequence[str],
+                 checkpoint_dir: str, setup_script: str | None = None, env: Mapping[str, str] | None = None,
                  tpu_node_id: str | None = None, spot: bool = False, reserved: bool = False,
                  queued_resource: bool = False, valid_until_duration: float | timedelta | None = None,
-                 labels: Mapping[str, str] | None = None, network: str | None = None,
-                 service_account: str | None = None, resilience_policy: RetryPolicy | None = None,
-                 fallbacks: Sequence[Fallback | Mapping[str, Any]] = (), max_worker_restarts: int | None = None,
-                 hang_timeout: float = 1800.0, heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0,
-                 keep_node: bool = False,
-                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 poll_interval: float = 30.0, rerun_after_success: bool = False,
-                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 max_worker_restarts: int | None = None, hang_timeout: float = 1800.0,
+                 heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0, keep_node: bool = False,
                  **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
-        self.resilience_policy, self.max_worker_restarts = align_worker_restarts(
-            policy_with_fallbacks(resilience_policy, fallbacks), max_worker_restarts)
-        self.project_id = project_id
+        super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
+        self.resilience_policy, self.max_worker_restarts = align_worker_restarts(self.resilience_policy,
+                                                                                 max_worker_restarts)
         self.zone = zone
         self.accelerator_type = accelerator_type
         self.runtime_version = runtime_version
         self.command = command
         self.setup_script = setup_script
         self.env = dict(env or {})
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_marker = checkpoint_marker
         self.tpu_node_id = tpu_node_id
         self.spot = spot
         self.valid_until_seconds = (valid_until_duration.total_seconds() if isinstance(valid_until_duration, timedelta)
                                     else valid_until_duration)
         self.queued_resource = queued_resource or self.valid_until_seconds is not None
         self.reserved = reserved
-        self.labels = dict(labels or {})
-        self.network = network
-        self.service_account = service_account
         self.hang_timeout = hang_timeout
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.rerun_after_success = rerun_after_success
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
         self._live_node: str | None = None
         self._live_queued: str | None = None
         self._baseline: dict[str, Any] | None = None
@@ -396,17 +374,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self._sleep(self.poll_interval)
             qr = hook.get_queued_resource(qr.name)
 
-    def _watch(self, context: Any, state: RunState, node_name: str) -> Any:
+    def _begin_watch(self, context: Any, state: RunState, node_name: str) -> None:
+        """Remember the node (and its queued resource) for ``on_kill``; the first look is made at once."""
         self._live_node = node_name
         if self.queued_resource:
             self._live_queued = queued_resource_name(node_name)
-        while True:
-            event = self._look(context, state, node_name)
-            if event is not None:
-                return event
-            if self.deferrable:
-                self._defer_watch(node_name)
-            self._sleep(self.poll_interval)
 
     def _trigger_args(self, node_name: str) -> dict[str, Any]:
         from ..clients import serializable_chain
@@ -416,7 +388,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 "queued_resource": queued_resource_name(node_name) if self.queued_resource else None,
                 "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator}
 
-    def _defer_watch(self, node_name: str) -> None:
+    def _defer_watch(self, state: RunState, node_name: str) -> None:
         """Wait in a :class:`~..triggers.tpu.TPUNodeTrigger` for a change, or for the look-again interval."""
         from ..backends.tpu import look_again_seconds
         from ..triggers.tpu import TPUNodeTrigger

@@ -36,11 +36,10 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
-from ..policy import Failure, FailureClass, Fallback, Platform, RetryPolicy, history_to_json
+from ..policy import Failure, FailureClass, Platform, history_to_json
 from ..specs.vertex import (
     ENV_RESUME_FROM,
     ENV_RESUME_STEP,
@@ -65,7 +64,7 @@ from ..supervisor import (
     WokeUp,
 )
 from ..supervisor.reconcile import owner_env
-from .base import SupervisedOperator, policy_with_fallbacks
+from .base import SupervisedOperator
 
 log = logging.getLogger(__name__)
 
@@ -132,48 +131,35 @@ class ResilientCustomJobOperator(SupervisedOperator):
     """Run a Vertex AI CustomJob to completion through crashes, stockouts, internal errors and quota waits.
 
     Args:
-        project_id: Google Cloud project id.
         region: Vertex AI region, e.g. ``us-central1``.
         display_name: the CustomJob's display name (every attempt uses it).
         worker_pool_specs: list of WorkerPoolSpec dicts (or messages); the first pool has 1 replica.
         base_output_dir: ``gs://`` prefix for Vertex AI's ``AIP_MODEL_DIR`` / ``AIP_CHECKPOINT_DIR`` /
             ``AIP_TENSORBOARD_LOG_DIR``.
-        checkpoint_dir: where the workload writes checkpoints (default ``<base_output_dir>/checkpoints/``,
-            Vertex AI's ``AIP_CHECKPOINT_DIR``); searched before every new attempt.
-        checkpoint_marker: a file the workload writes last in each checkpoint (e.g. ``COMMITTED``); when set,
-            a checkpoint without it is never resumed from.
         timeout: ``scheduling.timeout`` (timedelta or seconds): the platform expires a longer attempt.
         restart_job_on_worker_restart: ``scheduling.restart_job_on_worker_restart``.
         strategy: ``scheduling.strategy``: STANDARD, SPOT or FLEX_START (ON_DEMAND, LOW_COST).
         max_wait_duration: FLEX_START's ``scheduling.max_wait_duration``.
         disable_retries: ``scheduling.disable_retries`` (the platform's own retries; ours still apply).
-        labels: extra job labels (the operator adds ``airflow-dag``, ``airflow-task``, ``airflow-run``,
-            ``airflow-map-index`` and ``resilient-attempt``).
-        service_account, network: the CustomJob's.
-        resilience_policy: a :class:`~..policy.RetryPolicy` for job attempts (default: the seed rules).
-            Named so because ``retry_policy`` is Airflow's own argument, for task retries.
-            Its ``queue_timeout_seconds`` (default 1800 s, seed 004: "if queuing time exceeds 30 minutes,
-            the training job exits automatically") bounds how long an attempt may stay QUEUED or PENDING
-            (seed 003: a job may wait there until quota frees), counted from the job's ``create_time``: past
-            it the job is cancelled, and once it has ended the ``queue-timeout`` rule fails over to the next
-            fallback or fails the task with a message naming the queue timeout.
-        fallbacks: alternative targets (:class:`~..policy.Fallback` or dicts) consumed on stockouts and
-            queue timeouts, in order; shorthand for ``resilience_policy.fallbacks``. Each hop waits
-            ``RetryPolicy.failover_backoff`` first (default 10 s doubling to 2 min, 50 % jitter).
-        deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
-        poll_interval: seconds between status reads while an attempt runs. Each read also looks for a new
-            complete checkpoint (two listings): the steps seen feed the goodput ledger.
         hang_timeout: seconds a RUNNING attempt may go without a new complete checkpoint before it counts as
             hung (DESIGN.md rules table: "no heartbeat / no checkpoint progress for a set time" -> treated as
             a transient crash, sharing its budget): the job is cancelled and resubmitted from the latest
-            checkpoint. Set it to a few checkpoint intervals; None (default) never declares a hang -- the
-            platform's ``scheduling.timeout`` is then the only limit. Deferred, the trigger watches for it
-            (and only then lists checkpoints: a deferred run has step reports only with a hang_timeout).
+            checkpoint. Set it to a few checkpoint intervals (more than ``poll_interval``); None (default)
+            never declares a hang -- the platform's ``scheduling.timeout`` is then the only limit. Deferred,
+            the trigger watches for it (and only then lists checkpoints: a deferred run has step reports only
+            with a hang_timeout).
         cancel_on_kill: cancel the live job when the task is killed (``on_kill`` / trigger ``on_kill``).
-        rerun_after_success: when a successful task is cleared, train again (default: return the earlier
-            result without submitting anything).
-        gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
-        impersonation_chain: service account(s) to impersonate.
+        project_id, checkpoint_marker, labels, network, service_account, fallbacks, deferrable,
+            rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
+            operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
+        checkpoint_dir: as there; default ``<base_output_dir>/checkpoints/`` (Vertex AI's
+            ``AIP_CHECKPOINT_DIR``).
+        resilience_policy: as there. On Vertex AI its ``queue_timeout_seconds`` bounds how long an attempt may
+            stay QUEUED or PENDING (seed 003: a job may wait there until quota frees), counted from the job's
+            ``create_time``: past it the job is cancelled, and once it has ended the ``queue-timeout`` rule
+            fails over to the next fallback or fails the task with a message naming the queue timeout.
+        poll_interval: as there: seconds between status reads while an attempt runs. Each read also looks
+            for a new complete checkpoint (two listings): the steps seen feed the goodput ledger.
 
     Returns (and pushes to XCom as ``return_value``): ``{"job_name", "state", "checkpoint": {"uri", "step"}
     | None, "attempts": [...]}``; the attempt history is also pushed as ``attempt_history``.
@@ -195,60 +181,34 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def __init__(
         self,
         *,
-        project_id: str,
         region: str,
         display_name: str,
         worker_pool_specs: Sequence[Mapping[str, Any]],
         base_output_dir: str | None = None,
-        checkpoint_dir: str | None = None,
-        checkpoint_marker: str | None = None,
         timeout: timedelta | float | None = None,
         restart_job_on_worker_restart: bool = False,
         strategy: str | None = None,
         max_wait_duration: timedelta | float | None = None,
         disable_retries: bool = False,
-        labels: Mapping[str, str] | None = None,
-        service_account: str | None = None,
-        network: str | None = None,
-        resilience_policy: RetryPolicy | None = None,
-        fallbacks: Sequence[Fallback | Mapping[str, Any]] = (),
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 30.0,
         hang_timeout: float | None = None,
         cancel_on_kill: bool = True,
-        rerun_after_success: bool = False,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
-        if hang_timeout is not None and hang_timeout <= poll_interval:
-            raise ValueError(f"hang_timeout must be more than poll_interval ({poll_interval} s), got {hang_timeout}")
-        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
-        self.project_id = project_id
+        if hang_timeout is not None and hang_timeout <= self.poll_interval:
+            raise ValueError(f"hang_timeout must be more than poll_interval ({self.poll_interval} s), "
+                             f"got {hang_timeout}")
         self.region = region
         self.display_name = display_name
         self.worker_pool_specs = worker_pool_specs
         self.base_output_dir = base_output_dir
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_marker = checkpoint_marker
         self.timeout = timeout
         self.restart_job_on_worker_restart = restart_job_on_worker_restart
         self.strategy = strategy
         self.max_wait_duration = max_wait_duration
         self.disable_retries = disable_retries
-        self.labels = dict(labels or {})
-        self.service_account = service_account
-        self.network = network
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
         self.hang_timeout = hang_timeout
         self.cancel_on_kill = cancel_on_kill
-        self.rerun_after_success = rerun_after_success
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
         self._live_job: str | None = None
 
     # ------------------------------------------------------------------ Airflow entry points
@@ -397,76 +357,68 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return Submitted(job.name, self._clock(), checkpoint.step if checkpoint else None,
                          checkpoint.uri if checkpoint else None)
 
-    def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
-        # Every try starts with no XCom (Airflow clears them): a created, reattached or resumed job gets its
-        # links pushed again here.
+    def _begin_watch(self, context: Any, state: RunState, job_name: str) -> None:
+        """Push the job's links (every try starts with no XCom: a created, reattached or resumed job gets them
+        again) and, deferrable, defer at once: the trigger makes the first look."""
         self.__dict__.pop("_known_absent", None)
         push_links(context, job_name)
         self._live_job = job_name
         if self.deferrable:
             self._defer_watch(state, job_name)
-        return self._outcome(self._poll_until_terminal(context, state, job_name))
 
-    def _poll_until_terminal(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
-        """Poll every ``poll_interval`` seconds until the job is terminal or the observer judges it failed
-        while it runs (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue timeout, or RUNNING
-        without checkpoint progress past ``hang_timeout``). The job's summary
-        (:func:`~..backends.vertex.job_summary`), with the verdict's :data:`~..backends.vertex.STOP_KEYS`:
-        the job is then still live, and the supervisor commands its end."""
+    def _look(self, context: Any, state: RunState, job_name: str) -> Any:
+        """One look at the job: ``JobSucceeded`` / ``JobFailed`` once it is terminal, or when the observer
+        judges it failed while it runs (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue
+        timeout, or RUNNING without checkpoint progress past ``hang_timeout``; the job is then still live:
+        ``live=True``, and the supervisor commands its end); None while it just runs."""
         from ..backends.vertex import TERMINAL_STATES, job_look, stop_keys, wants_checkpoints
         from ..supervisor.observe import Limits
 
-        hook = self._hook()
+        summary = self._job_summary(self._hook().get_custom_job(job_name))
+        if summary["state"] in TERMINAL_STATES:
+            return self._outcome(summary)
+        listed = self._checkpoint_dir() if wants_checkpoints(summary, self.hang_timeout) else None
         limits = Limits(hang_seconds=self.hang_timeout, queue_seconds=self.resilience_policy.queue_timeout_seconds)
-        while True:
-            summary = self._job_summary(hook.get_custom_job(job_name))
-            if summary["state"] in TERMINAL_STATES:
-                return summary
-            listed = self._checkpoint_dir() if wants_checkpoints(summary, self.hang_timeout) else None
-            verdict = self._observe(context, state, job_look(summary, listed, self.checkpoint_marker), limits)
-            if verdict.failure is not None:
-                self.log.warning("%s: %s", job_name, verdict.failure.message)
-                return {**summary, **stop_keys(verdict.failure)}
-            self._sleep(self.poll_interval)
+        verdict = self._observe(context, state, job_look(summary, listed, self.checkpoint_marker), limits)
+        if verdict.failure is None:
+            return None
+        self.log.warning("%s: %s", job_name, verdict.failure.message)
+        return self._outcome({**summary, **stop_keys(verdict.failure)})
 
     def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Ended:
         """Carry out ``EndAttempt``: cancel ``job_name`` and wait until it is terminal (a person cleared the
         running task, or it failed while live: hung, queued too long)."""
-        self._hook().cancel_custom_job(job_name)
-        summary = self._await_end(job_name)
-        return Ended(self._clock(), succeeded=summary["state"] in ("JOB_STATE_SUCCEEDED",
-                                                                   "JOB_STATE_PARTIALLY_SUCCEEDED"))
+        job = self._cancel_and_wait(job_name)
+        return Ended(self._clock(), succeeded=job.state.name in ("JOB_STATE_SUCCEEDED",
+                                                                 "JOB_STATE_PARTIALLY_SUCCEEDED"))
 
     def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
         """Carry out ``Fail.end``: the run stops with ``job_name`` still live (hung, queued too long): cancel
         it and wait until it has ended, so that nothing of the failed task runs on."""
         self.log.info("Cancelling %s: the run stops", job_name)
-        self._hook().cancel_custom_job(job_name)
-        self._await_end(job_name)
+        self._cancel_and_wait(job_name)
 
-    def _await_end(self, job_name: str) -> dict[str, Any]:
-        """After ``job_name`` was cancelled: poll until the job is terminal, so that nothing follows while it
-        runs. Its terminal summary (SUCCEEDED when it finished before the cancel took effect).
+    def _cancel_and_wait(self, job_name: str) -> Any:
+        """Cancel ``job_name`` and wait (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.wait_for_end`) until
+        it is terminal, so that nothing follows while it runs; the terminal job (SUCCEEDED when it finished
+        before the cancel took effect).
 
         Raises:
             AirflowException: the job is still not terminal after :data:`CANCEL_WAIT_SECONDS` (a task retry
-                watches it again).
+                ends it again).
         """
-        from ..backends.vertex import TERMINAL_STATES
+        from concurrent.futures import TimeoutError as FutureTimeout
 
         hook = self._hook()
-        started = self._clock()
-        while True:
-            summary = self._job_summary(hook.get_custom_job(job_name))
-            if summary["state"] in TERMINAL_STATES:
-                if summary["state"] != "JOB_STATE_CANCELLED":
-                    self.log.info("%s ended %s before the cancel took effect", job_name, summary["state"])
-                return summary
-            if self._clock() - started > CANCEL_WAIT_SECONDS:
-                raise AirflowException(f"{job_name} is still {summary['state']} {CANCEL_WAIT_SECONDS:.0f} s after "
-                                       "it was cancelled; not starting another attempt beside it")
-            self.log.info("Waiting for %s to end (%s) before the next attempt", job_name, summary["state"])
-            self._sleep(min(self.poll_interval, CANCEL_POLL_SECONDS))
+        hook.cancel_custom_job(job_name)
+        try:
+            job = hook.wait_for_end(job_name, timeout=CANCEL_WAIT_SECONDS,
+                                    interval=min(self.poll_interval, CANCEL_POLL_SECONDS))
+        except FutureTimeout as exc:
+            raise AirflowException(f"{exc}; not starting another attempt beside it") from None
+        if job.state.name != "JOB_STATE_CANCELLED":
+            self.log.info("%s ended %s before the cancel took effect", job_name, job.state.name)
+        return job
 
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
         from ..backends.vertex import TERMINAL_STATES
@@ -494,6 +446,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return JobFailed(failure, now)
 
     def _defer_watch(self, state: RunState, job_name: str) -> None:
+        """Wait in a :class:`~..triggers.vertex_ai.CustomJobTrigger` until the job ends or is judged failed."""
         from ..triggers.vertex_ai import CustomJobTrigger
 
         hook = self._hook()
