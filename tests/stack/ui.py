@@ -120,6 +120,35 @@ def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]
     return sorted(found, key=lambda j: j["created"])
 
 
+def checkpoint_dir(dag_id: str, run_id: str) -> str:
+    """Where the stack DAGs (tests/stack/dags/stack_training.py) write a run's checkpoints."""
+    platform = "vertex" if is_vertex(dag_id) else "tpu"
+    return f"gs://resilient-stack/{platform}/{run_id}/checkpoints/"
+
+
+def latest_step(stack: NativeStack, dag_id: str, run_id: str) -> int | None:
+    """The newest step the run's workload has committed (``step_N/COMMITTED``, its marker written last) in the
+    stack's Cloud Storage, read with one objects.list call of the JSON API; None before the first."""
+    import json
+    import re
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    bucket, _, prefix = checkpoint_dir(dag_id, run_id).removeprefix("gs://").partition("/")
+    query = urllib.parse.urlencode({"prefix": prefix, "maxResults": 1000})
+    url = f"{stack.emulator_env['STORAGE_EMULATOR_HOST'].rstrip('/')}/storage/v1/b/{bucket}/o?{query}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            names = [item["name"] for item in json.load(reply).get("items", [])]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # the bucket is not there yet: nothing written
+            return None
+        raise
+    steps = [int(m[1]) for name in names if (m := re.search(r"/step_(\d+)/COMMITTED$", name))]
+    return max(steps) if steps else None
+
+
 def nodes_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
     label = run_label(dag_id, run_id)
     return [n for n in stack.emulator_get("/nodes")["nodes"] if n["labels"].get("airflow-run") == label]
