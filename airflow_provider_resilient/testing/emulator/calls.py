@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,9 +25,14 @@ class CallRecord:
 
 
 class CallLog:
-    """Thread-safe, append-only list of :class:`CallRecord`."""
+    """Thread-safe, append-only list of :class:`CallRecord`.
 
-    def __init__(self) -> None:
+    Args:
+        clock: epoch seconds for :attr:`CallRecord.time` (the emulator's clock; default: real time).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
         self._lock = threading.Lock()
         self._calls: list[CallRecord] = []
 

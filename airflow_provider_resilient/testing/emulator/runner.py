@@ -7,10 +7,10 @@ lifecycle rules live in the Vertex AI model, which feeds exit statuses into its 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 
@@ -23,6 +23,8 @@ def exit_status(returncode: int) -> int:
 #: not found, 126 not executable; 128 for any other start failure.
 START_ERROR_STATUS: dict[type[OSError], int] = {FileNotFoundError: 127, NotADirectoryError: 127,
                                                 PermissionError: 126, IsADirectoryError: 126}
+
+_SERIALS = itertools.count(1)
 
 
 class ReplicaProcess:
@@ -42,14 +44,16 @@ class ReplicaProcess:
         self.env = env
         self.log_path = log_path
         self.header = header
-        self.started_at = 0.0  # time.monotonic() at start
+        self.started_at = 0.0  # the emulator clock's monotonic() at start
+        self.serial = next(_SERIALS)  # unique per process start, whatever the clock says
         self.log_offset = 0  # size of the log file when it started: what the process wrote comes after
         self._proc: subprocess.Popen[bytes] | None = None
         self._suspended = False
         #: The exit status of a command that could not be started at all (None: it started).
         self.start_error: int | None = None
 
-    def start(self) -> None:
+    def start(self, now: float) -> None:
+        """Start the command; ``now``: the emulator clock's ``monotonic()``, kept as :attr:`started_at`."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             log.write(f"===== {self.header} =====\n".encode())
@@ -63,7 +67,7 @@ class ReplicaProcess:
             except OSError as exc:  # the command cannot be run: it ends at once, as a container's would
                 self.start_error = START_ERROR_STATUS.get(type(exc), 128)
                 log.write(f"exec {self.argv[0] if self.argv else ''!r} failed: {exc}\n".encode())
-        self.started_at = time.monotonic()
+        self.started_at = now
 
     @property
     def pid(self) -> int | None:

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from .calls import CallLog
+from .clock import Clock, ManualClock, SystemClock
 from .config import EmulatorConfig
 from .faults import Fault, FaultBook, FaultPlan
 from .operations import OperationStore
@@ -36,6 +37,7 @@ from .operations import OperationStore
 #: Where the provider's clients find the emulator's gRPC services (``host:port``). The provider reads the same
 #: variable (``clients.EMULATOR_HOST_ENV``); the emulator names it itself, importing nothing of the provider.
 EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
+ADVANCE_STEP_SECONDS = 1.0  # the longest span of manual time the platform goes without a look (Emulator.advance)
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,16 @@ class Emulator:
         advertise_host: the host name clients reach it by, in :attr:`address`, :attr:`control_url`,
             :meth:`env` and so in every replica's environment (default: ``host``, or 127.0.0.1 when ``host``
             is a wildcard address such as 0.0.0.0). In docker compose: the service name.
+        clock: where every verb and engine tick reads the time (:mod:`.clock`). Default: real time. With a
+            :class:`~.clock.ManualClock` the platform acts only when :meth:`advance` moves time on.
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, fault_plan: FaultPlan | None = None,
                  config: EmulatorConfig | None = None, work_dir: str | Path | None = None, storage: bool = True,
-                 control_port: int | None = None, storage_port: int = 0, advertise_host: str | None = None) -> None:
+                 control_port: int | None = None, storage_port: int = 0, advertise_host: str | None = None,
+                 clock: Clock | None = None) -> None:
         self.host = host
+        self.clock: Clock = clock or SystemClock()
         self.advertise_host = advertise_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
         self._port = port
         self._storage_port = storage_port
@@ -73,8 +79,8 @@ class Emulator:
         # The backends see the seed in force; the fault book keeps the explicit one (None: each plan's own).
         self.config = config.model_copy(update={"seed": config.resolved_seed(fault_plan.seed if fault_plan
                                                                              else None)})
-        self.faults = FaultBook(fault_plan, seed=config.seed)
-        self.calls = CallLog()
+        self.faults = FaultBook(fault_plan, self.clock.monotonic, seed=config.seed)
+        self.calls = CallLog(self.clock.time)
         self.operations = OperationStore()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if work_dir is None:
@@ -94,13 +100,14 @@ class Emulator:
         from .vertex.backend import VertexBackend
 
         self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
-                                    self.ensure_bucket, self.storage_filesystem)
-        self.logging = LogStore(faults=self.faults)
+                                    self.ensure_bucket, self.storage_filesystem, self.clock)
+        self.logging = LogStore(self.clock.now, faults=self.faults)
 
         def audit(project: str, **entry: Any) -> None:
             self.logging.add_audit_entry(project, service_name=TPU_SERVICE, **entry)
 
-        self.tpu = TpuBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit)
+        self.tpu = TpuBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit,
+                              self.clock)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Emulator:
@@ -164,11 +171,42 @@ class Emulator:
 
     def _run_engine(self) -> None:
         while not self._stop.wait(self.config.tick_seconds):
-            for platform in (self.vertex, self.tpu):  # one platform's error never stops the other
-                try:
-                    platform.tick()
-                except Exception:  # keep the platform alive; the error is in the log
-                    log.exception("emulator engine tick failed")
+            self._tick()
+
+    def _tick(self) -> None:
+        """One look at every job and node at the clock's time (the workloads' processes run in real time, so
+        the engine looks every ``tick_seconds`` whatever the clock)."""
+        now = self.clock.monotonic()
+        for platform in (self.vertex, self.tpu):  # one platform's error never stops the other
+            try:
+                platform.tick(now)
+            except Exception:  # keep the platform alive; the error is in the log
+                log.exception("emulator engine tick failed")
+
+    def advance(self, seconds: float) -> None:
+        """Move a manual clock on by ``seconds`` of platform time and let the platform act on it before
+        returning: after ``advance(300)`` a 300 s repair is over and the node is READY again.
+
+        The platform looks at least once every :data:`ADVANCE_STEP_SECONDS` of the span, so a long advance
+        passes through every state on the way at its own second (``advance(65)``: QUEUED for 5 s, PENDING
+        for 60 s, then RUNNING) -- as many steps of 1 s as one step of 65 s.
+
+        Raises:
+            TypeError: the emulator runs on real time (no :class:`~.clock.ManualClock`).
+            ValueError: ``seconds`` is negative.
+        """
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError(f"advance() needs an emulator on a ManualClock, this one runs on {self.clock!r}")
+        if seconds < 0:
+            raise ValueError(f"a clock only moves forward: advance({seconds})")
+        left = seconds
+        while True:
+            step = min(left, ADVANCE_STEP_SECONDS)
+            self.clock.advance(step)
+            left -= step
+            self._tick()
+            if left <= 0:
+                return
 
     # ------------------------------------------------------------------ addresses and environment
     @property

@@ -7,7 +7,6 @@ raises as the matching ``google.api_core.exceptions`` class (NotFound, InvalidAr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,9 +38,9 @@ def generic_handler(service: str, methods: dict[str, Method], calls: CallLog) ->
             try:
                 reply = method.verb(request)
             except EmulatorError as exc:
-                calls.add(CallRecord(name, summary, resource, exc.code_name, time.time()))
+                calls.add(CallRecord(name, summary, resource, exc.code_name, calls.clock()))
                 context.abort(getattr(grpc.StatusCode, exc.code_name), exc.message)
-            calls.add(CallRecord(name, summary, resource, "OK", time.time()))
+            calls.add(CallRecord(name, summary, resource, "OK", calls.clock()))
             return reply
 
         return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=method.request_deserializer,

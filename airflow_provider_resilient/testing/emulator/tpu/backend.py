@@ -22,19 +22,16 @@ is READY; a ``never_provision`` fault keeps it WAITING_FOR_RESOURCES, and past t
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import os
 import signal
-import subprocess
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, SystemClock
 from ..cloud_logging.backend import ACTIVITY_LOG
 from ..config import EmulatorConfig
 from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
@@ -50,6 +47,7 @@ from ..faults import (
 from ..operations import OperationStore
 from .metadata import MetadataServer
 from .topology import worker_count
+from .workers import Worker
 
 log = logging.getLogger(__name__)
 TPU_SERVICE = "tpu.googleapis.com"
@@ -61,120 +59,6 @@ def _types() -> Any:
     from google.cloud.tpu_v2 import types
 
     return types
-
-
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(tz=UTC)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, parents before children (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(0), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-@dataclass
-class Worker:
-    """One worker VM: its metadata server and its startup-script process."""
-
-    index: int
-    metadata: MetadataServer
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    killed: set[int] = field(default_factory=set)
-
-    def start(self, script: str, env: dict[str, str]) -> None:
-        self.stop()
-        self.starts += 1
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as out:
-            out.write(f"===== worker {self.index} boot {self.starts} =====\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log_path.parent)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def signal_group(self, sig: int) -> None:
-        if self.alive():
-            assert self.proc is not None
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-
-    def signal_workload(self, sig: int) -> bool:
-        """Send ``sig`` to the newest process under the startup script (the training command)."""
-        if not self.alive():
-            return False
-        assert self.proc is not None
-        leaves = _descendants(self.proc.pid) or [self.proc.pid]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(leaves[-1], sig)
-            return True
-        return False
-
-    def stop(self) -> None:
-        """Power the VM off: kill the startup script and every process below it.
-
-        The worker runner starts the training command in a session of its own, so killing the script's
-        process group is not enough; the tree is frozen (SIGSTOP, so nothing forks meanwhile), then
-        killed. Pids killed this way are remembered so :meth:`leftovers` can prove none survived.
-        """
-        if self.proc is None:
-            return
-        tree = [self.proc.pid]
-        if self.alive():
-            for _ in range(5):  # freeze until no new process appears under the script
-                found = [self.proc.pid, *_descendants(self.proc.pid)]
-                for pid in found:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGSTOP)
-                if set(found) <= set(tree) and len(tree) > 1:
-                    break
-                tree = list(dict.fromkeys([*tree, *found]))
-            self.signal_group(signal.SIGKILL)
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-        self.killed.update(tree[1:])
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-
-    def leftovers(self) -> list[int]:
-        """Processes this worker started that are still alive: the script, its descendants, and any
-        process killed by :meth:`stop` that is somehow still running (never expected)."""
-        alive = []
-        if self.alive():
-            assert self.proc is not None
-            alive = [self.proc.pid, *_descendants(self.proc.pid)]
-        alive += [pid for pid in sorted(self.killed) if _running(pid)]
-        return list(dict.fromkeys(alive))
 
 
 @dataclass
@@ -205,11 +89,14 @@ class TpuBackend:
     Args:
         audit: writes a Cloud Audit Logs entry: ``audit(project, method_name=..., resource_name=...,
             severity=..., terminate_reason=..., status_code=..., status_message=...)``.
+        clock: where every verb and tick reads the time (:mod:`..clock`; default: real time).
     """
 
     def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
-                 workload_env: Callable[[], dict[str, str]], audit: Callable[..., None]) -> None:
+                 workload_env: Callable[[], dict[str, str]], audit: Callable[..., None],
+                 clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.faults = faults
         self.operations = operations
         self.work_dir = work_dir
@@ -236,8 +123,8 @@ class TpuBackend:
 
     def _metadata(self, run: NodeRun, verb: str) -> Any:
         types = _types()
-        return types.OperationMetadata.pb(types.OperationMetadata(create_time=_now(), target=run.name, verb=verb,
-                                                                  api_version="v2"))
+        return types.OperationMetadata.pb(types.OperationMetadata(create_time=self.clock.now(), target=run.name,
+                                                                  verb=verb, api_version="v2"))
 
     def _set_state(self, run: NodeRun, state: str, health: str | None = None) -> None:
         types = _types()
@@ -283,7 +170,7 @@ class TpuBackend:
                 raise AlreadyExists(f"Resource '{name}' already exists")
             created = types.Node(node)
             created.name = name
-            created.create_time = _now()
+            created.create_time = self.clock.now()
             created.id = next(self._ids)
             created.api_version = types.Node.ApiVersion.V2
             if queued_resource:
@@ -295,7 +182,7 @@ class TpuBackend:
                            for i in range(count)]
             self.all_workers.extend(run.workers)
             self._set_state(run, "CREATING")
-            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_create_seconds)
+            run.next_at = self._later(self.clock.monotonic(), self.config.latencies.tpu_create_seconds)
             op_name = self._op_name(parent)
             run.operation = op_name
             self.nodes[name] = run
@@ -353,7 +240,7 @@ class TpuBackend:
                 worker.stop()
             self._set_state(run, "DELETING")
             run.phase = "deleting"
-            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_delete_seconds)
+            run.next_at = self._later(self.clock.monotonic(), self.config.latencies.tpu_delete_seconds)
             run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
             return self.operations.start(run.operation, self._metadata(run, "delete"))
 
@@ -366,7 +253,7 @@ class TpuBackend:
                 worker.stop()
             self._set_state(run, "STOPPING")
             run.phase = "stopping"
-            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_delete_seconds)
+            run.next_at = self._later(self.clock.monotonic(), self.config.latencies.tpu_delete_seconds)
             run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
             return self.operations.start(run.operation, self._metadata(run, "stop"))
 
@@ -377,7 +264,7 @@ class TpuBackend:
                 raise FailedPrecondition(f"Node {name} is {run.node.state.name}; only a STOPPED node can start")
             self._set_state(run, "STARTING")
             run.phase = "starting"
-            run.next_at = self._later(time.monotonic(), self.config.latencies.tpu_create_seconds / 3)
+            run.next_at = self._later(self.clock.monotonic(), self.config.latencies.tpu_create_seconds / 3)
             run.operation = self._op_name(name.rsplit("/nodes/", 1)[0])
             return self.operations.start(run.operation, self._metadata(run, "start"))
 
@@ -413,17 +300,17 @@ class TpuBackend:
                 raise AlreadyExists(f"Resource '{name}' already exists")
             qr = types.QueuedResource(queued_resource)
             qr.name = name
-            qr.create_time = _now()
+            qr.create_time = self.clock.now()
             qr.state = types.QueuedResourceState(state=types.QueuedResourceState.State.ACCEPTED)
             valid = qr.queueing_policy.valid_until_duration if "queueing_policy" in qr else None
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.queued[name] = {"qr": qr, "phase": "accepted", "next_at": self._later(now, self.config.latencies.
                                                                                          tpu_queue_seconds),
                                  "expires_at": now + valid.total_seconds() if valid else None}
             self.faults.job_created(name, queued_resource_id, {})
             op_name = self._op_name(parent)
             self.operations.start(op_name, types.OperationMetadata.pb(types.OperationMetadata(
-                create_time=_now(), target=name, verb="create", api_version="v2")))
+                create_time=self.clock.now(), target=name, verb="create", api_version="v2")))
             self.operations.finish(op_name, types.QueuedResource.pb(types.QueuedResource(qr)))
             return self.operations.get(op_name)
 
@@ -497,7 +384,7 @@ class TpuBackend:
 
     # ------------------------------------------------------------------ engine
     def tick(self, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         with self.lock:
             for name, run in list(self.nodes.items()):
                 self._advance(run, now)
@@ -585,7 +472,7 @@ class TpuBackend:
         types = _types()
         if fault.kind == "maintenance" and fault.recover:
             self._set_state(run, "REPAIRING", "UNHEALTHY_MAINTENANCE")
-            run.node.health_description = f"The TPU had a maintenance event at {_now().isoformat()}"
+            run.node.health_description = f"The TPU had a maintenance event at {self.clock.now().isoformat()}"
             self.audit(run.project, method_name="tpu.nodes.restart", resource_name=run.name, severity="NOTICE")
             self._terminate_workers(run, now, fault.grace_seconds, "repairing")
             run.next_at = self._later(now, self.config.latencies.tpu_repair_seconds) + fault.grace_seconds
@@ -598,7 +485,7 @@ class TpuBackend:
             self._terminate_workers(run, now, fault.grace_seconds, "down")
         elif fault.kind == "unhealthy":
             run.node.health = getattr(types.Node.Health, fault.health)
-            run.node.symptoms = [{"symptom_type": s, "details": "injected", "create_time": _now()}
+            run.node.symptoms = [{"symptom_type": s, "details": "injected", "create_time": self.clock.now()}
                                  for s in fault.symptoms]
             run.events.append(f"health {fault.health}")
         elif fault.kind in ("crash", "hang"):

@@ -10,13 +10,12 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import random
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, SystemClock
 from ..config import EmulatorConfig
 from ..errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from ..faults import CREATE_KINDS, GET_KINDS, FaultBook
@@ -24,11 +23,10 @@ from ..filters import FilterError, compile_filter
 from ..operations import OperationStore
 from .runs import JobRun
 from .specs import parse_parent, plan_replicas, validate_job_spec, validate_labels
+from .tuning import TERMINAL, TuningRun
 
 log = logging.getLogger(__name__)
 
-TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
-                      "JOB_STATE_PARTIALLY_SUCCEEDED"})
 
 
 def _types() -> Any:
@@ -48,13 +46,15 @@ class VertexBackend:
         workload_env: the environment every replica starts from (PATH, STORAGE_EMULATOR_HOST ...).
         ensure_bucket: creates a Cloud Storage bucket if missing; called for ``base_output_directory``.
         storage_fs: returns the fsspec filesystem of the emulated Cloud Storage (to watch checkpoints).
+        clock: where every verb and tick reads the time (:mod:`..clock`; default: real time).
     """
 
     def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
                  workload_env: Callable[[], dict[str, str]],
                  ensure_bucket: Callable[[str], None] = lambda bucket: None,
-                 storage_fs: Callable[[], Any] | None = None) -> None:
+                 storage_fs: Callable[[], Any] | None = None, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.faults = faults
         self.operations = operations
         self.work_dir = work_dir
@@ -99,7 +99,8 @@ class VertexBackend:
                               extra_args=extra_args, trial_id=trial_id)
         checkpoint = dict(plans[0].env).get("AIP_CHECKPOINT_DIR")
         return JobRun(job=job, plans=plans, log_dir=log_dir or self.log_dir(job.name), config=self.config,
-                      faults=self.faults, region=region, checkpoint_prefix=checkpoint, storage_fs=self.storage_fs)
+                      faults=self.faults, region=region, checkpoint_prefix=checkpoint, storage_fs=self.storage_fs,
+                      clock=self.clock)
 
     # ------------------------------------------------------------------ CustomJob verbs
     def create_custom_job(self, parent: str, custom_job: Any) -> Any:
@@ -115,7 +116,7 @@ class VertexBackend:
         with self.lock:
             job = types.CustomJob(custom_job)
             job.name = f"{parent}/customJobs/{self._new_id()}"
-            now = _now()
+            now = self.clock.now()
             job.create_time = now
             job.update_time = now
             for output_only in ("state", "start_time", "end_time", "error"):
@@ -124,7 +125,7 @@ class VertexBackend:
             run = self._make_run(job, region)
             self.runs[job.name] = run
             self.faults.job_created(job.name, job.display_name, dict(job.labels))
-            run.start(time.monotonic())
+            run.start(self.clock.monotonic())
             return types.CustomJob(job)
 
     def get_custom_job(self, name: str) -> Any:
@@ -146,7 +147,7 @@ class VertexBackend:
             if run.done:
                 raise FailedPrecondition(f'Cannot cancel CustomJob "{name}": it is already in state '
                                          f"{run.job.state.name}.")
-            run.cancel(time.monotonic())
+            run.cancel(self.clock.monotonic())
 
     def delete_custom_job(self, name: str) -> Any:
         """DeleteCustomJob: only a job in a terminal state; returns a done long-running operation."""
@@ -177,7 +178,7 @@ class VertexBackend:
         with self.lock:
             job = types.HyperparameterTuningJob(tuning_job)
             job.name = f"{parent}/hyperparameterTuningJobs/{self._new_id()}"
-            job.create_time = job.update_time = _now()
+            job.create_time = job.update_time = self.clock.now()
             job.state = types.JobState.JOB_STATE_QUEUED
             self.tuning[job.name] = TuningRun(self, job, region)
             return types.HyperparameterTuningJob(job)
@@ -202,7 +203,7 @@ class VertexBackend:
         """CancelHyperparameterTuningJob: CANCELLING at once, CANCELLED after the cancel latency (see
         :meth:`TuningRun.cancel`). Raises FailedPrecondition for a job already in a terminal state."""
         with self.lock:
-            self._tuning_run(name).cancel(time.monotonic())
+            self._tuning_run(name).cancel(self.clock.monotonic())
 
     def state_name(self, name: str) -> str:
         """The ``JOB_STATE_*`` name of a CustomJob or HyperparameterTuningJob. Raises NotFound."""
@@ -232,7 +233,7 @@ class VertexBackend:
     # ------------------------------------------------------------------ engine
     def tick(self, now: float | None = None) -> None:
         """Advance every job as far as ``now`` (monotonic seconds) allows."""
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         with self.lock:
             resources: list[JobRun | TuningRun] = [*(r for r in self.runs.values() if not r.done),
                                                    *self.tuning.values()]
@@ -263,15 +264,15 @@ class VertexBackend:
               page_token: str) -> tuple[list[Any], str]:
         """One page of the jobs under ``parent`` that match the filter, as copies of ``message_type``."""
         parse_parent(parent)
-        matches = self._compile(filter_text)
+        matches = self._compile(filter_text, self.clock.now)
         with self.lock:
             jobs = [r.job for n, r in store.items() if n.startswith(parent + "/") and matches(_as_dict(r.job))]
             return self._page([message_type(j) for j in jobs], page_size, page_token)
 
     @staticmethod
-    def _compile(filter_text: str) -> Callable[[Any], bool]:
+    def _compile(filter_text: str, now: Callable[[], Any]) -> Callable[[Any], bool]:
         try:
-            return compile_filter(filter_text or "")
+            return compile_filter(filter_text or "", now)
         except FilterError as exc:
             raise InvalidArgument(f"Invalid filter {filter_text!r}: {exc}") from exc
 
@@ -283,208 +284,6 @@ class VertexBackend:
         size = page_size if page_size > 0 else 100
         end = start + size
         return items[start:end], (str(end) if end < len(items) else "")
-
-
-class TuningRun:
-    """A HyperparameterTuningJob: trials run one after another, each a CustomJob-like run.
-
-    Parameters are drawn from ``study_spec.parameters`` (GRID_SEARCH walks the combinations in order;
-    otherwise random with the emulator's seed) and passed as ``--<parameter_id>=<value>`` arguments.
-    A trial reports its metric by writing JSON lines ``{"<metric_id>": value}`` to the file named by
-    ``CLOUD_ML_HP_METRIC_FILE`` (what the ``cloudml-hypertune`` library does); the last line is the
-    final measurement. A trial whose run fails is INFEASIBLE, with the run's error as
-    ``infeasible_reason``.
-
-    The job FAILS once ``max_failed_trial_count`` trials have failed -- "the number of failed Trials that
-    need to be seen before failing the HyperparameterTuningJob" (the field's documentation in
-    ``google.cloud.aiplatform_v1``) -- without starting more trials; with 0 ("Vertex AI decides") it fails
-    only when every trial failed. Otherwise it SUCCEEDS when ``max_trial_count`` trials have ended.
-
-    Cancel goes QUEUED/RUNNING -> CANCELLING -> CANCELLED like a CustomJob (seed 000's cancel path, same
-    latency). The running trial's processes are killed at once and the trial is STOPPING ("the Trial should
-    stop according to the service"); once CANCELLED the trial is done without a final measurement, so it
-    ends INFEASIBLE, which ``Trial.State`` defines as "done but missing the final_measurement" (the enum has
-    no cancelled state), with ``infeasible_reason`` saying it was stopped by the cancel.
-    """
-
-    def __init__(self, backend: VertexBackend, job: Any, region: str) -> None:
-        self.backend = backend
-        self.job = job
-        self.region = region
-        self.current: JobRun | None = None
-        self.failed = 0
-        self.rng = random.Random(f"{backend.config.seed}:{job.name}")
-        self.next_at = time.monotonic() + backend.config.scaled(backend.config.latencies.queued_seconds)
-        self.events: list[str] = ["QUEUED"]
-
-    def kill_all(self) -> None:
-        if self.current is not None:
-            self.current.kill_all()
-
-    def _set_state(self, state: str) -> None:
-        types = _types()
-        self.job.state = getattr(types.JobState, f"JOB_STATE_{state}")
-        self.job.update_time = _now()
-        if state == "RUNNING":
-            self.job.start_time = self.job.update_time
-        if f"JOB_STATE_{state}" in TERMINAL:
-            self.job.end_time = self.job.update_time
-        self.events.append(state)
-
-    def cancel(self, now: float) -> None:
-        """CANCELLING now (the running trial STOPPING, its processes killed); CANCELLED after the cancel latency.
-
-        Raises:
-            FailedPrecondition: the job is already in a terminal state.
-        """
-        types = _types()
-        if self.job.state.name in TERMINAL:
-            raise FailedPrecondition(f'Cannot cancel HyperparameterTuningJob "{self.job.name}": it is already in '
-                                     f"state {self.job.state.name}.")
-        if self.job.state == types.JobState.JOB_STATE_CANCELLING:
-            return
-        self._set_state("CANCELLING")
-        if self.current is not None:
-            trial = self.job.trials[-1]
-            trial.state = types.Trial.State.STOPPING
-            self.current.cancel(now)  # kills the trial's processes
-            self.events.append(f"trial {trial.id} STOPPING")
-        self.next_at = now + self.backend.config.scaled(self.backend.config.latencies.cancel_seconds)
-
-    def _finish(self, state: str, error: dict[str, Any] | None = None) -> None:
-        if error:
-            self.job.error = error
-        self._set_state(state)
-
-    def _parameters(self, index: int) -> list[tuple[str, Any]]:
-        types = _types()
-        grid = self.job.study_spec.algorithm == types.StudySpec.Algorithm.GRID_SEARCH
-        params = []
-        combos = 1
-        for spec in self.job.study_spec.parameters:
-            values: list[Any]
-            if "double_value_spec" in spec:
-                lo, hi = spec.double_value_spec.min_value, spec.double_value_spec.max_value
-                values = [lo, (lo + hi) / 2, hi]
-            elif "integer_value_spec" in spec:
-                values = list(range(spec.integer_value_spec.min_value, spec.integer_value_spec.max_value + 1))
-            elif "categorical_value_spec" in spec:
-                values = list(spec.categorical_value_spec.values)
-            else:
-                values = list(spec.discrete_value_spec.values)
-            if grid:
-                params.append((spec.parameter_id, values[(index // combos) % len(values)]))
-                combos *= len(values)
-            elif "double_value_spec" in spec:
-                params.append((spec.parameter_id, self.rng.uniform(values[0], values[-1])))
-            else:
-                params.append((spec.parameter_id, self.rng.choice(values)))
-        return params
-
-    def _start_trial(self, now: float) -> None:
-        types = _types()
-        trial_id = str(len(self.job.trials) + 1)
-        params = self._parameters(len(self.job.trials))
-        job_name = f"{self.job.name}/trials/{trial_id}"
-        job = types.CustomJob(display_name=f"{self.job.display_name}-trial-{trial_id}", name=job_name,
-                              job_spec=self.job.trial_job_spec, labels=dict(self.job.labels))
-        log_dir = self.backend.log_dir(self.job.name) / f"trial-{trial_id}"
-        run = self.backend._make_run(job, self.region, extra_args=[f"--{k}={v}" for k, v in params],
-                                     trial_id=trial_id, log_dir=log_dir)
-        metric_file = log_dir / "hypertune.metrics"
-        for plan_index, plan in enumerate(run.plans):
-            env = dict(plan.env, CLOUD_ML_HP_METRIC_FILE=str(metric_file))
-            run.plans[plan_index] = type(plan)(plan.name, plan.pool, plan.index, plan.argv, tuple(env.items()))
-        self.backend.faults.job_created(job_name, job.display_name, dict(job.labels))
-        trial = types.Trial(id=trial_id, state=types.Trial.State.ACTIVE, start_time=_now(),
-                            parameters=[{"parameter_id": k, "value": v} for k, v in params])
-        self.job.trials.append(trial)
-        run.start(now)
-        self.current = run
-        self.metric_file = metric_file
-        self.events.append(f"trial {trial_id} ACTIVE")
-
-    def _end_trial(self) -> None:
-        types = _types()
-        assert self.current is not None
-        trial = self.job.trials[-1]
-        trial.end_time = _now()
-        succeeded = self.current.job.state.name == "JOB_STATE_SUCCEEDED"
-        metrics = _last_metrics(self.metric_file)
-        if succeeded:
-            trial.state = types.Trial.State.SUCCEEDED
-            if metrics:
-                trial.final_measurement = {"metrics": [{"metric_id": k, "value": v} for k, v in metrics.items()]}
-        else:
-            trial.state = types.Trial.State.INFEASIBLE
-            trial.infeasible_reason = self.current.job.error.message
-            self.failed += 1
-        self.events.append(f"trial {trial.id} {trial.state.name}")
-        self.current = None
-
-    def _end_cancelled(self) -> None:
-        """The cancel latency is over: the stopped trial ends INFEASIBLE and the job CANCELLED."""
-        types = _types()
-        if self.current is not None:
-            self.current.kill_all()
-            trial = self.job.trials[-1]
-            trial.end_time = _now()
-            trial.state = types.Trial.State.INFEASIBLE
-            trial.infeasible_reason = "The trial was stopped because its HyperparameterTuningJob was cancelled."
-            self.events.append(f"trial {trial.id} INFEASIBLE")
-            self.current = None
-        self._finish("CANCELLED", {"code": self.backend.config.rpc_codes.cancelled, "message": "CANCELED"})
-
-    def advance(self, now: float) -> None:
-        types = _types()
-        if self.job.state.name in TERMINAL or now < self.next_at:
-            return
-        if self.job.state == types.JobState.JOB_STATE_CANCELLING:
-            self._end_cancelled()
-            return
-        if self.job.state == types.JobState.JOB_STATE_QUEUED:
-            self._set_state("RUNNING")
-        if self.current is not None:
-            self.current.advance(now)
-            if not self.current.done:
-                return
-            self._end_trial()
-        max_failed = self.job.max_failed_trial_count
-        if (max_failed and self.failed >= max_failed) or (self.failed and self.failed == self.job.max_trial_count):
-            last = self.job.trials[-1]
-            limit = (f"max_failed_trial_count {max_failed}" if max_failed else
-                     f"all {self.job.max_trial_count} trials")
-            self._finish("FAILED", {
-                "code": self.backend.config.rpc_codes.trials_failed,
-                "message": f"{self.failed} of {len(self.job.trials)} trials failed, reaching {limit}. "
-                           f"The last failed trial, {last.id}: {last.infeasible_reason}"})
-            return
-        if len(self.job.trials) >= self.job.max_trial_count:
-            self._finish("SUCCEEDED")
-            return
-        self._start_trial(now)
-
-
-def _last_metrics(path: Path) -> dict[str, float]:
-    import json
-
-    try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return {}
-    for line in reversed(lines):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        return {k: float(v) for k, v in data.items() if isinstance(v, int | float) and not k.startswith("global")}
-    return {}
-
-
-def _now() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(tz=UTC)
 
 
 def _as_dict(message: Any) -> dict[str, Any]:

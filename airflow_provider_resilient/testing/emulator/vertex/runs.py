@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, SystemClock
 from ..config import EmulatorConfig
 from ..faults import PROVISIONING_KINDS, RUNNING_KINDS, Fault, FaultBook
 from ..runner import ReplicaProcess
@@ -105,6 +106,7 @@ class JobRun:
     region: str
     checkpoint_prefix: str | None = None
     storage_fs: Any = None  # () -> the emulated Cloud Storage's fsspec filesystem
+    clock: Clock = field(default_factory=SystemClock)  # the emulator's (:mod:`..clock`)
     phase: str = "queued"
     next_at: float = 0.0
     platform_attempt: int = 1
@@ -115,9 +117,10 @@ class JobRun:
     forced: dict[str, Exit] = field(default_factory=dict)
     restart_at: dict[str, float] = field(default_factory=dict)
     pending: tuple[str, int, str] | None = None  # (final state, rpc code, message)
-    fired: set[tuple[int, str, float]] = field(default_factory=set)
+    fired: set[tuple[int, str, int]] = field(default_factory=set)
     steps_seen: dict[str, int] = field(default_factory=dict)  # replica -> highest step in its log
-    step_baselines: dict[tuple[str, float], int] = field(default_factory=dict)  # checkpoint step at start
+    step_baselines: dict[tuple[str, int], int] = field(default_factory=dict)  # checkpoint step at start
+    starts: dict[str, int] = field(default_factory=dict)  # replica -> processes started (for fault draws)
     log_offsets: dict[str, int] = field(default_factory=dict)
     last_checkpoint_look: float = 0.0
     checkpoint_step: int | None = None
@@ -136,7 +139,7 @@ class JobRun:
         from google.cloud.aiplatform_v1.types import JobState
 
         self.job.state = getattr(JobState, f"JOB_STATE_{state}")
-        now = _now_timestamp()
+        now = self.clock.now()
         self.job.update_time = now
         if state == "RUNNING" and "start_time" not in self.job:
             self.job.start_time = now
@@ -164,8 +167,9 @@ class JobRun:
 
     def _start(self, plan: ReplicaPlan, now: float, restart: int) -> None:
         proc = self._replica(plan, restart)
-        proc.start()
+        proc.start(now)
         self.replicas[plan.name] = proc
+        self.starts[plan.name] = self.starts.get(plan.name, 0) + 1
         self.log_offsets[plan.name] = proc.log_offset
         self.steps_seen.pop(plan.name, None)
         self.forced.pop(plan.name, None)
@@ -267,7 +271,7 @@ class JobRun:
     def _on_running(self, now: float) -> None:
         timeout = self.job.job_spec.scheduling.timeout if "scheduling" in self.job.job_spec else None
         if timeout and timeout.total_seconds() > 0 and "start_time" in self.job:
-            ran = time.time() - self.job.start_time.timestamp()
+            ran = self.clock.time() - self.job.start_time.timestamp()
             if ran >= timeout.total_seconds():
                 self.kill_all()
                 self._finish("EXPIRED", self.config.rpc_codes.expired,
@@ -287,10 +291,12 @@ class JobRun:
 
     # ----------------------------------------------------------------- faults
     def _checkpoint_step(self, now: float, *, fresh: bool = False) -> int | None:
-        """The newest step the workload has written under AIP_CHECKPOINT_DIR (looked up at most every 0.1 s):
+        """The newest step the workload has written under AIP_CHECKPOINT_DIR (looked up at most every 0.1 s of
+        real time -- a bound on the emulator's reads, not platform time: the workload writes in real time):
         :func:`written_step`."""
-        if self.checkpoint_prefix and (fresh or now - self.last_checkpoint_look >= 0.1):
-            self.last_checkpoint_look = now
+        real = time.monotonic()
+        if self.checkpoint_prefix and (fresh or real - self.last_checkpoint_look >= 0.1):
+            self.last_checkpoint_look = real
             fs = self.storage_fs() if self.storage_fs and self.checkpoint_prefix.startswith("gs://") else None
             self.checkpoint_step = written_step(self.checkpoint_prefix, fs)
         return self.checkpoint_step
@@ -306,7 +312,7 @@ class JobRun:
                 except (IndexError, ValueError):
                     continue
             return self.steps_seen.get(proc.replica)
-        key = (proc.replica, proc.started_at)
+        key = (proc.replica, proc.serial)
         if key not in self.step_baselines:
             baseline = self._checkpoint_step(now, fresh=True)
             self.step_baselines[key] = -1 if baseline is None else baseline
@@ -329,11 +335,11 @@ class JobRun:
             proc = self.replicas.get(target)
             if proc is None or proc.poll() is not None or target in self.forced:
                 continue
-            once = (index, target, proc.started_at)  # at most once per process start
+            once = (index, target, proc.serial)  # at most once per process start
             if once in self.fired or not self._due(fault, proc, now):
                 continue
             self.fired.add(once)
-            if not self.faults.fire(index, f"{self.name}:{self.platform_attempt}:{target}:{proc.started_at}"):
+            if not self.faults.fire(index, f"{self.name}:{self.platform_attempt}:{target}:{self.starts[target]}"):
                 continue
             self.events.append(f"fault {fault.kind} on {target}")
             if fault.kind == "internal_error":
@@ -415,7 +421,3 @@ class JobRun:
         return True
 
 
-def _now_timestamp() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(tz=UTC)

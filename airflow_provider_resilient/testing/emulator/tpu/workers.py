@@ -1,0 +1,122 @@
+"""The worker VMs of an emulated TPU node as local processes: each runs the node's startup script with bash
+in a session of its own; stopping a VM kills the whole process tree below it (the worker runner starts the
+training command in a session of its own too, so a process-group kill is not enough)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .metadata import MetadataServer
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before children (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@dataclass
+class Worker:
+    """One worker VM: its metadata server and its startup-script process."""
+
+    index: int
+    metadata: MetadataServer
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    killed: set[int] = field(default_factory=set)
+
+    def start(self, script: str, env: dict[str, str]) -> None:
+        self.stop()
+        self.starts += 1
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as out:
+            out.write(f"===== worker {self.index} boot {self.starts} =====\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log_path.parent)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def signal_workload(self, sig: int) -> bool:
+        """Send ``sig`` to the newest process under the startup script (the training command)."""
+        if not self.alive():
+            return False
+        assert self.proc is not None
+        leaves = _descendants(self.proc.pid) or [self.proc.pid]
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(leaves[-1], sig)
+            return True
+        return False
+
+    def stop(self) -> None:
+        """Power the VM off: kill the startup script and every process below it.
+
+        The worker runner starts the training command in a session of its own, so killing the script's
+        process group is not enough; the tree is frozen (SIGSTOP, so nothing forks meanwhile), then
+        killed. Pids killed this way are remembered so :meth:`leftovers` can prove none survived.
+        """
+        if self.proc is None:
+            return
+        tree = [self.proc.pid]
+        if self.alive():
+            for _ in range(5):  # freeze until no new process appears under the script
+                found = [self.proc.pid, *_descendants(self.proc.pid)]
+                for pid in found:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGSTOP)
+                if set(found) <= set(tree) and len(tree) > 1:
+                    break
+                tree = list(dict.fromkeys([*tree, *found]))
+            self.signal_group(signal.SIGKILL)
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        self.killed.update(tree[1:])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+    def leftovers(self) -> list[int]:
+        """Processes this worker started that are still alive: the script, its descendants, and any
+        process killed by :meth:`stop` that is somehow still running (never expected)."""
+        alive = []
+        if self.alive():
+            assert self.proc is not None
+            alive = [self.proc.pid, *_descendants(self.proc.pid)]
+        alive += [pid for pid in sorted(self.killed) if _running(pid)]
+        return list(dict.fromkeys(alive))
