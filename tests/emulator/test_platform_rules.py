@@ -13,6 +13,10 @@ from .conftest import PARENT, custom_job, pool
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 
 LONG = "import time; time.sleep(60)"
+#: A primary that runs until the platform restarts it, then ends at once: its replica's working directory (the
+#: job's log directory) keeps a mark across restarts, so the test needs no guess at how long a start takes.
+FIRST_START_WAITS_FOR_THE_RESTART = ("import os, time\nif not os.path.exists('started'):\n"
+                                     "    open('started', 'w').close(); time.sleep(60)")
 
 
 def starts(emulator, job_name: str, replica: str = "workerpool0-0") -> int:
@@ -59,13 +63,13 @@ def test_a_transient_crash_that_stops_recurring_succeeds_after_a_platform_retry(
 
 
 def test_injected_exit_code_is_reported_as_is(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 2, "after_seconds": 0.1})
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 2})
     job = submit(custom_job(LONG))
     assert job.error.message.startswith("The replica workerpool0-0 exited with a non-zero status of 2.")
 
 
 def test_worker_failure_restarts_in_place_five_times_then_retries_the_job_three_times(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05,
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0",
                                   "times": None})
     job = submit(custom_job(pools=[pool(LONG), pool(LONG)]), timeout=120)
     assert job.state.name == "JOB_STATE_FAILED"
@@ -79,15 +83,15 @@ def test_worker_failure_restarts_in_place_five_times_then_retries_the_job_three_
 
 
 def test_restart_job_on_worker_restart_restarts_every_replica(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05})
-    job = submit(custom_job(pools=[pool("import time; time.sleep(1)"), pool(LONG)],
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0"})
+    job = submit(custom_job(pools=[pool(FIRST_START_WAITS_FOR_THE_RESTART), pool(LONG)],
                             scheduling={"restart_job_on_worker_restart": True}))
     assert job.state.name == "JOB_STATE_SUCCEEDED"
     assert starts(resilient_emulator, job.name, "workerpool0-0") == 2
 
 
 def test_out_of_memory_fails_with_the_ran_out_of_memory_text(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "oom", "after_seconds": 0.05})
+    resilient_emulator.add_fault({"kind": "oom"})
     job = submit(custom_job(LONG))
     assert job.error.message == ("The replica workerpool0-0 ran out of memory and exited with a non-zero status "
                                  "of 137.")
@@ -128,7 +132,7 @@ def test_a_stockout_absorbed_by_platform_retries_runs(submit, resilient_emulator
 
 
 def test_internal_error_is_retried_twice_then_fails(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "internal_error", "after_seconds": 0.05, "times": None})
+    resilient_emulator.add_fault({"kind": "internal_error", "times": None})
     job = submit(custom_job(LONG))
     assert job.error.message == "Internal error occurred for the current attempt."
     assert job.error.code == 13
@@ -139,9 +143,9 @@ def test_disable_retries_turns_every_platform_retry_off(submit, resilient_emulat
     """REFERENCE.md: ``disable_retries`` turns off the platform's job retries and its worker restarts too."""
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": None, "match": {"display_name": "a"}})
     resilient_emulator.add_fault({"kind": "stockout", "times": 1, "match": {"display_name": "b"}})
-    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "after_seconds": 0.05,
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0",
                                   "times": None, "match": {"display_name": "c"}})
-    resilient_emulator.add_fault({"kind": "internal_error", "after_seconds": 0.05, "times": None,
+    resilient_emulator.add_fault({"kind": "internal_error", "times": None,
                                   "match": {"display_name": "d"}})
     no_retries = {"disable_retries": True}
     crashed = submit(custom_job(LONG, display_name="a", scheduling=no_retries))

@@ -145,43 +145,81 @@ def _ready_node(node_id: str, accelerator: str = "v4-16") -> str:
     return f"{ZONE}/nodes/{node_id}"
 
 
+#: The platform's own latencies (``Latencies``) on a clock the test moves: nothing happens between advances.
+MANUAL = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
+CREATE, REPAIR = 90.0, 300.0  # Latencies.tpu_create_seconds, tpu_repair_seconds
+
+
+def _booted(emulator, node_id: str, worker: int = 0, times: int = 1) -> str:
+    """The worker's log once its startup script has booted ``times`` times (a real process: waited for)."""
+    path = emulator.work_dir / "tpu" / node_id / f"worker-{worker}.log"
+    return wait_for(lambda: path.exists() and (text := path.read_text()).count(f"booted worker {worker}") >= times
+                    and text)
+
+
+def _created_on_the_clock(emulator, node_id: str, accelerator: str = "v4-16") -> str:
+    """Create a node and advance the clock through its creation: READY when this returns."""
+    operation = tpu_client().create_node(parent=ZONE, node_id=node_id, node=node(accelerator))
+    emulator.advance(CREATE - 1)
+    assert not operation.done()
+    emulator.advance(1)
+    return operation.result(timeout=30).name
+
+
+@MANUAL
 def test_maintenance_with_recovery_repairs_and_reruns_the_startup_scripts(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.3, "grace_seconds": 0.3})
-    name = _ready_node("maint")
+    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 60, "grace_seconds": 5})
+    name = _created_on_the_clock(resilient_emulator, "maint")
+    _booted(resilient_emulator, "maint")
     client = tpu_client()
-    repairing = wait_for(lambda: (n := client.get_node(name=name)).state.name == "REPAIRING" and n)
-    assert repairing.health.name == "UNHEALTHY_MAINTENANCE"
+    resilient_emulator.advance(59)
+    assert client.get_node(name=name).state.name == "READY"
+    resilient_emulator.advance(1)  # 60 s after READY: the event
+    repairing = client.get_node(name=name)
+    assert (repairing.state.name, repairing.health.name) == ("REPAIRING", "UNHEALTHY_MAINTENANCE")
     assert repairing.health_description.startswith("The TPU had a maintenance event at")
-    wait_for(lambda: client.get_node(name=name).state.name == "READY")
-    path = resilient_emulator.work_dir / "tpu" / "maint" / "worker-0.log"
-    log = wait_for(lambda: (text := path.read_text()).count("booted worker 0") == 2 and text)
-    assert "got-sigterm" in log  # the workload had its SIGTERM before the repair
+    log = wait_for(lambda: "got-sigterm" in (text := _booted(resilient_emulator, "maint")) and text)
+    assert log.count("booted worker 0") == 1  # the workload had its SIGTERM; nothing rebooted yet
+    resilient_emulator.advance(5 + REPAIR - 1)  # the grace, then all but the last second of the repair
+    assert client.get_node(name=name).state.name == "REPAIRING"
+    resilient_emulator.advance(1)
+    assert (n := client.get_node(name=name)).state.name == "READY" and n.health.name == "HEALTHY"
+    assert _booted(resilient_emulator, "maint", times=2)  # the startup scripts ran again
     entries = resilient_emulator.logging.list_log_entries(["projects/test-project"],
                                                            'protoPayload.methodName="tpu.nodes.restart"', "", 0, "")[0]
     assert [e.proto_payload for e in entries]
 
 
+@MANUAL
 def test_maintenance_without_recovery_terminates_with_a_reason(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "after_seconds": 0.2,
-                                  "grace_seconds": 0.2})
-    name = _ready_node("gone")
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "after_seconds": 30,
+                                  "grace_seconds": 10})
+    name = _created_on_the_clock(resilient_emulator, "gone")
+    _booted(resilient_emulator, "gone")
     client = tpu_client()
-    wait_for(lambda: client.get_node(name=name).state.name == "TERMINATED")
-    wait_for(lambda: resilient_emulator.tpu.processes() == [] or None)
+    resilient_emulator.advance(30)
+    assert client.get_node(name=name).state.name == "TERMINATED"
+    resilient_emulator.advance(10)
+    assert resilient_emulator.tpu.processes() == []  # past the grace: the VMs are off, whatever the scripts do
     entries, _ = resilient_emulator.logging.list_log_entries(
         ["projects/test-project"], '"tpu.nodes.terminate" OR "tpu.nodes.restart"', "", 0, "")
     assert len(entries) == 1
 
 
+@MANUAL
 def test_preemption_and_unhealthy_nodes(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 0.1, "match": {"display_name": "spot"}})
+    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 10, "match": {"display_name": "spot"}})
     resilient_emulator.add_fault({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW",
-                                  "symptoms": ["MESH_BUILD_FAIL"], "after_seconds": 0.1,
+                                  "symptoms": ["MESH_BUILD_FAIL"], "after_seconds": 20,
                                   "match": {"display_name": "sick"}})
     client = tpu_client()
-    spot, sick = _ready_node("spot", "v4-8"), _ready_node("sick", "v4-8")
-    wait_for(lambda: client.get_node(name=spot).state.name == "PREEMPTED")
-    got = wait_for(lambda: (n := client.get_node(name=sick)).health.name == "UNHEALTHY_TENSORFLOW" and n)
+    spot, sick = (_created_on_the_clock(resilient_emulator, n, "v4-8") for n in ("spot", "sick"))
+    resilient_emulator.advance(10)
+    assert client.get_node(name=spot).state.name == "PREEMPTED"
+    assert client.get_node(name=sick).health.name == "HEALTHY"
+    resilient_emulator.advance(10)
+    got = client.get_node(name=sick)
+    assert (got.state.name, got.health.name) == ("READY", "UNHEALTHY_TENSORFLOW")
     assert [s.symptom_type.name for s in got.symptoms] == ["MESH_BUILD_FAIL"]
 
 
@@ -221,16 +259,22 @@ def test_queued_resource_becomes_active_with_its_node(resilient_emulator):
     wait_for(lambda: not list(client.list_nodes(parent=ZONE)))
 
 
+@MANUAL
 def test_a_queued_resource_never_provisioned_fails_when_its_validity_ends(resilient_emulator):
     resilient_emulator.add_fault({"kind": "never_provision"})
     client = tpu_client()
     client.create_queued_resource(parent=ZONE, queued_resource_id="waiting", queued_resource={
         "tpu": {"node_spec": [{"parent": ZONE, "node_id": "never", "node": node("v4-8")}]},
-        "queueing_policy": {"valid_until_duration": "1s"}})
+        "queueing_policy": {"valid_until_duration": "3600s"}})
     name = f"{ZONE}/queuedResources/waiting"
-    wait_for(lambda: client.get_queued_resource(name=name).state.state.name == "WAITING_FOR_RESOURCES")
-    failed = wait_for(lambda: (q := client.get_queued_resource(name=name)).state.state.name == "FAILED" and q)
-    assert "valid_until_duration" in failed.state.failed_data.error.message
+    state = lambda: client.get_queued_resource(name=name).state  # noqa: E731
+    assert state().state.name == "ACCEPTED"
+    resilient_emulator.advance(30)  # Latencies.tpu_queue_seconds: the platform looks for capacity
+    assert state().state.name == "WAITING_FOR_RESOURCES"
+    resilient_emulator.advance(3600 - 30 - 1)
+    assert state().state.name == "WAITING_FOR_RESOURCES"
+    resilient_emulator.advance(1)
+    assert state().state.name == "FAILED" and "valid_until_duration" in state().failed_data.error.message
 
 
 def test_deleting_a_node_kills_commands_in_sessions_of_their_own(resilient_emulator, tmp_path):

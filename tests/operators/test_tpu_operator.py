@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import sys
 import time
@@ -61,9 +62,18 @@ def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
     return ResilientTPUWorkloadOperator(**defaults)
 
 
-#: A workload that runs until a fault strikes it on the first node and ends at once on the next one, so a
-#: scenario never depends on how fast this machine is.
-FIRST_ATTEMPT_RUNS_UNTIL_STRUCK = 'if [ "$RESILIENT_ATTEMPT" = 1 ]; then sleep 120; fi'
+#: A workload that reports step 1 and runs until a fault strikes it on the first node, and ends at once on the
+#: next one. Its faults strike ``at_step: 1`` (``STRIKES_WHEN_IT_RUNS``): never before the workload runs, never
+#: after it ended, so a scenario never depends on how fast this machine is.
+FIRST_ATTEMPT_RUNS_UNTIL_STRUCK = 'if [ "$RESILIENT_ATTEMPT" = 1 ]; then echo "step 1"; sleep 120; fi'
+STRIKES_WHEN_IT_RUNS = {"at_step": 1}
+
+
+def runs_until_struck_once(mark: Path) -> str:
+    """A workload that, on its first run anywhere, marks ``mark``, reports step 1 and runs until a fault
+    (``STRIKES_WHEN_IT_RUNS``) strikes it; every later run -- after a repair on the same node or on a new
+    node -- ends at once."""
+    return f'if [ ! -e {mark} ]; then touch {mark}; echo "step 1"; sleep 120; fi'
 
 
 def train(epochs: int = 12) -> str:
@@ -148,9 +158,9 @@ def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
 
 
 # ------------------------------------------------------------------ maintenance (seed 002)
-def test_a_maintenance_event_that_recovers_is_waited_out_on_the_same_node(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.3, "grace_seconds": 0.05})
-    result = operator(steps(8)).execute(context())
+def test_a_maintenance_event_that_recovers_is_waited_out_on_the_same_node(resilient_emulator, tmp_path):
+    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 0.05})
+    result = operator(runs_until_struck_once(tmp_path / "struck")).execute(context())
     assert {d for d in decisions(result)} == {("maintenance_event", "wait")}
     assert len(result["attempts"]) == 1
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
@@ -180,7 +190,7 @@ def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilie
 def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient_emulator):
     """Nothing bills while the run waits, never two nodes at once: the supervisor commands the failed node's
     end (EndAttempt) before the backoff and the next CreateNode; the shell only carries it out."""
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "after_seconds": 0.2,
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, **STRIKES_WHEN_IT_RUNS,
                                   "grace_seconds": 0.05, "match": {"nth": 1}})
     slow = Backoff(initial_seconds=600.0, max_seconds=600.0, jitter=0.0)
     op = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=RetryPolicy(backoff=slow, budgets={
@@ -202,7 +212,7 @@ def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient
 
 @pytest.mark.resilient_emulator(time_scale=0.002, latencies={"tpu_repair_seconds": 30_000.0})  # 60 s of repair
 def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 0.2, "grace_seconds": 0.05,
+    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 0.05,
                                   "match": {"nth": 1}})
     policy = RetryPolicy(backoff=FAST, budgets={"maintenance_wait": Budget(max_seconds=0.3, backoff=FAST)})
     result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=policy).execute(context())
@@ -259,27 +269,43 @@ def test_a_permanent_exit_code_fails_without_re_creating(resilient_emulator):
     assert nodes_left() == []
 
 
+class RecordingStore(Store):
+    """A task state store that keeps a copy of every run state written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[dict[str, Any]] = []
+
+    def set(self, key: str, value: Any, **kwargs: Any) -> None:
+        super().set(key, value, **kwargs)
+        if key == STATE_KEY:
+            self.written.append(json.loads(json.dumps(value)))
+
+
 def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
-    ctx = context()
-    result = operator(steps(12), hang_timeout=1.0).execute(ctx)
+    # Attempt 1 reports steps 1 and 2, then the fault freezes it (SIGSTOP); attempt 2 runs 3 steps and ends.
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
+    ctx = context(store := RecordingStore())
+    result = operator(only_in_attempt(1, 'echo "step 1"; echo "step 2"; sleep 120', then=steps(3)),
+                      hang_timeout=1.0).execute(ctx)
     assert decisions(result) == [("hang", "resubmit")]
-    assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
-    watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state
-    assert watch["resource"] == f"{ZONE}/nodes/{A2}" and list(watch["clocks"]) == ["worker 0"]
+    assert "no progress past step 2" in result["attempts"][0]["incidents"][0]["failure"]["message"]
+    # The observer's memory lives in the run state: what it saw of A1 before its verdict was persisted.
+    seen = [w["watch"] for w in store.written if w.get("watch", {}).get("resource") == f"{ZONE}/nodes/{A1}"]
+    assert any(list(w.get("clocks", {})) == ["worker 0"] for w in seen)
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
     assert nodes_left() == []
 
 
 # ------------------------------------------------------------------ node failures
 @pytest.mark.parametrize(("fault", "expected"), [
-    ({"kind": "preemption", "after_seconds": 0.3, "grace_seconds": 0.05}, ("preemption", "recreate_node")),
-    ({"kind": "unhealthy", "health": "TIMEOUT", "after_seconds": 0.3}, ("node_unhealthy", "recreate_node")),
-    ({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW", "symptoms": ["LOW_MEMORY"], "after_seconds": 0.3},
+    ({"kind": "preemption", "grace_seconds": 0.05}, ("preemption", "recreate_node")),
+    ({"kind": "unhealthy", "health": "TIMEOUT"}, ("node_unhealthy", "recreate_node")),
+    ({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW", "symptoms": ["LOW_MEMORY"]},
      ("node_unhealthy", "recreate_node")),
 ], ids=["preempted", "timeout", "unhealthy-tensorflow-with-symptoms"])
 def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
-    resilient_emulator.add_fault({**fault, "match": {"nth": 1}})
+    resilient_emulator.add_fault({**fault, **STRIKES_WHEN_IT_RUNS, "match": {"nth": 1}})
     result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK).execute(context())
     assert decisions(result) == [expected] and len(result["attempts"]) == 2
     failure = result["attempts"][0]["incidents"][0]["failure"]
@@ -477,20 +503,20 @@ def test_the_worker_restart_budget_is_the_runners_cap():
 
 
 # ------------------------------------------------------------------ property
-FAULTS = st.sampled_from([
-    {"kind": "maintenance", "after_seconds": 0.1, "grace_seconds": 0.05},
-    {"kind": "maintenance", "recover": False, "after_seconds": 0.1, "grace_seconds": 0.05},
-    {"kind": "preemption", "after_seconds": 0.1, "grace_seconds": 0.05},
-    {"kind": "unhealthy", "after_seconds": 0.1},
+FAULTS = st.sampled_from([  # no fault time: whenever a fault strikes, no node may be left
+    {"kind": "maintenance", "grace_seconds": 0.05},
+    {"kind": "maintenance", "recover": False, "grace_seconds": 0.05},
+    {"kind": "preemption", "grace_seconds": 0.05},
+    {"kind": "unhealthy"},
     {"kind": "stockout"},
-    {"kind": "crash", "exit_code": 139, "after_seconds": 0.1},
+    {"kind": "crash", "exit_code": 139},
     {"kind": "hang", "at_step": 1},
     {"kind": "never_provision"},
 ])
 
 
 HANG = {"kind": "hang", "at_step": 1}
-TERMINATED = {"kind": "maintenance", "recover": False, "after_seconds": 0.1, "grace_seconds": 0.05}
+TERMINATED = {"kind": "maintenance", "recover": False, "grace_seconds": 0.05}
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
