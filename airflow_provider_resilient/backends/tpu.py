@@ -10,6 +10,11 @@ from typing import Any
 
 #: Worker report statuses that end a runner (see :mod:`..worker.runner`).
 END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})
+#: A node baseline's ``state`` while the node's queued resource still waits for capacity (no node yet, or one
+#: still CREATING): a trigger then watches the request, not the node.
+QUEUED = "QUEUED"
+#: Queued resource states that wait for capacity; any other (ACTIVE, FAILED, SUSPENDED ...) is news.
+QUEUE_WAITING_STATES = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING"})
 #: The longest pause between two full looks of the operator at a quiet node (seconds).
 DEFAULT_LOOK_AGAIN_SECONDS = 300.0
 
@@ -47,4 +52,5 @@ def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mappi
     return None
 
 
-__all__ = ["DEFAULT_LOOK_AGAIN_SECONDS", "END_STATUSES", "look_again_seconds", "node_baseline", "worker_change"]
+__all__ = ["DEFAULT_LOOK_AGAIN_SECONDS", "END_STATUSES", "QUEUED", "QUEUE_WAITING_STATES",
+           "look_again_seconds", "node_baseline", "worker_change"]

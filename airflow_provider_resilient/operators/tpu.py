@@ -45,6 +45,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..backends.tpu import QUEUED
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import Failure, FailureClass, Platform, RetryPolicy, history_to_json
 from ..specs.tpu import (
@@ -194,6 +195,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._live_node: str | None = None
         self._live_queued: str | None = None
         self._baseline: dict[str, Any] | None = None
+        #: Epoch seconds when the queued resource being waited for passes the queue timeout (None: not waiting).
+        self._queue_deadline: float | None = None
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
@@ -313,11 +316,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._live_node = name
         started = self._clock()
         try:
-            if self.queued_resource:
-                failure = self._provision_queued(name, zone, node)
-                if failure is not None:
-                    self._live_node = None
-                    return SubmitFailed(failure, self._clock())
+            if self.queued_resource:  # granted later: the watch waits for it (_await_queue)
+                self._live_queued = queued_resource_name(name)  # before the call: a kill during it deletes it
+                self._tpu().create_queued_resource(self.project_id, zone, name.rsplit("/", 1)[1], node,
+                                                   spot=self.spot, valid_until_seconds=self.valid_until_seconds)
             else:
                 hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
         except gexc.GoogleAPICallError as exc:
@@ -327,52 +329,52 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             return SubmitFailed(failure, self._clock())
         push_node_links(context, name)
         resumed = f"resuming from step {checkpoint.step}" if checkpoint else "from scratch"
-        self.log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", action.attempt, name, accelerator,
-                      zone, self._clock() - started, resumed)
+        if self.queued_resource:
+            self.log.info("Attempt %d: node %s (%s in %s) requested through queued resource %s, %s",
+                          action.attempt, name, accelerator, zone, self._live_queued, resumed)
+        else:
+            self.log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", action.attempt, name,
+                          accelerator, zone, self._clock() - started, resumed)
         return Submitted(name, self._clock(), checkpoint.step if checkpoint else None,
                          checkpoint.uri if checkpoint else None)
 
-    def _provision_queued(self, node_name: str, zone: str, node: dict[str, Any]) -> Failure | None:
-        """Create a queued resource for the node and wait until it is ACTIVE or its node is past CREATING
-        (None: the watch judges the node, also one that broke while it was provisioned) or until the request
-        FAILED or was SUSPENDED, or -- with no ``valid_until_duration`` -- waited past
-        ``RetryPolicy.queue_timeout_seconds`` (a QUEUE_TIMEOUT failure; the request is deleted)."""
+    def _await_queue(self, context: Any, state: RunState, node_name: str, now: float) -> tuple[bool, Any]:
+        """One look at the queued resource the node was requested through, while it is not yet granted:
+        ``(True, None)`` it still waits for capacity (ACCEPTED, WAITING_FOR_RESOURCES, or PROVISIONING with the
+        node not past CREATING); ``(True, JobFailed)`` the request FAILED or was SUSPENDED, or -- with no
+        ``valid_until_duration`` -- waited past ``RetryPolicy.queue_timeout_seconds`` (the observer's queue
+        timeout, seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically"): a
+        QUEUE_TIMEOUT the supervisor ends (deletes the request) and fails over; ``(False, None)`` granted, or
+        gone: the node's own look says what happens next. No loop: the watch looks again, or defers."""
         from google.api_core import exceptions as gexc
 
-        from ..policy import classify_queue_wait
-
         hook = self._tpu()
-        resource_id = node_name.rsplit("/", 1)[1]
-        self._live_queued = queued_resource_name(node_name)  # before the call: a kill during it deletes it too
-        qr = hook.create_queued_resource(self.project_id, zone, resource_id, node, spot=self.spot,
-                                         valid_until_seconds=self.valid_until_seconds)
-        while True:
-            state = qr.state.state.name
-            if state == "ACTIVE":
-                return None
-            if state == "PROVISIONING":
-                try:
-                    if hook.get_node(node_name).state.name != "CREATING":
-                        return None
-                except gexc.NotFound:
-                    pass  # not created yet
-            if state in ("FAILED", "SUSPENDED"):
-                message = qr.state.failed_data.error.message or f"queued resource {qr.name} is {state}"
-                hook.delete_queued_resource(qr.name)
-                self._live_queued = None
-                return Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
-                               terminate_reason=state, timestamp=self._clock())
-            # Without valid_until_duration the platform never gives up: the policy's queue timeout does
-            # (seed 004: queuing over 30 minutes ends the job).
-            waited = None if self.valid_until_seconds else classify_queue_wait(
-                state, qr.create_time.timestamp(), self._clock(), self.resilience_policy.queue_timeout_seconds,
-                platform=Platform.TPU, resource=qr.name)
-            if waited is not None:
-                hook.delete_queued_resource(qr.name)
-                self._live_queued = None
-                return waited
-            self._sleep(self.poll_interval)
-            qr = hook.get_queued_resource(qr.name)
+        try:
+            qr = hook.get_queued_resource(queued_resource_name(node_name))
+        except gexc.NotFound:
+            return False, None
+        queue_state = qr.state.state.name
+        if queue_state == "ACTIVE":
+            return False, None
+        if queue_state in ("FAILED", "SUSPENDED"):
+            message = qr.state.failed_data.error.message or f"queued resource {qr.name} is {queue_state}"
+            return True, JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
+                                           terminate_reason=queue_state, timestamp=now), now, live=True)
+        if queue_state == "PROVISIONING":
+            try:
+                if hook.get_node(node_name).state.name != "CREATING":
+                    return False, None
+            except gexc.NotFound:
+                pass  # not created yet
+        limit = None if self.valid_until_seconds else self.resilience_policy.queue_timeout_seconds
+        since = qr.create_time.timestamp()
+        self._queue_deadline = since + limit if limit is not None else None
+        self._baseline = {"state": QUEUED, "health": "", "symptoms": [], "workers": []}
+        verdict = self._observe(context, state, Look(qr.name, Platform.TPU, queue_state, queued_since=since),
+                                Limits(queue_seconds=limit))
+        if verdict.failure is not None:
+            return True, JobFailed(verdict.failure, now, live=True)
+        return True, None
 
     def _begin_watch(self, context: Any, state: RunState, node_name: str) -> None:
         """Remember the node (and its queued resource) for ``on_kill``; the first look is made at once."""
@@ -393,8 +395,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..backends.tpu import look_again_seconds
         from ..triggers.tpu import TPUNodeTrigger
 
-        after = look_again_seconds(self.poll_interval, self.hang_timeout)
-        trigger = TPUNodeTrigger(look_again_at=time.time() + after, baseline=self._baseline,
+        look_again_at = time.time() + look_again_seconds(self.poll_interval, self.hang_timeout)
+        if self._queue_deadline is not None:  # a request waiting for capacity: back for its queue timeout
+            look_again_at = min(look_again_at, max(self._queue_deadline, time.time() + self.poll_interval))
+        trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=self._baseline,
                                  fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -424,6 +428,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..policy import classify_exit_status, classify_tpu_node
 
         now = self._clock()
+        if self.queued_resource and self.__dict__.get("_granted") != node_name:
+            waiting, event = self._await_queue(context, state, node_name, now)
+            if waiting:
+                return event
+            self._granted, self._queue_deadline = node_name, None
         # Every look reads the audit entries that arrived since the last one, so each event counts once. They
         # are read *before* the node: an event that starts between the two reads then shows in the node's
         # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.

@@ -60,7 +60,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..backends.tpu import node_baseline, worker_change
+from ..backends.tpu import QUEUE_WAITING_STATES, QUEUED, node_baseline, worker_change
 
 #: Seconds the trigger's ``on_kill`` may spend deleting (the triggerer allows 30 by default).
 DEFAULT_KILL_TIMEOUT_SECONDS = 25.0
@@ -179,6 +179,8 @@ class TPUNodeTrigger(BaseTrigger):
         try:
             node = await hook.get_node(self.node_name)
         except gexc.NotFound:
+            if self.queued_resource and self.baseline.get("state") == QUEUED:
+                return await self._look_at_queue(hook)
             return self._event("gone", f"{self.node_name} is gone")
         except gexc.GoogleAPICallError as exc:
             return self._event("error", f"cannot read {self.node_name}: {exc}")
@@ -196,6 +198,23 @@ class TPUNodeTrigger(BaseTrigger):
         self._record_step(reports)
         why = worker_change(self.baseline.get("workers", []), reports)
         return self._event("changed", why) if why else None
+
+    async def _look_at_queue(self, hook: Any) -> dict[str, Any] | None:
+        """The node is not there yet and the operator saw its queued resource waiting: news only when the
+        request stops waiting (granted, FAILED, SUSPENDED, gone); its queue timeout is the operator's to judge
+        at ``look_again_at``."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            queued = await hook.get_queued_resource(self.queued_resource)
+        except gexc.NotFound:
+            return self._event("gone", f"{self.queued_resource} is gone")
+        except gexc.GoogleAPICallError as exc:
+            return self._event("error", f"cannot read {self.queued_resource}: {exc}")
+        state = queued.state.state.name
+        if state in QUEUE_WAITING_STATES:
+            return None
+        return self._event("changed", f"queued resource {self.queued_resource} is {state}")
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: delete the queued resource and the node unless ``keep_node``

@@ -125,11 +125,11 @@ async def first_event(trigger: Any) -> Any:
 
 
 def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
-                 kill_at: int | None = None, max_deferrals: int = 200) -> Any:
+                 kill_at: int | None = None, max_deferrals: int = 200, events: list | None = None) -> Any:
     """Run a deferrable operator as Airflow does: after each deferral the trigger -- re-created from its
     ``serialize()``, as the triggerer does -- runs in an event loop of its own, and a *fresh* operator
     continues with its event. With ``kill_at=n`` a user kills the task at its n-th deferral (0-based): the
-    trigger's ``on_kill`` runs and ``Killed`` is raised."""
+    trigger's ``on_kill`` runs and ``Killed`` is raised. ``events`` collects the triggers' payloads."""
     op = make()
     resume: Callable[[], Any] = lambda: op.execute(ctx)  # noqa: E731
     for n in range(max_deferrals):
@@ -144,6 +144,8 @@ def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
                 asyncio.run(asyncio.wait_for(trigger.on_kill(), TIMEOUT))
                 raise Killed from None
             event = asyncio.run(asyncio.wait_for(first_event(trigger), TIMEOUT))
+            if events is not None:
+                events.append(event)
             op = make()
             resume = lambda op=op, event=event: op.execute_complete(ctx, event)  # noqa: E731
     raise AssertionError(f"still deferring after {max_deferrals} deferrals")
@@ -384,6 +386,30 @@ def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilien
     assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")] == [
         "us-central2-b", "europe-west4-a"]
     assert queued_left() == [] and nodes_left() == []
+
+
+@pytest.mark.parametrize("provisioned", [False, True], ids=["never-provisioned", "granted"])
+def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilient_emulator, provisioned):
+    """No loop in the operator: the wait for capacity is the watch's. Deferred, the trigger watches the request
+    (a node that does not exist yet is no news) and brings the task back when the request is granted, or at
+    its queue timeout -- which the operator judges, deletes the request for and fails over."""
+    if not provisioned:
+        resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
+    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, queue_timeout_seconds=1.0)
+    events: list[dict] = []
+    ctx = context()
+    result = run_deferred(lambda: operator("echo ok", queued_resource=True, deferrable=True, resilience_policy=policy,
+                                           fallbacks=[{"zone": "europe-west4-a"}]), ctx, events=events)
+    watched = [e["status"] for e in events if isinstance(e, dict)]  # a backoff's DateTimeTrigger fires a time
+    assert watched and "gone" not in watched  # the node not existing yet is waited for, not news
+    zones = [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")]
+    if provisioned:
+        assert decisions(result) == [] and zones == ["us-central2-b"]
+    else:
+        assert decisions(result) == [("queue_timeout", "recreate_node")]
+        assert zones == ["us-central2-b", "europe-west4-a"]
+        assert "longer than the queue timeout" in result["attempts"][0]["incidents"][0]["failure"]["message"]
+    assert result["state"] == "SUCCEEDED" and queued_left() == [] and nodes_left() == []
 
 
 # ------------------------------------------------------------------ kills, reattach, keep_node
