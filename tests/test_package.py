@@ -60,3 +60,49 @@ def test_airflow_providers_list_shows_it_with_a_fresh_airflow_home(tmp_path: Pat
     listed = {p["package_name"]: p for p in json.loads(out.stdout)}
     assert "airflow-provider-resilient" in listed
     assert listed["airflow-provider-resilient"]["version"] == "0.1.0"
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The provider modules ``path`` imports (absolute dotted names), wherever in the module."""
+    import ast
+
+    module = package + "." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = module.rsplit(".", node.level)[0]
+            target = f"{base}.{node.module}" if node.module else base
+            found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(package)}
+    return found
+
+
+ROOT = Path(__file__).resolve().parents[1] / "airflow_provider_resilient"
+PLATFORM_MODULES = {"tpu": ("vertex", "vertex_ai"), "vertex": ("tpu",), "vertex_ai": ("tpu",)}
+
+
+@pytest.mark.parametrize("layer", ["backends", "hooks", "links", "operators", "sensors", "specs", "triggers"])
+def test_no_platform_module_imports_another_platforms(layer):
+    """Issue 11: what platforms share lives in a shared module (``hooks/base.py``, ``links/base.py``,
+    ``specs/common.py`` ...); a TPU module importing a Vertex AI one (or the other way) is sideways."""
+    wrong = []
+    for path in sorted((ROOT / layer).glob("*.py")):
+        others = PLATFORM_MODULES.get(path.stem, ())
+        for name in _imports(path, "airflow_provider_resilient"):
+            parts = name.split(".")
+            if any(part in others for part in parts[1:3]):
+                wrong.append(f"{layer}/{path.name} imports {name}")
+    assert wrong == []
+
+
+def test_operators_take_nothing_but_triggers_from_triggers():
+    """Helpers shared by an operator and its trigger live below both (``backends/``), not in ``triggers/``."""
+    wrong = []
+    for path in sorted((ROOT / "operators").glob("*.py")) + sorted((ROOT / "sensors").glob("*.py")):
+        for name in _imports(path, "airflow_provider_resilient"):
+            if ".triggers." in name and not name.rsplit(".", 1)[1].endswith("Trigger") and name.count(".") > 2:
+                wrong.append(f"{path.name} imports {name}")
+    assert wrong == []

@@ -39,10 +39,10 @@ def job_summary(job: Any) -> dict[str, Any]:
 
 def list_filter() -> str:
     """The ListCustomJobs filter for the live jobs the operator created: those carrying
-    ``resilient-attempt`` (every job the operator creates, :mod:`..specs.vertex`) and not terminal, e.g.
+    ``resilient-attempt`` (every job the operator creates, :mod:`..specs.common`) and not terminal, e.g.
     ``labels.resilient-attempt:* AND state!="JOB_STATE_CANCELLED" AND ...``. Only fields and operators that
     Vertex AI documents for this filter are used (``labels.key:*``, ``state!=``)."""
-    from ..specs.vertex import LABEL_ATTEMPT
+    from ..specs.common import LABEL_ATTEMPT
 
     return " AND ".join([f"labels.{LABEL_ATTEMPT}:*", *(f'state!="{s}"' for s in sorted(TERMINAL_STATES))])
 

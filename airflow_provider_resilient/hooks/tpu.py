@@ -1,6 +1,6 @@
 """Cloud TPU hook (nodes, guest attributes) and the audit-log hook (maintenance, preemption, stockouts).
 
-Both share :class:`~.vertex_ai.GoogleApiHook`: credentials, the emulator override and transient API
+Both share :class:`~.base.GoogleApiHook`: credentials, the emulator override and transient API
 errors retried with backoff. Long-running operations (CreateNode, DeleteNode) are waited for with
 ``operation.result(timeout)``; their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
 The create calls (CreateNode, CreateQueuedResource) are made with ``creating=True``: a RESOURCE_EXHAUSTED
@@ -21,8 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..clients import tpu_client
-from .loading import import_client_modules
-from .vertex_ai import GoogleApiHook
+from .base import AsyncGoogleApiHook, GoogleApiHook
 
 log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
@@ -47,7 +46,7 @@ def _reports(response: Any) -> list[dict[str, str]]:
 
 
 class ResilientTPUHook(GoogleApiHook):
-    """Cloud TPU API calls (arguments: see :class:`~.vertex_ai.GoogleApiHook`)."""
+    """Cloud TPU API calls (arguments: see :class:`~.base.GoogleApiHook`)."""
 
     def client(self) -> Any:
         if "tpu" not in self._clients:
@@ -215,32 +214,21 @@ class AuditLogHook(GoogleApiHook):
         return [MessageToDict(LogEntry.pb(entry)) for entry in pager]
 
 
-class AsyncResilientTPUHook:
+class AsyncResilientTPUHook(AsyncGoogleApiHook):
     """The async face of :class:`ResilientTPUHook` for triggers and async code (same arguments); transient
     API errors are retried with backoff for up to ``api_retry_seconds`` as in the sync hook.
 
     Create and use it inside one event loop (the gRPC channel binds to it) and :meth:`close` it there.
     """
 
+    MODULES = TPU_ASYNC_MODULES
+
     def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, *, emulator: str | None = None,
                  api_retry_seconds: float = 600.0) -> None:
-        self.sync = ResilientTPUHook(gcp_conn_id, impersonation_chain, emulator=emulator,
-                                     api_retry_seconds=api_retry_seconds)
+        super().__init__(ResilientTPUHook(gcp_conn_id, impersonation_chain, emulator=emulator,
+                                          api_retry_seconds=api_retry_seconds))
         self._client: Any = None
-        self._opened = False
-
-    async def open(self) -> None:
-        """Import the client library and resolve the emulator address and credentials in a worker thread,
-        never in the event loop (as :meth:`~.vertex_ai.AsyncResilientVertexAIHook.open`). Idempotent; every
-        call awaits it."""
-        if not self._opened:
-            await asyncio.to_thread(self._prepare)
-            self._opened = True
-
-    def _prepare(self) -> None:
-        import_client_modules(TPU_ASYNC_MODULES)
-        self.sync.credentials  # noqa: B018 -- resolves (and caches) the emulator address too
 
     def client(self) -> Any:
         """The ``TpuAsyncClient``; after :meth:`open` (the calls await it)."""
@@ -250,28 +238,15 @@ class AsyncResilientTPUHook:
             self._client = tpu_async_client(credentials=self.sync.credentials, emulator=self.sync.emulator)
         return self._client
 
-    async def _call(self, fn: Any) -> Any:
-        await self.open()
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
-
-        from .vertex_ai import is_transient
-
-        async for attempt in AsyncRetrying(retry=retry_if_exception(is_transient),
-                                           wait=wait_exponential_jitter(initial=1, max=60),
-                                           stop=stop_after_delay(self.sync.api_retry_seconds), reraise=True):
-            with attempt:
-                return await fn()
-        raise AssertionError("unreachable")  # pragma: no cover
-
     async def get_node(self, name: str) -> Any:
-        return await self._call(lambda: self.client().get_node(name=name, retry=None))
+        return await self.call(lambda: self.client().get_node(name=name, retry=None))
 
     async def get_queued_resource(self, name: str) -> Any:
-        return await self._call(lambda: self.client().get_queued_resource(name=name, retry=None))
+        return await self.call(lambda: self.client().get_queued_resource(name=name, retry=None))
 
     async def worker_reports(self, name: str) -> list[dict[str, str]]:
         """As :meth:`ResilientTPUHook.worker_reports`."""
-        return _reports(await self._call(lambda: self.client().get_guest_attributes(
+        return _reports(await self.call(lambda: self.client().get_guest_attributes(
             request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
 
     async def delete_node(self, name: str, *, timeout: float | None = None) -> Any:
@@ -288,7 +263,7 @@ class AsyncResilientTPUHook:
         from google.api_core import exceptions as gexc
 
         try:
-            operation = await self._call(lambda: self.client().delete_node(name=name, retry=None))
+            operation = await self.call(lambda: self.client().delete_node(name=name, retry=None))
         except (gexc.NotFound, gexc.FailedPrecondition) as exc:
             log.info("Not deleting %s: %s", name, exc.message)
             return None
@@ -308,7 +283,7 @@ class AsyncResilientTPUHook:
         from google.api_core import exceptions as gexc
 
         try:
-            operation = await self._call(lambda: self.client().delete_queued_resource(
+            operation = await self.call(lambda: self.client().delete_queued_resource(
                 request={"name": name, "force": True}, retry=None))
         except gexc.NotFound as exc:
             log.info("Not deleting %s: %s", name, exc.message)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .vertex_ai import _XComLink
+from .base import XComLink
 
 
-class TPUNodeLink(_XComLink):
+class TPUNodeLink(XComLink):
     name = "Cloud TPU node"
     format_str = "https://console.cloud.google.com/compute/tpus/details/{zone}/{node}?project={project}"
 
 
-class TPUAuditLogLink(_XComLink):
+class TPUAuditLogLink(XComLink):
     name = "TPU maintenance events"
     format_str = "https://console.cloud.google.com/logs/query;query={query}?project={project}"
 

@@ -9,26 +9,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from airflow.sdk import BaseOperatorLink
+from .base import XComLink
 
 
-class _XComLink(BaseOperatorLink):
-    """A link whose URL the operator pushed to XCom."""
-
-    name = ""
-
-    def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return str(XCom.get_value(ti_key=ti_key, key=self.xcom_key) or "")
-
-
-class VertexAICustomJobLink(_XComLink):
+class VertexAICustomJobLink(XComLink):
     name = "Vertex AI CustomJob"
     format_str = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}/cpu?project={project}"
 
 
-class VertexAICustomJobLogsLink(_XComLink):
+class VertexAICustomJobLogsLink(XComLink):
     name = "CustomJob logs"
     format_str = "https://console.cloud.google.com/logs/query;query={query}?project={project}"
 

@@ -112,7 +112,8 @@ class ResilientReconcileOperator(BaseOperator):
     # ------------------------------------------------------------------ the shell
     def _live_resources(self) -> list[OwnedResource]:
         from ..backends.vertex import list_filter
-        from ..specs.vertex import LABEL_ATTEMPT, LABEL_KEEP, primary_env
+        from ..specs.common import LABEL_ATTEMPT, LABEL_KEEP
+        from ..specs.vertex import primary_env
 
         found = []
         for region in self.regions:

@@ -48,6 +48,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..backends.tpu import QUEUED
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import Failure, FailureClass, Platform, RetryPolicy, history_to_json
+from ..specs.common import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
 from ..specs.tpu import (
     NODE_ID_RE,
     RUNTIME_RE,
@@ -58,7 +59,6 @@ from ..specs.tpu import (
     startup_script,
     worker_count,
 )
-from ..specs.vertex import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, Submit, SubmitFailed, Submitted, WokeUp
 from ..supervisor.observe import Clock, Limits, Look, WatchMemory, worker_key
 from ..supervisor.reconcile import owner_env

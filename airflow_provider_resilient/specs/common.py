@@ -1,0 +1,91 @@
+"""What every platform's specs share: the labels that identify a task instance's resources, bad-argument
+errors, and the ``RESILIENT_*`` environment handed to every attempt's workload (documented in the README):
+
+==========================  =======================================================================
+``RESILIENT_RESUME_FROM``   URI of the latest complete checkpoint to resume from (unset: from scratch)
+``RESILIENT_RESUME_STEP``   its step
+``RESILIENT_ATTEMPT``       the attempt number (1-based) of this run
+``RESILIENT_FAILURE_CLASS`` what ended the previous attempt (e.g. ``transient_crash``); unset on 1
+``RESILIENT_CHECKPOINT_DIR`` where to write checkpoints
+==========================  =======================================================================
+
+Pure: no Airflow, no Google imports. Label rules (Google Cloud labels, for CustomJobs and TPU nodes alike):
+keys start with a lowercase letter; keys and values use lowercase letters, digits, ``_`` and ``-``, at most
+63 characters; at most 64 labels per resource.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+MAX_LABELS = 64
+
+#: Labels the operators put on every job and node they create, to find them again (reattach) and to audit.
+LABEL_DAG = "airflow-dag"
+LABEL_TASK = "airflow-task"
+LABEL_RUN = "airflow-run"
+LABEL_MAP_INDEX = "airflow-map-index"
+LABEL_ATTEMPT = "resilient-attempt"
+#: Label ``"true"`` on a resource the user asked to keep after the task ends (``keep_node``): the reconciler
+#: (:mod:`..supervisor.reconcile`) leaves it alone.
+LABEL_KEEP = "resilient-keep"
+OUR_LABELS = (LABEL_DAG, LABEL_TASK, LABEL_RUN, LABEL_MAP_INDEX, LABEL_ATTEMPT)
+
+ENV_RESUME_FROM = "RESILIENT_RESUME_FROM"
+ENV_RESUME_STEP = "RESILIENT_RESUME_STEP"
+ENV_ATTEMPT = "RESILIENT_ATTEMPT"
+ENV_FAILURE_CLASS = "RESILIENT_FAILURE_CLASS"
+ENV_CHECKPOINT_DIR = "RESILIENT_CHECKPOINT_DIR"
+
+
+class SpecError(ValueError):
+    """A bad argument, found before anything was submitted. ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def label_value(text: str) -> str:
+    """``text`` as a valid label value: lowercase, ``[a-z0-9_-]`` only, at most 63 characters.
+
+    Values that had to be changed or cut get a short hash suffix so that two different inputs never
+    map to the same label (``my.DAG`` and ``my_DAG`` stay apart).
+    """
+    cleaned = re.sub(r"[^a-z0-9_-]", "-", text.lower())
+    if cleaned == text and len(cleaned) <= 63:
+        return cleaned
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    return f"{cleaned[:52]}-{digest}"
+
+
+def job_labels(dag_id: str, task_id: str, run_id: str, map_index: int, attempt: int | None) -> dict[str, str]:
+    """The labels that identify a job of this task instance (and, with ``attempt``, of this attempt).
+
+    The run id is always hashed (``manual__2026-11-21T10:00:00+00:00`` is not a label value).
+    """
+    labels = {
+        LABEL_DAG: label_value(dag_id),
+        LABEL_TASK: label_value(task_id),
+        LABEL_RUN: hashlib.sha256(run_id.encode()).hexdigest()[:16],
+        LABEL_MAP_INDEX: str(map_index if map_index >= 0 else "none"),
+    }
+    if attempt is not None:
+        labels[LABEL_ATTEMPT] = str(attempt)
+    return labels
+
+
+
+def resume_env(*, attempt: int, checkpoint_dir: str, resume_uri: str | None, resume_step: int | None,
+               failure_class: str | None) -> dict[str, str]:
+    """The RESILIENT_* variables of one attempt (only those with a value)."""
+    env = {ENV_ATTEMPT: str(attempt), ENV_CHECKPOINT_DIR: checkpoint_dir}
+    if resume_uri:
+        env[ENV_RESUME_FROM] = resume_uri
+        env[ENV_RESUME_STEP] = str(resume_step if resume_step is not None else "")
+    if failure_class:
+        env[ENV_FAILURE_CLASS] = failure_class
+    return env
