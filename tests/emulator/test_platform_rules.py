@@ -17,6 +17,10 @@ LONG = "import time; time.sleep(60)"
 #: job's log directory) keeps a mark across restarts, so the test needs no guess at how long a start takes.
 FIRST_START_WAITS_FOR_THE_RESTART = ("import os, time\nif not os.path.exists('started'):\n"
                                      "    open('started', 'w').close(); time.sleep(60)")
+#: A worker that says ``step 1`` only once the primary has left its mark (the replicas share that directory):
+#: a fault at that step strikes a job whose primary is surely in its first start.
+WORKER_AFTER_THE_PRIMARY_STARTED = ("import os, time\nwhile not os.path.exists('started'):\n    time.sleep(0.01)\n"
+                                    "print('step 1', flush=True); time.sleep(60)")
 
 
 def starts(emulator, job_name: str, replica: str = "workerpool0-0") -> int:
@@ -83,8 +87,9 @@ def test_worker_failure_restarts_in_place_five_times_then_retries_the_job_three_
 
 
 def test_restart_job_on_worker_restart_restarts_every_replica(submit, resilient_emulator):
-    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0"})
-    job = submit(custom_job(pools=[pool(FIRST_START_WAITS_FOR_THE_RESTART), pool(LONG)],
+    resilient_emulator.add_fault({"kind": "worker_failure", "replica": "workerpool1-0", "at_step": 1,
+                                  "step_source": "log"})
+    job = submit(custom_job(pools=[pool(FIRST_START_WAITS_FOR_THE_RESTART), pool(WORKER_AFTER_THE_PRIMARY_STARTED)],
                             scheduling={"restart_job_on_worker_restart": True}))
     assert job.state.name == "JOB_STATE_SUCCEEDED"
     assert starts(resilient_emulator, job.name, "workerpool0-0") == 2
