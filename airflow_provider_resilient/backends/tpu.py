@@ -1,12 +1,25 @@
 """Cloud TPU nodes as the TPU operator and its trigger read them: the baseline a deferred watch compares
-with, what in the workers' reports is news, and how often a deferred operator comes back for a full look.
-Importing it imports nothing (it runs in the triggerer's event loop as its trigger is loaded).
+with, what in the workers' reports is news, how often a deferred operator comes back for a full look, and
+the operator's typed backend (:class:`TPUNodeBackend`: find a node by name, request one directly or through
+a queued resource, look at it -- queue, state, health, audit log, the workers' reports -- delete it and
+wait). Importing it imports no Google library (it runs in the triggerer's event loop as its trigger is
+loaded).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
+
+from ..policy import Failure, FailureClass, Platform
+from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
+from ..supervisor.observe import Limits, Look, worker_key
+from .base import AttemptSpec, Judge, LookResult
+
+log = logging.getLogger(__name__)
 
 #: Worker report statuses that end a runner (see :mod:`..worker.runner`).
 END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})
@@ -52,5 +65,277 @@ def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mappi
     return None
 
 
-__all__ = ["DEFAULT_LOOK_AGAIN_SECONDS", "END_STATUSES", "QUEUED", "QUEUE_WAITING_STATES",
-           "look_again_seconds", "node_baseline", "worker_change"]
+#: Worker report statuses of a runner that gave up (out of restarts, or its preflight checks failed).
+BAD_STATUSES = ("failed", "preflight_failed")
+
+
+class TPUNodeBackend:
+    """A run's Cloud TPU nodes (:class:`~.base.Backend`): attempt ``n`` runs on node ``<node id>-a<n>`` (fresh
+    hardware: seed 004's isolation), created directly or through a queued resource of the same id, through a
+    :class:`~..hooks.tpu.ResilientTPUHook` and the audit log's :class:`~..hooks.tpu.AuditLogHook`.
+
+    Args:
+        hooks: returns ``(tpu_hook, audit_hook)`` (built on first use).
+        project_id, zone, accelerator_type: the operator's target; a fallback's ``zone`` / ``accelerator_type``
+            moves an attempt.
+        node_id: returns the node id of an attempt (``node_id_for``: the task instance and attempt).
+        node: builds the node body (a dict) of an attempt on an accelerator type (the operator's specs).
+        queued_resource: request each node through a queued resource (it waits for capacity).
+        spot: the queued resource asks for Spot capacity.
+        valid_until_seconds: how long a queued resource may wait (None: the policy's ``queue_timeout``).
+        queue_timeout: ``RetryPolicy.queue_timeout_seconds`` (seed 004: 30 minutes).
+        hang_timeout, startup_timeout: the observer's limits for a READY node's workers (seconds).
+        keep_node: :meth:`release` keeps the last node (and its queued resource) for inspection.
+        clock: epoch seconds now.
+
+    What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
+    :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
+    resource (:attr:`live_node`, :attr:`live_queued`: what a kill deletes).
+    """
+
+    platform = Platform.TPU
+
+    def __init__(self, hooks: Callable[[], tuple[Any, Any]], *, project_id: str, zone: str, accelerator_type: str,
+                 node_id: Callable[[AttemptSpec], str], node: Callable[[AttemptSpec, str], dict[str, Any]],
+                 queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
+                 hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
+                 clock: Callable[[], float]) -> None:
+        self.hooks = hooks
+        self.project_id = project_id
+        self.zone = zone
+        self.accelerator_type = accelerator_type
+        self.node_id = node_id
+        self.node = node
+        self.queued_resource = queued_resource
+        self.spot = spot
+        self.valid_until_seconds = valid_until_seconds
+        self.queue_timeout = queue_timeout
+        self.hang_timeout = hang_timeout
+        self.startup_timeout = startup_timeout
+        self.keep_node = keep_node
+        self.clock = clock
+        self.live_node: str | None = None
+        self.live_queued: str | None = None
+        #: What the last look saw (:func:`node_baseline`), for a deferred watch to compare with.
+        self.baseline: dict[str, Any] | None = None
+        #: Epoch seconds when the request being waited for passes the queue timeout (None: not waiting).
+        self.queue_deadline: float | None = None
+        self._granted: str | None = None
+
+    def _tpu(self) -> Any:
+        return self.hooks()[0]
+
+    def node_name(self, spec: AttemptSpec) -> str:
+        """``projects/P/locations/ZONE/nodes/ID`` of the attempt of ``spec`` (on its fallback's zone)."""
+        zone = spec.fallback.zone if spec.fallback and spec.fallback.zone else self.zone
+        return f"projects/{self.project_id}/locations/{zone}/nodes/{self.node_id(spec)}"
+
+    def watching(self, node_name: str) -> None:
+        """Remember ``node_name`` (and its queued resource) as live: a kill deletes them."""
+        from ..specs.tpu import queued_resource_name
+
+        self.live_node = node_name
+        self.live_queued = queued_resource_name(node_name) if self.queued_resource else None
+
+    # ------------------------------------------------------------------ Backend
+    def find(self, spec: AttemptSpec) -> Submitted | None:
+        """The attempt's node, when it exists (the task was interrupted after creating it): watched instead of
+        creating another."""
+        from google.api_core import exceptions as gexc
+
+        name = self.node_name(spec)
+        try:
+            existing = self._tpu().get_node(name)
+        except gexc.NotFound:
+            return None
+        log.info("Attempt %d already has node %s (%s): watching it", spec.attempt, name, existing.state.name)
+        self.watching(name)
+        return Submitted(name, self.clock())
+
+    def submit(self, spec: AttemptSpec) -> Submitted | SubmitFailed:
+        """Create the attempt's node and wait until it is READY, or request it through a queued resource and
+        return at once (the watch waits for capacity: :meth:`look`). A refused call is classified
+        (:func:`~..policy.classify_create_error`: a stockout, quota)."""
+        from google.api_core import exceptions as gexc
+
+        from ..policy import classify_create_error
+
+        fallback = spec.fallback
+        accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
+        name = self.node_name(spec)
+        zone, node_id = name.split("/")[3], name.rsplit("/", 1)[1]
+        body = self.node(spec, accelerator)
+        self.watching(name)  # before the call: a kill during it deletes what it made
+        started = self.clock()
+        try:
+            if self.queued_resource:
+                self._tpu().create_queued_resource(self.project_id, zone, node_id, body, spot=self.spot,
+                                                   valid_until_seconds=self.valid_until_seconds)
+            else:
+                self._tpu().create_node(self.project_id, zone, node_id, body)
+        except gexc.GoogleAPICallError as exc:
+            self.live_node = self.live_queued = None
+            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
+                                            exc.message, platform=Platform.TPU, timestamp=self.clock())
+            return SubmitFailed(failure, self.clock())
+        resumed = f"resuming from step {spec.resume_step}" if spec.resume_uri else "from scratch"
+        if self.queued_resource:
+            log.info("Attempt %d: node %s (%s in %s) requested through queued resource %s, %s", spec.attempt, name,
+                     accelerator, zone, self.live_queued, resumed)
+        else:
+            log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", spec.attempt, name, accelerator, zone,
+                     self.clock() - started, resumed)
+        return Submitted(name, self.clock(), spec.resume_step, spec.resume_uri)
+
+    def look(self, name: str, judge: Judge, started_at: float | None = None) -> LookResult:
+        """One look at the node: its queued resource while not granted (:meth:`_await_queue`), then the audit
+        entries not seen before, the node's state and health, and the workers' reports; an event when something
+        happened, None while it just runs. What the look means beyond the platform's own states -- audit entries
+        not seen before, a stalled or silent worker -- is ``judge``'s (the observer's) to say. ``started_at``:
+        when the attempt was submitted (epoch seconds; the audit log is read from a minute before it)."""
+        from google.api_core import exceptions as gexc
+
+        from ..policy import classify_exit_status, classify_tpu_node
+
+        now = self.clock()
+        self.watching(name)
+        if self.queued_resource and self._granted != name:
+            waiting, event = self._await_queue(name, judge, now)
+            if waiting:
+                return event
+            self._granted, self.queue_deadline = name, None
+        # Every look reads the audit entries that arrived since the last one, so each event counts once. They
+        # are read *before* the node: an event that starts between the two reads then shows in the node's
+        # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
+        # When the node shows a failure, they are read once more for its terminate reason.
+        audits = self._new_audits(name, judge, started_at)
+        try:
+            node = self._tpu().get_node(name)
+        except gexc.NotFound:
+            return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
+                                     message=f"node {name} disappeared", timestamp=now), now, live=False)
+        failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
+        if failure is not None:
+            if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
+                audits += self._new_audits(name, judge, started_at)
+            reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
+            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now, live=True)
+        if audits:  # a maintenance event that came and went between two looks
+            return JobFailed(audits[-1], now, live=True)
+        if node.state.name != "READY":
+            self.baseline = node_baseline(node, [])  # what a deferred watch compares with
+            return None
+        reports = self._tpu().worker_reports(name)
+        self.baseline = node_baseline(node, reports)
+        for worker, report in enumerate(reports):
+            status = report.get("status", "")
+            if status in BAD_STATUSES:
+                code = int(report.get("exit_code") or 1)
+                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
+                                              worker_restarts=int(report.get("restarts") or 0),
+                                              message=f"worker {worker} {status} with exit {code}", timestamp=now)
+                if failed is not None:
+                    return JobFailed(failed, now, live=True)
+        running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
+        steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
+        beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
+        workers = max(len(reports), _workers(node))
+        silent = [worker_key(w) for w in range(workers) if w >= len(reports) or not reports[w].get("status")]
+        look = Look(name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent)
+        verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout))
+        if verdict.failure is not None:
+            return JobFailed(verdict.failure, now, live=True)
+        if reports and all(r.get("status") == "succeeded" for r in reports):
+            return JobSucceeded(now, live=True)  # the node bills until it is deleted
+        return None
+
+    def _await_queue(self, node_name: str, judge: Judge, now: float) -> tuple[bool, LookResult]:
+        """One look at the queued resource the node was requested through, while it is not yet granted:
+        ``(True, None)`` it still waits for capacity (ACCEPTED, WAITING_FOR_RESOURCES, or PROVISIONING with the
+        node not past CREATING); ``(True, JobFailed)`` the request FAILED or was SUSPENDED, or -- with no
+        ``valid_until_seconds`` -- waited past the queue timeout (the observer's, seed 004: "if queuing time
+        exceeds 30 minutes, the training job exits automatically"): a live QUEUE_TIMEOUT the supervisor ends
+        (deletes the request) and fails over; ``(False, None)`` granted, or gone: the node's own look says what
+        happens next."""
+        from google.api_core import exceptions as gexc
+
+        from ..specs.tpu import queued_resource_name
+
+        hook = self._tpu()
+        try:
+            queued = hook.get_queued_resource(queued_resource_name(node_name))
+        except gexc.NotFound:
+            return False, None
+        state = queued.state.state.name
+        if state == "ACTIVE":
+            return False, None
+        if state in ("FAILED", "SUSPENDED"):
+            message = queued.state.failed_data.error.message or f"queued resource {queued.name} is {state}"
+            return True, JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
+                                           terminate_reason=state, timestamp=now), now, live=True)
+        if state == "PROVISIONING":
+            try:
+                if hook.get_node(node_name).state.name != "CREATING":
+                    return False, None
+            except gexc.NotFound:
+                pass  # not created yet
+        limit = None if self.valid_until_seconds else self.queue_timeout
+        since = queued.create_time.timestamp()
+        self.queue_deadline = since + limit if limit is not None else None
+        self.baseline = {"state": QUEUED, "health": "", "symptoms": [], "workers": []}
+        verdict = judge(Look(queued.name, Platform.TPU, state, queued_since=since), Limits(queue_seconds=limit))
+        if verdict.failure is not None:
+            return True, JobFailed(verdict.failure, now, live=True)
+        return True, None
+
+    def _new_audits(self, node_name: str, judge: Judge, started_at: float | None) -> list[Failure]:
+        """The audit entries about the node not seen before (the observer de-duplicates them by ``insertId``),
+        classified; entries that mean nothing are dropped. Read from a minute (ingestion delay) before the
+        attempt started (``started_at``; unknown: now)."""
+        from ..policy import classify_tpu_audit_entry
+
+        since = datetime.fromtimestamp((started_at or self.clock()) - 60, tz=UTC)
+        entries = self.hooks()[1].node_events(self.project_id, node_name, since)
+        ids = [str(e.get("insertId")) for e in entries]
+        fresh = set(judge(Look(node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
+        return [a for e in entries
+                if str(e.get("insertId")) in fresh and (a := classify_tpu_audit_entry(e)) is not None]
+
+    def end(self, name: str) -> Ended:
+        """Delete ``name`` (and its queued resource) and wait until it is gone; ``keep_node`` does not keep it:
+        the run goes on with a new node."""
+        self._delete(name)
+        return Ended(self.clock())
+
+    def release(self, name: str) -> None:
+        """The run stops: delete the node and its queued resource, unless ``keep_node`` -- the user's own
+        request to keep the last node for inspection."""
+        if self.keep_node:
+            self.live_node = self.live_queued = None
+            log.info("Keeping node %s (keep_node=True): delete it yourself", name)
+            return
+        self._delete(name)
+
+    def _delete(self, name: str) -> None:
+        from ..specs.tpu import queued_resource_name
+
+        self.live_node = self.live_queued = None
+        self._granted = None
+        if self.queued_resource:
+            self._tpu().delete_queued_resource(queued_resource_name(name))
+        self._tpu().delete_node(name)
+        log.info("Deleted node %s", name)
+
+
+def _workers(node: Any) -> int:
+    """How many worker VMs the node has (its accelerator type's hosts; 1 when the type is unknown)."""
+    from ..specs.tpu import worker_count
+
+    try:
+        return worker_count(str(node.accelerator_type))
+    except ValueError:
+        return 1
+
+
+__all__ = ["BAD_STATUSES", "DEFAULT_LOOK_AGAIN_SECONDS", "END_STATUSES", "QUEUED", "QUEUE_WAITING_STATES",
+           "TPUNodeBackend", "look_again_seconds", "node_baseline", "worker_change"]

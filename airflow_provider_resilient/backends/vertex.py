@@ -1,16 +1,22 @@
 """Vertex AI CustomJobs as the operator, its trigger, the sensor and the reconciler all read them: one
-place for the job's facts, its terminal states, the live-job listing filter and what a look at a live job
-means to the observer (:mod:`..supervisor.observe`). Importing it imports no Google library.
+place for the job's facts, its terminal states, the live-job listing filter, what a look at a live job
+means to the observer (:mod:`..supervisor.observe`) and to the supervisor (:func:`job_event`), and the
+operator's typed backend (:class:`VertexCustomJobBackend`: find by labels, submit, look, cancel and wait,
+rebuild a run from its jobs). Importing it imports no Google library.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..policy import Failure, FailureClass, Platform
-from ..supervisor.observe import CHECKPOINTS, Look
+from ..policy import Attempt, Failure, FailureClass, Fallback, Platform
+from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, SubmitFailed, Submitted
+from ..supervisor.observe import CHECKPOINTS, Limits, Look
+from ..supervisor.reconcile import Owner
+from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
 
@@ -84,5 +90,241 @@ def stop_keys(failure: Failure) -> dict[str, Any]:
     return {"hang": failure.message, "hang_since": failure.timestamp}
 
 
-__all__ = ["STOP_KEYS", "TERMINAL_STATES", "job_look", "job_summary", "list_filter", "stop_keys",
-           "wants_checkpoints"]
+def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFailed:
+    """What the job of ``summary`` (:func:`job_summary`, perhaps with the :data:`STOP_KEYS` of a verdict)
+    means to the supervisor at ``now`` (epoch seconds): a queue timeout or hang judged while it ran
+    (``live`` while it is not terminal: the supervisor ends it), success, or its classified failure
+    (:func:`~..policy.classify_vertex_job`, dated when the platform ended it). PARTIALLY_SUCCEEDED is success."""
+    from ..policy import classify_vertex_job
+
+    live = summary["state"] not in TERMINAL_STATES
+    if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
+        return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
+                                 terminate_reason=summary.get("queued_state"),
+                                 timestamp=summary.get("timed_out_at") or now), now, live=live)
+    if summary.get("hang"):  # the last progress is when the hang began
+        return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
+                                 timestamp=summary.get("hang_since") or now), now, live=live)
+    if summary["state"] == "JOB_STATE_SUCCEEDED":
+        return JobSucceeded(now)
+    # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
+    ended = summary.get("end_time") or now
+    failure = classify_vertex_job(summary["state"], summary.get("error_code"), summary.get("error_message"),
+                                  started=summary.get("started"), timestamp=min(ended, now))
+    if failure is None:  # PARTIALLY_SUCCEEDED is not a failure of a CustomJob
+        return JobSucceeded(now)
+    return JobFailed(failure, now)
+
+
+def resumed_from(job: Any) -> tuple[int | None, str | None]:
+    """(step, URI) of the checkpoint a created CustomJob resumes from, read from its primary pool's
+    ``RESILIENT_RESUME_STEP`` / ``RESILIENT_RESUME_FROM``; (None, None) for a fresh start."""
+    from ..specs.common import ENV_RESUME_FROM, ENV_RESUME_STEP
+    from ..specs.vertex import primary_env
+
+    env = primary_env(job)
+    step = env.get(ENV_RESUME_STEP, "")
+    return (int(step) if step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
+
+
+#: Seconds to wait for a cancelled job to end before giving up (``TimeoutError``), and the longest pause
+#: between two looks at it.
+CANCEL_WAIT_SECONDS = 1800.0
+CANCEL_POLL_SECONDS = 5.0
+
+
+class VertexCustomJobBackend:
+    """A run's CustomJobs on Vertex AI (:class:`~.base.Backend`), through a
+    :class:`~..hooks.vertex_ai.ResilientVertexAIHook`.
+
+    Args:
+        hook: the sync hook (transient API errors retried there).
+        project_id: the project the jobs run in.
+        region: the operator's region; a fallback's ``region`` moves an attempt.
+        fallbacks: the policy's fallbacks, in order (for the region a rebuilt attempt ran on).
+        custom_job: builds the CustomJob body (a dict) of an attempt from its spec (the operator's specs).
+        checkpoint_dir, checkpoint_marker: where the workload writes checkpoints (listed for hang detection).
+        hang_timeout: seconds without a new complete checkpoint before a RUNNING job is hung (None: never).
+        queue_timeout: seconds a job may stay QUEUED or PENDING (``RetryPolicy.queue_timeout_seconds``).
+        poll_interval: seconds between two looks at a job being cancelled (at most :data:`CANCEL_POLL_SECONDS`).
+        clock: epoch seconds now.
+    """
+
+    platform = Platform.VERTEX_AI
+
+    def __init__(self, hook: Any, *, project_id: str, region: str, fallbacks: Sequence[Fallback],
+                 custom_job: Callable[[AttemptSpec], dict[str, Any]], checkpoint_dir: str,
+                 checkpoint_marker: str | None, hang_timeout: float | None, queue_timeout: float | None,
+                 poll_interval: float, clock: Callable[[], float]) -> None:
+        self.hook = hook
+        self.project_id = project_id
+        self.region = region
+        self.fallbacks = tuple(fallbacks)
+        self.custom_job = custom_job
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_marker = checkpoint_marker
+        self.hang_timeout = hang_timeout
+        self.queue_timeout = queue_timeout
+        self.poll_interval = poll_interval
+        self.clock = clock
+        #: The attempt number :meth:`rebuild` has just seen has no job (its listing saved :meth:`find` one).
+        self.known_absent: int | None = None
+
+    def region_for(self, fallback: Fallback | None) -> str:
+        """The region an attempt on ``fallback`` (None: the operator's own target) runs in."""
+        return fallback.region if fallback and fallback.region else self.region
+
+    def fallback_index(self, job_name: str) -> int:
+        """The fallback a job ran on, as far as its region tells (-1: the original target)."""
+        from ..hooks.vertex_ai import region_of
+
+        region = region_of(job_name)
+        if region == self.region:
+            return -1
+        return next((i for i, f in enumerate(self.fallbacks) if f.region == region), -1)
+
+    # ------------------------------------------------------------------ Backend
+    def find(self, spec: AttemptSpec) -> Submitted | None:
+        """The job carrying the attempt's labels in its region (one ListCustomJobs call), watched instead of
+        creating another; None when there is none."""
+        from ..specs.vertex import labels_filter
+
+        known_absent, self.known_absent = self.known_absent == spec.attempt, None
+        if known_absent:
+            return None
+        region = self.region_for(spec.fallback)
+        existing = self.hook.list_custom_jobs(self.project_id, region, labels_filter(spec.own_labels))
+        if not existing:
+            return None
+        job = existing[0]
+        log.info("Attempt %d already exists as %s (the task was interrupted after creating it): watching it "
+                 "instead of creating another", spec.attempt, job.name)
+        step, uri = resumed_from(job)
+        return Submitted(job.name, self.clock(), step, uri)
+
+    def submit(self, spec: AttemptSpec) -> Submitted | SubmitFailed:
+        """Create the attempt's CustomJob; a retried create call first looks for the job by its labels (a lost
+        reply never becomes a second job). A refused call is classified (:func:`~..policy.classify_create_error`)."""
+        from google.api_core import exceptions as gexc
+
+        from ..policy import classify_create_error
+        from ..specs.vertex import labels_filter
+
+        region = self.region_for(spec.fallback)
+        try:
+            job = self.hook.create_custom_job(self.project_id, region, self.custom_job(spec),
+                                              find_filter=labels_filter(spec.own_labels))
+        except gexc.GoogleAPICallError as exc:
+            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
+                                            exc.message, platform=Platform.VERTEX_AI, timestamp=self.clock())
+            log.warning("Creating attempt %d failed: %s", spec.attempt, failure.summary())
+            return SubmitFailed(failure, self.clock())
+        where = f" on fallback {spec.fallback_index + 1} ({spec.fallback.describe()})" if spec.fallback else ""
+        resumed = f"resuming from step {spec.resume_step} ({spec.resume_uri})" if spec.resume_uri else "from scratch"
+        log.info("Attempt %d: created %s in %s%s, %s", spec.attempt, job.name, region, where, resumed)
+        return Submitted(job.name, self.clock(), spec.resume_step, spec.resume_uri)
+
+    def look(self, name: str, judge: Judge, started_at: float | None = None) -> LookResult:
+        """One GetCustomJob: the job's outcome once it is terminal, or when ``judge`` finds it failed while it
+        runs (QUEUED or PENDING past the queue timeout, RUNNING without checkpoint progress past
+        ``hang_timeout``: ``live=True``, the supervisor ends it); None while it just runs."""
+        summary = job_summary(self.hook.get_custom_job(name))
+        if summary["state"] in TERMINAL_STATES:
+            return self.event(summary)
+        listed = self.checkpoint_dir if wants_checkpoints(summary, self.hang_timeout) else None
+        verdict = judge(job_look(summary, listed, self.checkpoint_marker),
+                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
+        if verdict.failure is None:
+            return None
+        log.warning("%s: %s", name, verdict.failure.message)
+        return self.event({**summary, **stop_keys(verdict.failure)})
+
+    def event(self, summary: Mapping[str, Any]) -> JobSucceeded | JobFailed:
+        """:func:`job_event` now, with a failure logged."""
+        event = job_event(summary, self.clock())
+        if isinstance(event, JobFailed) and not event.live:
+            log.warning("%s ended: %s", summary["name"], event.failure.summary())
+        return event
+
+    def end(self, name: str) -> Ended:
+        """Cancel ``name`` and wait until it is terminal (``Ended.succeeded`` when it finished before the cancel
+        took effect).
+
+        Raises:
+            TimeoutError: it is still not terminal after :data:`CANCEL_WAIT_SECONDS`.
+        """
+        job = self._cancel_and_wait(name)
+        return Ended(self.clock(), succeeded=job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"))
+
+    def release(self, name: str) -> None:
+        """The run stops with ``name`` live (hung, queued too long): cancel it and wait until it has ended, so
+        that nothing of the stopped task runs on."""
+        log.info("Cancelling %s: the run stops", name)
+        self._cancel_and_wait(name)
+
+    def _cancel_and_wait(self, name: str) -> Any:
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        self.hook.cancel_custom_job(name)
+        try:
+            job = self.hook.wait_for_end(name, timeout=CANCEL_WAIT_SECONDS,
+                                         interval=min(self.poll_interval, CANCEL_POLL_SECONDS))
+        except FutureTimeout as exc:
+            raise TimeoutError(f"{exc}; not starting another attempt beside it") from None
+        if job.state.name != "JOB_STATE_CANCELLED":
+            log.info("%s ended %s before the cancel took effect", name, job.state.name)
+        return job
+
+    def rebuild(self, task: Owner, rerun_after_success: bool) -> RunState | None:
+        """The run of ``task`` rebuilt from its jobs, for a task state store that holds none.
+
+        One ListCustomJobs call per region (the operator's and the fallbacks') with the task instance's labels
+        (:func:`~..specs.common.job_labels` without the attempt). No job: None (a first try). Otherwise a history
+        with one attempt per ``resilient-attempt`` label up to the newest (numbers without a job: create calls
+        that failed), and the newest decides the phase: live -> RUNNING (watched, not resubmitted); SUCCEEDED
+        -> SUCCEEDED (the earlier result, or with ``rerun_after_success`` a new attempt numbered after it); ended
+        otherwise -> FAILED (a new attempt, fresh budgets, resuming from the latest checkpoint, as after a
+        Clear). The rebuilt attempts carry no incidents, so budgets start afresh.
+        """
+        from ..specs.common import LABEL_ATTEMPT, job_labels
+        from ..specs.vertex import labels_filter
+
+        find = labels_filter(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
+        jobs: dict[int, Any] = {}
+        for region in dict.fromkeys([self.region, *(f.region for f in self.fallbacks if f.region)]):
+            for job in self.hook.list_custom_jobs(self.project_id, region, find):
+                number = str(job.labels.get(LABEL_ATTEMPT, ""))
+                if number.isdigit() and (int(number) not in jobs or job.create_time > jobs[int(number)].create_time):
+                    jobs[int(number)] = job
+        if not jobs:
+            self.known_absent = 1
+            return None
+        last = max(jobs)
+        history = []
+        for attempt in range(1, last + 1):
+            job = jobs.get(attempt)
+            if job is None:
+                history.append(Attempt(attempt))
+                continue
+            step, uri = resumed_from(job)
+            history.append(Attempt(attempt, job.name, self.fallback_index(job.name), job.create_time.timestamp(),
+                                   job.end_time.timestamp() if "end_time" in job else None, step, uri))
+        newest = jobs[last]
+        state_name = newest.state.name
+        if state_name not in TERMINAL_STATES:
+            phase, then = Phase.RUNNING, "watching it instead of creating another"
+        elif state_name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
+            phase = Phase.SUCCEEDED
+            then = (f"rerun_after_success: training again as attempt {last + 1}" if rerun_after_success else
+                    "returning its result instead of creating another")
+        else:
+            phase, then = Phase.FAILED, f"resuming as attempt {last + 1}"
+        if phase == Phase.FAILED or (phase == Phase.SUCCEEDED and rerun_after_success):
+            self.known_absent = last + 1
+        log.info("Attempt %d already exists as %s, %s (the task state store holds nothing for this task): %s",
+                 last, newest.name, state_name, then)
+        return RunState(phase=phase, history=tuple(history), job_name=newest.name)
+
+
+__all__ = ["CANCEL_POLL_SECONDS", "CANCEL_WAIT_SECONDS", "STOP_KEYS", "TERMINAL_STATES", "VertexCustomJobBackend",
+           "job_event", "job_look", "job_summary", "list_filter", "resumed_from", "stop_keys", "wants_checkpoints"]

@@ -85,8 +85,9 @@ def default_credentials(impersonation_chain: str | Sequence[str] | None) -> Any:
     credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
     if impersonation_chain:
         chain = [impersonation_chain] if isinstance(impersonation_chain, str) else list(impersonation_chain)
-        credentials = impersonated_credentials.Credentials(source_credentials=credentials, target_principal=chain[-1],
-                                                           delegates=chain[:-1], target_scopes=[CLOUD_PLATFORM_SCOPE])
+        credentials = impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+            source_credentials=credentials, target_principal=chain[-1], delegates=chain[:-1],
+            target_scopes=[CLOUD_PLATFORM_SCOPE])
     return credentials
 
 
@@ -147,7 +148,8 @@ class GoogleApiHook:
         return Retrying(retry=retry_if_exception(lambda e: is_transient(e, creating=creating)),
                         wait=wait_exponential_jitter(initial=1, max=60), stop=stop_after_delay(self.api_retry_seconds),
                         sleep=self._sleep, reraise=True,
-                        before_sleep=lambda s: log.warning("Google API error, retrying: %s", s.outcome.exception()))
+                        before_sleep=lambda s: log.warning("Google API error, retrying: %s",
+                                                           s.outcome.exception() if s.outcome else None))
 
     def call(self, fn: Callable[[], Any], *, creating: bool = False) -> Any:
         """``fn()`` with transient API errors retried (see :func:`is_transient`)."""

@@ -1,9 +1,12 @@
 """The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
 
-A subclass says how to carry out each command of the supervisor on its platform: submit an attempt
-(:meth:`SupervisedOperator._submit`), watch one until it ends (:meth:`_watch`: poll in the worker, or defer),
-end one and wait for it (:meth:`_end_attempt`), end what a stopping run leaves live (:meth:`_end_last`), and
-what success returns (:meth:`_finish`). It decides nothing. This class runs the loop: it steps the
+This class carries out each command of the supervisor through the platform's typed backend
+(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`_submit`: find it by its
+labels, else look up the latest complete checkpoint and create it), watch one until it ends (:meth:`_watch`:
+the backend's look, polled in the worker or deferred to the platform's trigger), end one and wait for it
+(:meth:`_end_attempt`), end what a stopping run leaves live (:meth:`_end_last`). A subclass holds its
+platform's arguments and specs, builds its backend, and says how to defer and what success returns
+(:meth:`_finish`). It decides nothing. This class runs the loop: it steps the
 supervisor, persists its state in Airflow's task state store after every step (so a retried or cleared task
 continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
 ``AirflowFailException`` with the attempt history when the run fails.
@@ -18,8 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, conf
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..backends.base import AttemptSpec, Backend, task_instance
 from ..policy import FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
     EndAttempt,
@@ -37,6 +41,7 @@ from ..supervisor import (
     step,
 )
 from ..supervisor.observe import CHECKPOINTS, Limits, Look, Verdict, WatchMemory, observe, worker_key
+from ..supervisor.reconcile import Owner
 
 
 def policy_with_fallbacks(policy: RetryPolicy | None,
@@ -170,17 +175,13 @@ class SupervisedOperator(BaseOperator):
         return time.time() + self.min_defer_seconds
 
     # ------------------------------------------------------------------ subclass interface
-    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
-        """Create attempt ``action.attempt``; return ``Submitted`` or ``SubmitFailed``."""
+    def _backend(self) -> Backend:
+        """The platform's backend (:mod:`..backends`), built once from the operator's arguments: every side
+        effect on a cloud resource goes through it, as the execution of a supervisor command."""
         raise NotImplementedError
 
     def _begin_watch(self, context: Any, state: RunState, job_name: str) -> None:
         """Before the first look at ``job_name``: links, what ``on_kill`` must end; may defer at once."""
-
-    def _look(self, context: Any, state: RunState, job_name: str) -> Any:
-        """One look at the attempt: ``JobSucceeded`` / ``JobFailed`` when something happened, None while it
-        just runs."""
-        raise NotImplementedError
 
     def _defer_watch(self, state: RunState, job_name: str) -> None:
         """Defer to the platform's trigger, which brings the task back (``execute_complete``) on a change."""
@@ -189,7 +190,7 @@ class SupervisedOperator(BaseOperator):
     def _watch(self, context: Any, state: RunState, job_name: str) -> Any:
         """Carry out ``Watch``: look at the attempt every ``poll_interval`` seconds until a look reports an
         event; deferrable, wait in the platform's trigger between looks instead of in the worker. The only
-        watch loop: the subclasses say what one look is (:meth:`_look`)."""
+        watch loop: what one look is, is the backend's (:meth:`_look`)."""
         self._begin_watch(context, state, job_name)
         while True:
             event = self._look(context, state, job_name)
@@ -203,22 +204,80 @@ class SupervisedOperator(BaseOperator):
         """The task's return value after success."""
         raise NotImplementedError
 
-    def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
-        """Carry out ``Fail.end`` / ``Succeed.end``: the run stops and ``job_name`` is still live; end it
-        (cancel the job, delete the node) before the task ends."""
-        raise NotImplementedError
-
-    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Any:
-        """Carry out :class:`~..supervisor.EndAttempt`: end ``job_name`` (cancel the job, delete the node) and
-        wait until the platform says it has ended; return ``Ended`` (``succeeded`` when it finished
-        successfully before the end took effect)."""
-        raise NotImplementedError
-
     def _recover(self, context: Any, state: RunState) -> RunState:
         """The run to continue when the task state store holds none (phase new): a first try, or a store
         that was emptied (``[state_store] clear_on_success``, its retention, its REST API). A subclass that
         can see the resources it created may rebuild the run from them; the default starts afresh."""
         return state
+
+    # ------------------------------------------------------------------ the commands, carried out by the backend
+    def _task_instance(self, context: Any) -> Owner:
+        return task_instance(self.dag_id, self.task_id, context["run_id"], self._map_index(context))
+
+    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
+        """Carry out ``Submit``: watch the resource the attempt already has (:meth:`~..backends.base.Backend.find`),
+        else look up the latest complete checkpoint and create the attempt resuming from it (``RESILIENT_*``
+        variables, :mod:`..specs.common`). Returns ``Submitted`` or ``SubmitFailed``.
+
+        Raises:
+            AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
+                task retries apply).
+        """
+        from ..checkpoints import find_latest_checkpoint
+        from ..specs.common import job_labels, resume_env
+        from ..supervisor.reconcile import owner_env
+
+        backend = self._backend()
+        task = self._task_instance(context)
+        index = action.fallback_index
+        own = job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, action.attempt)
+        owner = owner_env(task.dag_id, task.task_id, task.run_id, task.map_index)
+        spec = AttemptSpec(action.attempt, task, self.resilience_policy.fallbacks[index] if index >= 0 else None,
+                           index if index >= 0 else -1, {**self.labels, **own}, own, owner, owner)
+        found = backend.find(spec)
+        if found is not None:
+            return found
+        location = self._checkpoint_location()
+        try:
+            checkpoint = find_latest_checkpoint(location, marker=self.checkpoint_marker) if location else None
+        except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
+            raise AirflowException(f"cannot list checkpoints under {location}: {exc}") from exc
+        uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
+        resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
+                            failure_class=action.failure_class)
+        return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
+
+    def _look(self, context: Any, state: RunState, job_name: str) -> Any:
+        """One look at the attempt (the backend's, judged by :meth:`_observe`): ``JobSucceeded`` /
+        ``JobFailed`` when something happened, None while it just runs."""
+        started = state.history[-1].started_at if state.history else None
+        return self._backend().look(job_name, lambda look, limits: self._observe(context, state, look, limits),
+                                    started)
+
+    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Any:
+        """Carry out :class:`~..supervisor.EndAttempt`: end ``job_name`` (cancel the job, delete the node) and
+        wait until the platform says it has ended; ``Ended`` (``succeeded`` when it finished successfully
+        before the end took effect).
+
+        Raises:
+            AirflowException: it has not ended in the backend's time (a task retry ends it again).
+        """
+        try:
+            return self._backend().end(job_name)
+        except TimeoutError as exc:
+            raise AirflowException(str(exc)) from None
+
+    def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
+        """Carry out ``Fail.end`` / ``Succeed.end``: the run stops and ``job_name`` is still live; end it
+        (cancel the job, delete the node) before the task ends.
+
+        Raises:
+            AirflowException: it has not ended in the backend's time.
+        """
+        try:
+            self._backend().release(job_name)
+        except TimeoutError as exc:
+            raise AirflowException(str(exc)) from None
 
     # ------------------------------------------------------------------ the loop
     def _start(self, context: Any) -> Any:
@@ -382,7 +441,8 @@ class SupervisedOperator(BaseOperator):
         self.__dict__["_steps_stored"] = len(saved)
 
     def _checkpoint_location(self) -> str | None:
-        """The checkpoint prefix whose saves the run summary judges; None: no advice."""
+        """Where the workload writes its checkpoints: every new attempt resumes from the latest complete one
+        there, and the run summary judges its saves; None: none (a fresh start each time, no advice)."""
         return None
 
     def _push_history(self, context: Any, state: RunState) -> None:

@@ -40,15 +40,15 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..backends.tpu import QUEUED
+from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
-from ..policy import Failure, FailureClass, Platform, RetryPolicy, history_to_json
-from ..specs.common import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE, job_labels, resume_env
+from ..policy import RetryPolicy, history_to_json
+from ..specs.common import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE
 from ..specs.tpu import (
     NODE_ID_RE,
     RUNTIME_RE,
@@ -59,9 +59,8 @@ from ..specs.tpu import (
     startup_script,
     worker_count,
 )
-from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, Submit, SubmitFailed, Submitted, WokeUp
-from ..supervisor.observe import Clock, Limits, Look, WatchMemory, worker_key
-from ..supervisor.reconcile import owner_env
+from ..supervisor import Phase, RunState, WokeUp
+from ..supervisor.observe import Clock, WatchMemory, worker_key
 from .base import SupervisedOperator
 
 STATE_KEY = "resilient_tpu_workload"
@@ -192,11 +191,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
-        self._live_node: str | None = None
-        self._live_queued: str | None = None
-        self._baseline: dict[str, Any] | None = None
-        #: Epoch seconds when the queued resource being waited for passes the queue timeout (None: not waiting).
-        self._queue_deadline: float | None = None
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
@@ -263,124 +257,68 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self._audit_hook = AuditLogHook(self.gcp_conn_id, self.impersonation_chain, sleep=self._sleep)
         return self._audit_hook
 
-    def _node_name(self, context: Any, attempt: int, zone: str) -> str:
-        node_id = node_id_for(self.tpu_node_id, self.dag_id, self.task_id, context["run_id"], self._map_index(context),
-                              attempt)
-        return f"projects/{self.project_id}/locations/{zone}/nodes/{node_id}"
+    def _backend(self) -> Any:
+        """The run's :class:`~..backends.tpu.TPUNodeBackend` (built once, on :meth:`_tpu` and :meth:`_audit`)."""
+        if "_backend_instance" not in self.__dict__:
+            from ..backends.tpu import TPUNodeBackend
 
-    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
-        from google.api_core import exceptions as gexc
+            self.__dict__["_backend_instance"] = TPUNodeBackend(
+                lambda: (self._tpu(), self._audit()), project_id=self.project_id, zone=self.zone,
+                accelerator_type=self.accelerator_type, node_id=self._node_id, node=self._node,
+                queued_resource=self.queued_resource, spot=self.spot, valid_until_seconds=self.valid_until_seconds,
+                queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
+                startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock())
+        return self.__dict__["_backend_instance"]
 
-        from ..checkpoints import find_latest_checkpoint
-        from ..policy import classify_create_error
+    def _built(self, name: str) -> Any:
+        """``name`` of the backend, when it has been built (None otherwise: nothing was looked at yet)."""
+        backend = self.__dict__.get("_backend_instance")
+        return getattr(backend, name) if backend is not None else None
+
+    @property
+    def _live_node(self) -> str | None:
+        """The node a kill deletes (the backend's)."""
+        return self._built("live_node")
+
+    @property
+    def _live_queued(self) -> str | None:
+        """The queued resource a kill deletes (the backend's)."""
+        return self._built("live_queued")
+
+    def _node_id(self, spec: AttemptSpec) -> str:
+        """The node id of the attempt of ``spec``: ``<tpu_node_id>-a<n>``, by default the DAG, task and a hash of
+        the run (:func:`~..specs.tpu.node_id_for`)."""
+        task = spec.task
+        return node_id_for(self.tpu_node_id, task.dag_id, task.task_id, task.run_id, task.map_index, spec.attempt)
+
+    def _node(self, spec: AttemptSpec, accelerator: str) -> dict[str, Any]:
+        """The node body of one attempt: its accelerator type, the attempt's labels (and ``resilient-keep``
+        with ``keep_node``), and the startup script that runs the command under the worker runner with the
+        user's ``env`` and the attempt's ``RESILIENT_*`` variables."""
         from ..worker import runner_source
 
-        hook = self._tpu()  # the previous attempt's node is gone: the supervisor ended it first (EndAttempt)
-        fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
-        zone = fallback.zone if fallback and fallback.zone else self.zone
-        accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
-        name = self._node_name(context, action.attempt, zone)
-        try:
-            existing = hook.get_node(name)
-        except gexc.NotFound:
-            existing = None
-        if existing is not None:
-            self.log.info("Attempt %d already has node %s (%s): watching it", action.attempt, name,
-                          existing.state.name)
-            self._live_node = name
-            if self.queued_resource:
-                self._live_queued = queued_resource_name(name)
-            return Submitted(name, self._clock())
-        checkpoint = find_latest_checkpoint(self.checkpoint_dir, marker=self.checkpoint_marker)
-        owner = owner_env(self.dag_id, self.task_id, context["run_id"], self._map_index(context))
-        env = {**self.env, **owner, **resume_env(attempt=action.attempt, checkpoint_dir=self.checkpoint_dir,
-                                                 resume_uri=checkpoint.uri if checkpoint else None,
-                                                 resume_step=checkpoint.step if checkpoint else None,
-                                                 failure_class=action.failure_class)}
-        labels = {**self.labels, **job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context),
-                                              action.attempt)}
+        labels = dict(spec.labels)
         if self.keep_node:
             labels[LABEL_KEEP] = "true"
         node: dict[str, Any] = {
             "accelerator_type": accelerator, "runtime_version": self.runtime_version, "labels": labels,
-            "metadata": {**owner, "startup-script": startup_script(
-                command=self.command, env=env, setup_script=self.setup_script, runner_source=runner_source(),
-                max_restarts=self.max_worker_restarts, checkpoint_dir=self.checkpoint_dir,
-                heartbeat_seconds=self.heartbeat_seconds)},
+            "metadata": {**spec.owner, "startup-script": startup_script(
+                command=self.command, env={**self.env, **spec.env}, setup_script=self.setup_script,
+                runner_source=runner_source(), max_restarts=self.max_worker_restarts,
+                checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds)},
             "scheduling_config": {"spot": self.spot, "reserved": self.reserved},
         }
         if self.network:
             node["network_config"] = {"network": self.network}
         if self.service_account:
             node["service_account"] = {"email": self.service_account}
-        self._live_node = name
-        started = self._clock()
-        try:
-            if self.queued_resource:  # granted later: the watch waits for it (_await_queue)
-                self._live_queued = queued_resource_name(name)  # before the call: a kill during it deletes it
-                self._tpu().create_queued_resource(self.project_id, zone, name.rsplit("/", 1)[1], node,
-                                                   spot=self.spot, valid_until_seconds=self.valid_until_seconds)
-            else:
-                hook.create_node(self.project_id, zone, name.rsplit("/", 1)[1], node)
-        except gexc.GoogleAPICallError as exc:
-            self._live_node = self._live_queued = None
-            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
-                                            exc.message, platform=Platform.TPU, timestamp=self._clock())
-            return SubmitFailed(failure, self._clock())
-        push_node_links(context, name)
-        resumed = f"resuming from step {checkpoint.step}" if checkpoint else "from scratch"
-        if self.queued_resource:
-            self.log.info("Attempt %d: node %s (%s in %s) requested through queued resource %s, %s",
-                          action.attempt, name, accelerator, zone, self._live_queued, resumed)
-        else:
-            self.log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", action.attempt, name,
-                          accelerator, zone, self._clock() - started, resumed)
-        return Submitted(name, self._clock(), checkpoint.step if checkpoint else None,
-                         checkpoint.uri if checkpoint else None)
-
-    def _await_queue(self, context: Any, state: RunState, node_name: str, now: float) -> tuple[bool, Any]:
-        """One look at the queued resource the node was requested through, while it is not yet granted:
-        ``(True, None)`` it still waits for capacity (ACCEPTED, WAITING_FOR_RESOURCES, or PROVISIONING with the
-        node not past CREATING); ``(True, JobFailed)`` the request FAILED or was SUSPENDED, or -- with no
-        ``valid_until_duration`` -- waited past ``RetryPolicy.queue_timeout_seconds`` (the observer's queue
-        timeout, seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically"): a
-        QUEUE_TIMEOUT the supervisor ends (deletes the request) and fails over; ``(False, None)`` granted, or
-        gone: the node's own look says what happens next. No loop: the watch looks again, or defers."""
-        from google.api_core import exceptions as gexc
-
-        hook = self._tpu()
-        try:
-            qr = hook.get_queued_resource(queued_resource_name(node_name))
-        except gexc.NotFound:
-            return False, None
-        queue_state = qr.state.state.name
-        if queue_state == "ACTIVE":
-            return False, None
-        if queue_state in ("FAILED", "SUSPENDED"):
-            message = qr.state.failed_data.error.message or f"queued resource {qr.name} is {queue_state}"
-            return True, JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
-                                           terminate_reason=queue_state, timestamp=now), now, live=True)
-        if queue_state == "PROVISIONING":
-            try:
-                if hook.get_node(node_name).state.name != "CREATING":
-                    return False, None
-            except gexc.NotFound:
-                pass  # not created yet
-        limit = None if self.valid_until_seconds else self.resilience_policy.queue_timeout_seconds
-        since = qr.create_time.timestamp()
-        self._queue_deadline = since + limit if limit is not None else None
-        self._baseline = {"state": QUEUED, "health": "", "symptoms": [], "workers": []}
-        verdict = self._observe(context, state, Look(qr.name, Platform.TPU, queue_state, queued_since=since),
-                                Limits(queue_seconds=limit))
-        if verdict.failure is not None:
-            return True, JobFailed(verdict.failure, now, live=True)
-        return True, None
+        return node
 
     def _begin_watch(self, context: Any, state: RunState, node_name: str) -> None:
-        """Remember the node (and its queued resource) for ``on_kill``; the first look is made at once."""
-        self._live_node = node_name
-        if self.queued_resource:
-            self._live_queued = queued_resource_name(node_name)
+        """Push the node's links and remember it (and its queued resource) for ``on_kill``; the first look is
+        made at once."""
+        push_node_links(context, node_name)
+        self._backend().watching(node_name)
 
     def _trigger_args(self, node_name: str) -> dict[str, Any]:
         from ..clients import serializable_chain
@@ -395,10 +333,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..backends.tpu import look_again_seconds
         from ..triggers.tpu import TPUNodeTrigger
 
+        backend = self._backend()
         look_again_at = time.time() + look_again_seconds(self.poll_interval, self.hang_timeout)
-        if self._queue_deadline is not None:  # a request waiting for capacity: back for its queue timeout
-            look_again_at = min(look_again_at, max(self._queue_deadline, time.time() + self.poll_interval))
-        trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=self._baseline,
+        if backend.queue_deadline is not None:  # a request waiting for capacity: back for its queue timeout
+            look_again_at = min(look_again_at, max(backend.queue_deadline, time.time() + self.poll_interval))
+        trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=backend.baseline,
                                  fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -417,87 +356,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
         trigger = TPUNodeTrigger(look_again_at=time.time() + seconds, watch_node=False, **self._trigger_args(node))
         self.defer(trigger=trigger, method_name="execute_complete")
-
-    def _look(self, context: Any, state: RunState, node_name: str) -> Any:
-        """One look at the node: an event when something happened, None while it just runs. What the look
-        means beyond the platform's own states -- audit entries not seen before, a stalled worker -- is the
-        pure observer's to say (:mod:`..supervisor.observe`); its memory is kept in the run state."""
-        from google.api_core import exceptions as gexc
-
-        from ..backends.tpu import node_baseline
-        from ..policy import classify_exit_status, classify_tpu_node
-
-        now = self._clock()
-        if self.queued_resource and self.__dict__.get("_granted") != node_name:
-            waiting, event = self._await_queue(context, state, node_name, now)
-            if waiting:
-                return event
-            self._granted, self._queue_deadline = node_name, None
-        # Every look reads the audit entries that arrived since the last one, so each event counts once. They
-        # are read *before* the node: an event that starts between the two reads then shows in the node's
-        # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
-        # When the node shows a failure, they are read once more for its terminate reason.
-        audits = self._new_audits(context, state, node_name)
-        try:
-            node = self._tpu().get_node(node_name)
-        except gexc.NotFound:
-            return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
-                                     message=f"node {node_name} disappeared", timestamp=now), now, live=False)
-        failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
-        if failure is not None:
-            if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
-                audits += self._new_audits(context, state, node_name)
-            reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
-            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now, live=True)
-        if audits:  # a maintenance event that came and went between two looks
-            return JobFailed(audits[-1], now, live=True)
-        if node.state.name != "READY":
-            self._baseline = node_baseline(node, [])  # what a deferred watch compares with
-            return None
-        reports = self._tpu().worker_reports(node_name)
-        self._baseline = node_baseline(node, reports)
-        for worker, report in enumerate(reports):
-            status = report.get("status", "")
-            if status in _BAD_STATUSES:
-                code = int(report.get("exit_code") or 1)
-                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
-                                              worker_restarts=int(report.get("restarts") or 0),
-                                              message=f"worker {worker} {status} with exit {code}", timestamp=now)
-                if failed is not None:
-                    return JobFailed(failed, now, live=True)
-        running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
-        steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
-        beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
-        workers = max(len(reports), self._workers(node))
-        silent = [worker_key(w) for w in range(workers) if w >= len(reports) or not reports[w].get("status")]
-        look = Look(node_name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent)
-        verdict = self._observe(context, state, look, Limits(hang_seconds=self.hang_timeout,
-                                                             startup_seconds=self.startup_timeout))
-        if verdict.failure is not None:
-            return JobFailed(verdict.failure, now, live=True)
-        if reports and all(r.get("status") == "succeeded" for r in reports):
-            return JobSucceeded(now, live=True)  # the node bills until it is deleted
-        return None
-
-    @staticmethod
-    def _workers(node: Any) -> int:
-        """How many worker VMs the node has (its accelerator type's hosts; 1 when the type is unknown)."""
-        try:
-            return worker_count(str(node.accelerator_type))
-        except ValueError:
-            return 1
-
-    def _new_audits(self, context: Any, state: RunState, node_name: str) -> list[Failure]:
-        """The audit entries about the node not seen before, classified (entries that mean nothing dropped)."""
-        from ..policy import classify_tpu_audit_entry
-
-        started = state.history[-1].started_at if state.history else None
-        since = datetime.fromtimestamp((started or self._clock()) - 60, tz=UTC)  # ingestion delay
-        entries = self._audit().node_events(self.project_id, node_name, since)
-        ids = [str(e.get("insertId")) for e in entries]
-        fresh = set(self._observe(context, state, Look(node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
-        return [a for e in entries
-                if str(e.get("insertId")) in fresh and (a := classify_tpu_audit_entry(e)) is not None]
 
     def _load(self, context: Any) -> RunState:
         """The stored run; a run stored before the observer kept its memory in the run state (keys
@@ -529,29 +387,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return {"node_name": node_name, "state": "SUCCEEDED",
                 "checkpoint": {"uri": found.uri, "step": found.step} if found else None,
                 "attempts": history_to_json(state.history)}
-
-    def _end_attempt(self, context: Any, state: RunState, node_name: str) -> Ended:
-        """Delete ``node_name`` (and its queued resource) and wait until it is gone (a person cleared the
-        running task); ``keep_node`` does not keep it: the run goes on with a new node."""
-        self._release(node_name, last=False)
-        return Ended(self._clock())
-
-    def _end_last(self, context: Any, state: RunState, node_name: str) -> None:
-        """The run stops (``Succeed.end`` / ``Fail.end``): delete the node and its queued resource, unless
-        ``keep_node`` -- the user's own request to keep the last node for inspection."""
-        self._release(node_name)
-
-    def _release(self, node_name: str, *, last: bool = True) -> None:
-        """Delete the node (and its queued resource); ``keep_node`` keeps the ``last`` one of the run."""
-        self._live_node = None
-        self._live_queued = None
-        if self.keep_node and last:
-            self.log.info("Keeping node %s (keep_node=True): delete it yourself", node_name)
-            return
-        if self.queued_resource:
-            self._tpu().delete_queued_resource(queued_resource_name(node_name))
-        self._tpu().delete_node(node_name)
-        self.log.info("Deleted node %s", node_name)
 
     def _validate(self) -> None:
         problems = []

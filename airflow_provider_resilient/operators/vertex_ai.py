@@ -38,42 +38,25 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from ..backends.base import AttemptSpec
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
-from ..policy import Failure, FailureClass, Platform, history_to_json
+from ..policy import history_to_json
 from ..specs.vertex import (
-    ENV_RESUME_FROM,
-    ENV_RESUME_STEP,
-    LABEL_ATTEMPT,
     SpecError,
     build_custom_job,
-    job_labels,
-    labels_filter,
-    primary_env,
-    resume_env,
     validate_custom_job,
 )
 from ..supervisor import (
-    Ended,
-    JobFailed,
-    JobSucceeded,
     Phase,
     RunState,
-    Submit,
-    SubmitFailed,
-    Submitted,
     WokeUp,
 )
-from ..supervisor.reconcile import owner_env
 from .base import SupervisedOperator
 
 log = logging.getLogger(__name__)
 
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_custom_job"
-#: Seconds to wait for a job cancelled for a reason to end before giving up (AirflowException), and the
-#: longest pause between two looks at it.
-CANCEL_WAIT_SECONDS = 1800.0
-CANCEL_POLL_SECONDS = 5.0
 
 
 def _as_dict(value: Any) -> Any:
@@ -117,14 +100,6 @@ def _cast_value(value: Any, field: Any) -> Any:
 
     int64 = (F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64)
     return int(value) if field.type in int64 and isinstance(value, str) else value
-
-
-def _resumed_from(job: Any) -> tuple[int | None, str | None]:
-    """(step, URI) of the checkpoint a created CustomJob resumes from, read from its primary pool's
-    ``RESILIENT_RESUME_STEP`` / ``RESILIENT_RESUME_FROM``; (None, None) for a fresh start."""
-    env = primary_env(job)
-    step = env.get(ENV_RESUME_STEP, "")
-    return (int(step) if step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
 
 
 class ResilientCustomJobOperator(SupervisedOperator):
@@ -251,199 +226,45 @@ class ResilientCustomJobOperator(SupervisedOperator):
             self._hook().cancel_custom_job(self._live_job)
 
     # ------------------------------------------------------------------ the shell
-    def _recover(self, context: Any, state: RunState) -> RunState:
-        """Rebuild the run from this task instance's jobs when the task state store holds none.
+    def _backend(self) -> Any:
+        """The run's :class:`~..backends.vertex.VertexCustomJobBackend` (built once, on :meth:`_hook`)."""
+        if "_backend_instance" not in self.__dict__:
+            from ..backends.vertex import VertexCustomJobBackend
 
-        One ListCustomJobs call per region (``region`` and the fallbacks' regions) with the task instance's
-        labels (:func:`~..specs.vertex.job_labels` without the attempt). No job: ``state`` unchanged (a
-        first try). Otherwise a history with one attempt per ``resilient-attempt`` label up to the newest
-        (numbers without a job: create calls that failed), and the newest decides the phase: live ->
-        ``running`` (watched, not resubmitted); SUCCEEDED -> ``succeeded`` (the earlier result, or with
-        ``rerun_after_success`` a new attempt numbered after it); ended otherwise -> ``failed`` (a new
-        attempt, fresh budgets, resuming from the latest checkpoint, as after a Clear). The rebuilt attempts
-        carry no incidents, so budgets start afresh.
-        """
-        from ..backends.vertex import TERMINAL_STATES
-        from ..policy import Attempt
+            self.__dict__["_backend_instance"] = VertexCustomJobBackend(
+                self._hook(), project_id=self.project_id, region=self.region,
+                fallbacks=self.resilience_policy.fallbacks, custom_job=self._custom_job,
+                checkpoint_dir=self._checkpoint_dir(), checkpoint_marker=self.checkpoint_marker,
+                hang_timeout=self.hang_timeout, queue_timeout=self.resilience_policy.queue_timeout_seconds,
+                poll_interval=self.poll_interval, clock=lambda: self._clock())
+        return self.__dict__["_backend_instance"]
 
-        hook = self._hook()
-        find = labels_filter(job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context), None))
-        jobs: dict[int, Any] = {}
-        for region in dict.fromkeys([self.region, *(f.region for f in self.resilience_policy.fallbacks if f.region)]):
-            for job in hook.list_custom_jobs(self.project_id, region, find):
-                number = str(job.labels.get(LABEL_ATTEMPT, ""))
-                if number.isdigit() and (int(number) not in jobs or job.create_time > jobs[int(number)].create_time):
-                    jobs[int(number)] = job
-        if not jobs:
-            self._known_absent = 1
-            return state
-        last = max(jobs)
-        history = []
-        for number in range(1, last + 1):
-            job = jobs.get(number)
-            if job is None:
-                history.append(Attempt(number))
-                continue
-            step, uri = _resumed_from(job)
-            history.append(Attempt(number, job.name, self._fallback_index(job.name), job.create_time.timestamp(),
-                                   job.end_time.timestamp() if "end_time" in job else None, step, uri))
-        newest = jobs[last]
-        state_name = newest.state.name
-        if state_name not in TERMINAL_STATES:
-            phase, then = Phase.RUNNING, "watching it instead of creating another"
-        elif state_name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
-            phase = Phase.SUCCEEDED
-            then = (f"rerun_after_success: training again as attempt {last + 1}" if self.rerun_after_success else
-                    "returning its result instead of creating another")
-        else:
-            phase, then = Phase.FAILED, f"resuming as attempt {last + 1}"
-        if phase == Phase.FAILED or (phase == Phase.SUCCEEDED and self.rerun_after_success):
-            self._known_absent = last + 1
-        self.log.info("Attempt %d already exists as %s, %s (the task state store holds nothing for this task): %s",
-                      last, newest.name, state_name, then)
-        return RunState(phase=phase, history=tuple(history), job_name=newest.name)
-
-    def _fallback_index(self, job_name: str) -> int:
-        """The fallback a job ran on, as far as its region tells (-1: the original target)."""
-        from ..hooks.vertex_ai import region_of
-
-        region = region_of(job_name)
-        if region == self.region:
-            return -1
-        return next((i for i, f in enumerate(self.resilience_policy.fallbacks) if f.region == region), -1)
-
-    def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
-        from ..checkpoints import find_latest_checkpoint
-        from ..policy import classify_create_error
-
-        hook = self._hook()
-        fallback = self.resilience_policy.fallbacks[action.fallback_index] if action.fallback_index >= 0 else None
-        region = fallback.region if fallback and fallback.region else self.region
-        labels = job_labels(self.dag_id, self.task_id, context["run_id"], self._map_index(context), action.attempt)
-        find = labels_filter(labels)
-        # _recover has just listed every job of this task instance and seen none with this attempt's label.
-        known_absent = self.__dict__.pop("_known_absent", None) == action.attempt
-        existing = [] if known_absent else hook.list_custom_jobs(self.project_id, region, find)
-        if existing:
-            job = existing[0]
-            self.log.info("Attempt %d already exists as %s (the task was interrupted after creating it): "
-                          "watching it instead of creating another", action.attempt, job.name)
-            step, uri = _resumed_from(job)
-            return Submitted(job.name, self._clock(), step, uri)
-        try:
-            checkpoint = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
-        except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
-            raise AirflowException(f"cannot list checkpoints under {self._checkpoint_dir()}: {exc}") from exc
-        env = resume_env(attempt=action.attempt, checkpoint_dir=self._checkpoint_dir(),
-                         resume_uri=checkpoint.uri if checkpoint else None,
-                         resume_step=checkpoint.step if checkpoint else None, failure_class=action.failure_class)
-        env.update(owner_env(self.dag_id, self.task_id, context["run_id"], self._map_index(context)))
-        custom_job = build_custom_job(
-            display_name=self.display_name, worker_pool_specs=self._pools(), labels={**self.labels, **labels},
+    def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
+        """The CustomJob body of one attempt (:func:`~..specs.vertex.build_custom_job`): the operator's pools
+        and scheduling, the attempt's labels and ``RESILIENT_*`` environment, on its fallback."""
+        return build_custom_job(
+            display_name=self.display_name, worker_pool_specs=self._pools(), labels=dict(spec.labels),
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
-            network=self.network, fallback=fallback, env=env)
-        from google.api_core import exceptions as gexc
+            network=self.network, fallback=spec.fallback, env=dict(spec.env))
 
-        try:
-            job = hook.create_custom_job(self.project_id, region, custom_job, find_filter=find)
-        except gexc.GoogleAPICallError as exc:
-            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
-                                            exc.message, platform=Platform.VERTEX_AI, timestamp=self._clock())
-            self.log.warning("Creating attempt %d failed: %s", action.attempt, failure.summary())
-            return SubmitFailed(failure, self._clock())
-        where = f" on fallback {action.fallback_index + 1} ({fallback.describe()})" if fallback else ""
-        resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "from scratch"
-        self.log.info("Attempt %d: created %s in %s%s, %s", action.attempt, job.name, region, where, resumed)
-        return Submitted(job.name, self._clock(), checkpoint.step if checkpoint else None,
-                         checkpoint.uri if checkpoint else None)
+    def _recover(self, context: Any, state: RunState) -> RunState:
+        """Rebuild the run from this task instance's jobs when the task state store holds none
+        (:meth:`~..backends.vertex.VertexCustomJobBackend.rebuild`); none: ``state`` unchanged (a first try)."""
+        return self._backend().rebuild(self._task_instance(context), self.rerun_after_success) or state
 
     def _begin_watch(self, context: Any, state: RunState, job_name: str) -> None:
         """Push the job's links (every try starts with no XCom: a created, reattached or resumed job gets them
         again) and, deferrable, defer at once: the trigger makes the first look."""
-        self.__dict__.pop("_known_absent", None)
+        self._backend().known_absent = None
         push_links(context, job_name)
         self._live_job = job_name
         if self.deferrable:
             self._defer_watch(state, job_name)
 
-    def _look(self, context: Any, state: RunState, job_name: str) -> Any:
-        """One look at the job: ``JobSucceeded`` / ``JobFailed`` once it is terminal, or when the observer
-        judges it failed while it runs (:mod:`..supervisor.observe`: QUEUED or PENDING past the queue
-        timeout, or RUNNING without checkpoint progress past ``hang_timeout``; the job is then still live:
-        ``live=True``, and the supervisor commands its end); None while it just runs."""
-        from ..backends.vertex import TERMINAL_STATES, job_look, stop_keys, wants_checkpoints
-        from ..supervisor.observe import Limits
-
-        summary = self._job_summary(self._hook().get_custom_job(job_name))
-        if summary["state"] in TERMINAL_STATES:
-            return self._outcome(summary)
-        listed = self._checkpoint_dir() if wants_checkpoints(summary, self.hang_timeout) else None
-        limits = Limits(hang_seconds=self.hang_timeout, queue_seconds=self.resilience_policy.queue_timeout_seconds)
-        verdict = self._observe(context, state, job_look(summary, listed, self.checkpoint_marker), limits)
-        if verdict.failure is None:
-            return None
-        self.log.warning("%s: %s", job_name, verdict.failure.message)
-        return self._outcome({**summary, **stop_keys(verdict.failure)})
-
-    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Ended:
-        """Carry out ``EndAttempt``: cancel ``job_name`` and wait until it is terminal (a person cleared the
-        running task, or it failed while live: hung, queued too long)."""
-        job = self._cancel_and_wait(job_name)
-        return Ended(self._clock(), succeeded=job.state.name in ("JOB_STATE_SUCCEEDED",
-                                                                 "JOB_STATE_PARTIALLY_SUCCEEDED"))
-
-    def _end_last(self, context: Any, state: RunState, job_name: str) -> None:
-        """Carry out ``Fail.end``: the run stops with ``job_name`` still live (hung, queued too long): cancel
-        it and wait until it has ended, so that nothing of the failed task runs on."""
-        self.log.info("Cancelling %s: the run stops", job_name)
-        self._cancel_and_wait(job_name)
-
-    def _cancel_and_wait(self, job_name: str) -> Any:
-        """Cancel ``job_name`` and wait (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.wait_for_end`) until
-        it is terminal, so that nothing follows while it runs; the terminal job (SUCCEEDED when it finished
-        before the cancel took effect).
-
-        Raises:
-            AirflowException: the job is still not terminal after :data:`CANCEL_WAIT_SECONDS` (a task retry
-                ends it again).
-        """
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        hook = self._hook()
-        hook.cancel_custom_job(job_name)
-        try:
-            job = hook.wait_for_end(job_name, timeout=CANCEL_WAIT_SECONDS,
-                                    interval=min(self.poll_interval, CANCEL_POLL_SECONDS))
-        except FutureTimeout as exc:
-            raise AirflowException(f"{exc}; not starting another attempt beside it") from None
-        if job.state.name != "JOB_STATE_CANCELLED":
-            self.log.info("%s ended %s before the cancel took effect", job_name, job.state.name)
-        return job
-
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
-        from ..backends.vertex import TERMINAL_STATES
-        from ..policy import classify_vertex_job
-
-        now = self._clock()
-        if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
-            return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
-                                     terminate_reason=summary.get("queued_state"),
-                                     timestamp=summary.get("timed_out_at") or now), now,
-                             live=summary["state"] not in TERMINAL_STATES)
-        if summary.get("hang"):  # the last progress is when the hang began
-            return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
-                                     timestamp=summary.get("hang_since") or now), now,
-                             live=summary["state"] not in TERMINAL_STATES)
-        if summary["state"] == "JOB_STATE_SUCCEEDED":
-            return JobSucceeded(now)
-        # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
-        ended = summary.get("end_time") or now
-        failure = classify_vertex_job(summary["state"], summary.get("error_code"), summary.get("error_message"),
-                                      started=summary.get("started"), timestamp=min(ended, now))
-        if failure is None:  # PARTIALLY_SUCCEEDED is not a failure of a CustomJob
-            return JobSucceeded(now)
-        self.log.warning("%s ended: %s", summary["name"], failure.summary())
-        return JobFailed(failure, now)
+        """What the job of ``summary`` (a trigger's, or a look's) means to the supervisor
+        (:func:`~..backends.vertex.job_event`)."""
+        return self._backend().event(summary)
 
     def _defer_watch(self, state: RunState, job_name: str) -> None:
         """Wait in a :class:`~..triggers.vertex_ai.CustomJobTrigger` until the job ends or is judged failed."""
