@@ -17,6 +17,7 @@ from typing import Any
 from ..policy import Failure, FailureClass, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
 from ..supervisor.observe import Limits, Look, worker_key
+from ..supervisor.reconcile import OwnedResource, Release
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed
 QUEUED = "QUEUED"
 #: Queued resource states that wait for capacity; any other (ACTIVE, FAILED, SUSPENDED ...) is news.
 QUEUE_WAITING_STATES = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING"})
+#: How long ending an attempt waits for its node's deletion (seconds) before the next attempt may begin.
+DELETE_WAIT_SECONDS = 1800.0
 #: The longest pause between two full looks of the operator at a quiet node (seconds).
 DEFAULT_LOOK_AGAIN_SECONDS = 300.0
 
@@ -38,6 +41,55 @@ def look_again_seconds(poll_interval: float, hang_timeout: float | None) -> floa
     wanted = DEFAULT_LOOK_AGAIN_SECONDS if hang_timeout is None else min(DEFAULT_LOOK_AGAIN_SECONDS,
                                                                          hang_timeout / 2)
     return max(float(poll_interval), wanted)
+
+
+def live_resources(node: str | None, queued_resource: str | None, keep: bool = False) -> list[OwnedResource]:
+    """A run's live TPU resources as the supervisor's release rules read them: the queued resource (when the
+    node was requested through one) and the node, marked ``keep`` with ``keep_node``."""
+    found = [OwnedResource(queued_resource, "queued_resource", None, keep=keep)] if queued_resource else []
+    return found + ([OwnedResource(node, "tpu_node", None, keep=keep)] if node else [])
+
+
+def release_all(hook: Any, releases: Sequence[Release], wait_seconds: float | None) -> None:
+    """Carry out the supervisor's ``Release`` commands of TPU resources -- the one way the provider deletes a
+    node or a queued resource: at the end of an attempt (:meth:`TPUNodeBackend.end`), in an operator's or a
+    trigger's ``on_kill`` and in the reconciler. Every deletion is requested first, in the order given (a queued
+    resource with ``force``: its node goes too), so that a slow one does not hold back the next; then, with
+    ``wait_seconds``, this waits for all of them within that many seconds in all (a node already being deleted
+    -- by a trigger's ``on_kill``, say -- is waited for until it is gone). A resource already gone is fine.
+
+    Args:
+        hook: a :class:`~..hooks.tpu.ResilientTPUHook` (its ``api_retry_seconds`` bounds the retries of each call).
+        releases: ``queued_resource`` and ``tpu_node`` releases (:func:`~..supervisor.reconcile.releases_on_kill`,
+            :func:`~..supervisor.reconcile.releases`).
+        wait_seconds: how long to wait for the deletions to finish (seconds); None: request them only.
+
+    Raises:
+        ValueError: a release of another kind of resource.
+        concurrent.futures.TimeoutError: a deletion did not finish within ``wait_seconds`` (it goes on at Google).
+        google.api_core.exceptions.GoogleAPICallError: a call failed past the hook's retries.
+    """
+    import time
+
+    requested = []
+    for release in releases:
+        resource = release.resource
+        if resource.kind == "queued_resource":
+            requested.append((resource, hook.delete_queued_resource(resource.name, timeout=None)))
+        elif resource.kind == "tpu_node":
+            requested.append((resource, hook.delete_node(resource.name, timeout=None)))
+        else:
+            raise ValueError(f"release_all: a TPU backend releases queued resources and nodes, not a {resource.kind}")
+        log.info("Deleting %s: %s", resource.name, release.why)
+    if wait_seconds is None:
+        return
+    deadline = time.monotonic() + wait_seconds
+    for resource, operation in requested:
+        left = max(0.1, deadline - time.monotonic())
+        if operation is not None:
+            operation.result(timeout=left)
+        elif resource.kind == "tpu_node":  # gone, or being deleted by someone else: wait until it is gone
+            hook.wait_gone(resource.name, left)
 
 
 def node_baseline(node: Any, reports: Sequence[Mapping[str, str]]) -> dict[str, Any]:
@@ -321,9 +373,8 @@ class TPUNodeBackend:
 
         self.live_node = self.live_queued = None
         self._granted = None
-        if self.queued_resource:
-            self._tpu().delete_queued_resource(queued_resource_name(name))
-        self._tpu().delete_node(name)
+        owned = live_resources(name, queued_resource_name(name) if self.queued_resource else None)
+        release_all(self._tpu(), [Release(r, "the attempt ends") for r in owned], DELETE_WAIT_SECONDS)
         log.info("Deleted node %s", name)
 
 

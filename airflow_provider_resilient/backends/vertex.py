@@ -15,7 +15,7 @@ from typing import Any
 from ..policy import Attempt, Failure, FailureClass, Fallback, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, SubmitFailed, Submitted
 from ..supervisor.observe import CHECKPOINTS, Limits, Look
-from ..supervisor.reconcile import Owner
+from ..supervisor.reconcile import OwnedResource, Owner, Release
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,32 @@ TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STA
 #: a queue timeout (the failure's message, the state it waited in, when it was decided) or a hang (why,
 #: since when).
 STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
+
+
+def live_resources(job: str | None, cancel_on_kill: bool = True) -> list[OwnedResource]:
+    """A run's live CustomJob as the supervisor's release rules read it (kept without ``cancel_on_kill``)."""
+    return [OwnedResource(job, "custom_job", None, keep=not cancel_on_kill)] if job else []
+
+
+def release_all(hook: Any, releases: Sequence[Release]) -> None:
+    """Carry out the supervisor's ``Release`` commands of CustomJobs -- the one way the provider cancels a job:
+    at the end of an attempt (:meth:`VertexCustomJobBackend.end`, which then waits), in an operator's or a
+    trigger's ``on_kill`` and in the reconciler. It requests each cancel (a job already over is fine) and does
+    not wait: the platform ends the job (``CancelCustomJob`` is asynchronous).
+
+    Args:
+        hook: a :class:`~..hooks.vertex_ai.ResilientVertexAIHook` (its ``api_retry_seconds`` bounds the retries).
+        releases: ``custom_job`` releases.
+
+    Raises:
+        ValueError: a release of another kind of resource.
+        google.api_core.exceptions.GoogleAPICallError: a call failed past the hook's retries.
+    """
+    for release in releases:
+        if release.resource.kind != "custom_job":
+            raise ValueError(f"release_all: a Vertex AI backend releases CustomJobs, not a {release.resource.kind}")
+        log.info("Cancelling %s: %s", release.resource.name, release.why)
+        hook.cancel_custom_job(release.resource.name)
 
 
 def job_summary(job: Any) -> dict[str, Any]:
@@ -253,19 +279,18 @@ class VertexCustomJobBackend:
         Raises:
             TimeoutError: it is still not terminal after :data:`CANCEL_WAIT_SECONDS`.
         """
-        job = self._cancel_and_wait(name)
+        job = self._cancel_and_wait(name, "the attempt ends")
         return Ended(self.clock(), succeeded=job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"))
 
     def release(self, name: str) -> None:
         """The run stops with ``name`` live (hung, queued too long): cancel it and wait until it has ended, so
         that nothing of the stopped task runs on."""
-        log.info("Cancelling %s: the run stops", name)
-        self._cancel_and_wait(name)
+        self._cancel_and_wait(name, "the run stops")
 
-    def _cancel_and_wait(self, name: str) -> Any:
+    def _cancel_and_wait(self, name: str, why: str) -> Any:
         from concurrent.futures import TimeoutError as FutureTimeout
 
-        self.hook.cancel_custom_job(name)
+        release_all(self.hook, [Release(OwnedResource(name, "custom_job", None), why)])
         try:
             job = self.hook.wait_for_end(name, timeout=CANCEL_WAIT_SECONDS,
                                          interval=min(self.poll_interval, CANCEL_POLL_SECONDS))

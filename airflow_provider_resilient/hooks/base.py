@@ -158,6 +158,13 @@ class GoogleApiHook:
                 return fn()
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def close(self) -> None:
+        """Close the gRPC channels of the clients made so far (a hook made for one short task, such as a
+        trigger's ``on_kill`` in the long-lived triggerer, should not leave them open). Idempotent."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.transport.close()
+
 
 class AsyncGoogleApiHook:
     """The async face of a :class:`GoogleApiHook`, for triggers: the same credentials and emulator, calls

@@ -12,7 +12,6 @@ once for the policy instead of being retried here for ``api_retry_seconds``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -26,7 +25,7 @@ from .base import AsyncGoogleApiHook, GoogleApiHook
 log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
 #: What the async TPU hook imports off the event loop (hooks/loading.py).
-TPU_ASYNC_MODULES = ("google.api_core.exceptions", "google.api_core.operation_async", "tenacity",
+TPU_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
                      "google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio")
 #: The audit logs that hold TPU node events: System Event (seed 002: ``tpu.nodes.terminate`` /
 #: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
@@ -105,13 +104,13 @@ class ResilientTPUHook(GoogleApiHook):
         except gexc.FailedPrecondition as exc:
             log.info("Not deleting %s: %s", name, exc.message)
             if timeout is not None:
-                self._wait_gone(name, timeout)
+                self.wait_gone(name, timeout)
             return None
         if timeout is not None:
             operation.result(timeout=timeout)
         return operation
 
-    def _wait_gone(self, name: str, timeout: float) -> None:
+    def wait_gone(self, name: str, timeout: float) -> None:
         """Poll ``name`` until GetNode says NOT_FOUND, for at most ``timeout`` seconds.
 
         Raises:
@@ -248,49 +247,6 @@ class AsyncResilientTPUHook(AsyncGoogleApiHook):
         """As :meth:`ResilientTPUHook.worker_reports`."""
         return _reports(await self.call(lambda: self.client().get_guest_attributes(
             request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
-
-    async def delete_node(self, name: str, *, timeout: float | None = None) -> Any:
-        """Request the deletion of a node; with ``timeout`` (seconds) also wait that long for it to finish.
-        A node already gone -- or already being deleted (FAILED_PRECONDITION) -- is fine: returns None.
-        Returns the ``AsyncOperation`` otherwise.
-
-        Raises:
-            asyncio.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
-            google.api_core.exceptions.GoogleAPICallError: a non-transient error, or transient ones past
-                ``api_retry_seconds``.
-        """
-        await self.open()
-        from google.api_core import exceptions as gexc
-
-        try:
-            operation = await self.call(lambda: self.client().delete_node(name=name, retry=None))
-        except (gexc.NotFound, gexc.FailedPrecondition) as exc:
-            log.info("Not deleting %s: %s", name, exc.message)
-            return None
-        if timeout is not None:
-            await asyncio.wait_for(operation.result(), timeout)
-        return operation
-
-    async def delete_queued_resource(self, name: str, *, timeout: float | None = None) -> Any:
-        """Request the deletion of a queued resource and its node (force); with ``timeout`` (seconds) also
-        wait that long. One already gone is fine: returns None; otherwise the ``AsyncOperation``.
-
-        Raises:
-            asyncio.TimeoutError: the deletion did not finish within ``timeout`` (it goes on).
-            google.api_core.exceptions.GoogleAPICallError: as for :meth:`delete_node`.
-        """
-        await self.open()
-        from google.api_core import exceptions as gexc
-
-        try:
-            operation = await self.call(lambda: self.client().delete_queued_resource(
-                request={"name": name, "force": True}, retry=None))
-        except gexc.NotFound as exc:
-            log.info("Not deleting %s: %s", name, exc.message)
-            return None
-        if timeout is not None:
-            await asyncio.wait_for(operation.result(), timeout)
-        return operation
 
     async def close(self) -> None:
         """Close the gRPC channel of the client made so far (in the event loop that used it). Idempotent."""

@@ -6,7 +6,6 @@ duplicate job.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import time
@@ -173,13 +172,3 @@ class AsyncResilientVertexAIHook(AsyncGoogleApiHook):
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.transport.close()
-
-    async def cancel_custom_job(self, name: str) -> None:
-        await self.open()
-        from google.api_core import exceptions as gexc
-
-        async for attempt in self._retrying():
-            with attempt:
-                with contextlib.suppress(gexc.FailedPrecondition, gexc.NotFound):  # already over
-                    await self.client(region_of(name)).cancel_custom_job(name=name, retry=None)
-                return

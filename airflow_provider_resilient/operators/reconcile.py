@@ -130,13 +130,16 @@ class ResilientReconcileOperator(BaseOperator):
         return found
 
     def _release(self, release: Release) -> None:
-        resource = release.resource
-        if resource.kind == "custom_job":
-            self._vertex().cancel_custom_job(resource.name)
-        elif resource.kind == "queued_resource":
-            self._tpu().delete_queued_resource(resource.name, timeout=None)  # force: its node goes too
+        """Carry ``release`` out through its platform's backend (the way the operators and triggers release
+        too): cancel the job, or request the deletion (a queued resource's takes its node) without waiting."""
+        if release.resource.kind == "custom_job":
+            from ..backends import vertex
+
+            vertex.release_all(self._vertex(), [release])
         else:
-            self._tpu().delete_node(resource.name, timeout=None)
+            from ..backends import tpu
+
+            tpu.release_all(self._tpu(), [release], wait_seconds=None)
 
     def _vertex(self) -> Any:
         if not hasattr(self, "_vertex_hook"):

@@ -212,35 +212,32 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
 
     def on_kill(self) -> None:
-        """The task is being killed in its worker: delete the queued resource (by name, also while it still
-        waits for capacity) and the node, unless ``keep_node``.
+        """The task is being killed in its worker: release what the supervisor's kill rule says
+        (:func:`~..supervisor.reconcile.releases_on_kill`: the queued resource -- also while it still waits
+        for capacity -- and the node, unless ``keep_node``), through :func:`~..backends.tpu.release_all`.
 
         It uses a client of its own (Airflow calls it from a signal handler, perhaps in the middle of a call
         on the operator's client) and spends at most :data:`KILL_TIMEOUT_SECONDS` on retries and waiting; a
         deletion not confirmed by then still goes on at Google.
         """
-        queued, node = self._live_queued, self._live_node
-        if not (queued or node):
-            return
-        if self.keep_node:
-            self.log.info("Task killed; keeping %s (keep_node=True): delete it yourself", node or queued)
+        from ..backends.tpu import live_resources, release_all
+        from ..supervisor.reconcile import releases_on_kill
+
+        live = live_resources(self._live_node, self._live_queued, keep=self.keep_node)
+        todo = releases_on_kill(live)
+        if not todo:
+            if live:
+                self.log.info("Task killed; keeping %s (keep_node=True): delete it yourself", live[-1].name)
             return
         from ..hooks.tpu import ResilientTPUHook
 
-        self.log.info("Task killed: deleting %s", " and ".join(n for n in (queued, node) if n))
         hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, api_retry_seconds=KILL_TIMEOUT_SECONDS)
-        deadline = time.monotonic() + KILL_TIMEOUT_SECONDS
-        operations = []
         try:
-            if queued:
-                operations.append(hook.delete_queued_resource(queued, timeout=None))
-            if node:
-                operations.append(hook.delete_node(node, timeout=None))
-            for operation in operations:
-                if operation is not None:
-                    operation.result(timeout=max(0.1, deadline - time.monotonic()))
+            release_all(hook, todo, KILL_TIMEOUT_SECONDS)
         except Exception as exc:  # a kill must end; say what may be left
-            self.log.warning("Deleting %s may not have finished: %s", node or queued, exc)
+            self.log.warning("Deleting %s may not have finished: %s", live[-1].name, exc)
+        finally:
+            hook.close()
 
     # ------------------------------------------------------------------ the shell
     def _tpu(self) -> Any:

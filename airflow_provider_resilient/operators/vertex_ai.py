@@ -221,9 +221,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return self._drive(context, state, self._outcome(summary))
 
     def on_kill(self) -> None:
-        if self.cancel_on_kill and self._live_job:
-            self.log.info("Task killed: cancelling %s", self._live_job)
-            self._hook().cancel_custom_job(self._live_job)
+        """The task is being killed in its worker: release what the supervisor's kill rule says
+        (:func:`~..supervisor.reconcile.releases_on_kill`: the live job, with ``cancel_on_kill``) through
+        :func:`~..backends.vertex.release_all` -- the cancel is requested, the platform ends the job."""
+        from ..backends.vertex import live_resources, release_all
+        from ..supervisor.reconcile import releases_on_kill
+
+        release_all(self._hook(), releases_on_kill(live_resources(self._live_job, self.cancel_on_kill)))
 
     # ------------------------------------------------------------------ the shell
     def _backend(self) -> Any:

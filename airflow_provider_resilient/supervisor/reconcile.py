@@ -118,5 +118,29 @@ def releases(resources: Iterable[OwnedResource], states: Mapping[Owner, str | No
     return out
 
 
+#: The order in which a stopping task's releases run: a queued resource before its node (deleting a queued
+#: resource with ``force`` deletes its node too: the node's own deletion then finds it gone or going).
+_RELEASE_ORDER = {"queued_resource": 0, "custom_job": 1, "tpu_node": 2}
+
+
+def releases_on_kill(resources: Iterable[OwnedResource]) -> list[Release]:
+    """Commands: what a kill of the task releases -- Airflow calls ``on_kill`` in the task's worker, or in the
+    triggerer for a deferred task, when a person marks the task failed or success or clears it, or when it
+    times out. Every live resource of the current attempt goes (a cleared task's next try starts a new attempt
+    from the latest checkpoint: it never needs the old one), except one the user asked to keep
+    (``keep_node``, or ``cancel_on_kill=False`` for a job); queued resources first (:data:`_RELEASE_ORDER`).
+
+    This is the one rule the operators' and the triggers' ``on_kill`` carry out (through their backend's
+    ``release_all``); the reconciler's rule for the kills that call no ``on_kill`` is :func:`releases`.
+
+    Args:
+        resources: the attempt's live resources as the killed operator or trigger knows them (``owner`` may be
+            None: the task is the owner).
+    """
+    kept = sorted((r for r in resources if not r.keep), key=lambda r: _RELEASE_ORDER.get(r.kind, 3))
+    return [Release(resource, "the task was killed (marked failed or success, cleared, or timed out)")
+            for resource in kept]
+
+
 __all__ = ["FINISHED_STATES", "GONE", "OWNER_KEYS", "OwnedResource", "Owner", "Release", "owner_env", "owner_from",
-           "releases"]
+           "releases", "releases_on_kill"]

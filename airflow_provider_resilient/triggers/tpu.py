@@ -217,34 +217,39 @@ class TPUNodeTrigger(BaseTrigger):
         return self._event("changed", f"queued resource {self.queued_resource} is {state}")
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: delete the queued resource and the node unless ``keep_node``
-        (bounded by ``kill_timeout_seconds``; see the module docstring)."""
-        if self.keep_node:
+        """A user killed the deferred task: release what the supervisor's kill rule says
+        (:func:`~..supervisor.reconcile.releases_on_kill`: the queued resource and the node, unless
+        ``keep_node``) through :func:`~..backends.tpu.release_all` -- the operator's and the reconciler's way
+        too -- in a worker thread (it blocks), bounded by ``kill_timeout_seconds`` (see the module docstring)."""
+        from ..backends.tpu import live_resources
+        from ..supervisor.reconcile import releases_on_kill
+
+        todo = releases_on_kill(live_resources(self.node_name, self.queued_resource, keep=self.keep_node))
+        if not todo:
             self.log.info("The task was killed by a user; keeping %s (keep_node=True): delete it yourself",
                           self.node_name)
             return
-        self.log.info("The task was killed by a user: deleting %s%s", self.node_name,
-                      f" and {self.queued_resource}" if self.queued_resource else "")
-        hook = self._hook(api_retry_seconds=self.kill_timeout_seconds)
+        self.log.info("The task was killed by a user: deleting %s", " and ".join(r.resource.name for r in todo))
         try:
-            await asyncio.wait_for(self._delete(hook), self.kill_timeout_seconds)
+            await asyncio.wait_for(asyncio.to_thread(self._release, todo), self.kill_timeout_seconds + 1.0)
         except TimeoutError:
             self.log.warning("Deleting %s was not confirmed within %.0f s (a deletion requested goes on)",
                              self.node_name, self.kill_timeout_seconds)
         except Exception as exc:  # the API refused or stayed unreachable: say what may be left
             self.log.warning("Could not delete %s: %s; delete it yourself", self.node_name, exc)
-        finally:
-            await hook.close()
 
-    async def _delete(self, hook: Any) -> None:
-        """Request every deletion first, then wait for them (so a slow one does not hold back the other)."""
-        operations = []
-        if self.queued_resource:
-            operations.append(await hook.delete_queued_resource(self.queued_resource))
-        operations.append(await hook.delete_node(self.node_name))
-        for operation in operations:
-            if operation is not None:
-                await operation.result()
+    def _release(self, todo: Sequence[Any]) -> None:
+        """:func:`~..backends.tpu.release_all` with a sync hook of its own, closed however it ends (off the
+        event loop: it imports the client library and blocks)."""
+        from ..backends.tpu import release_all
+        from ..hooks.tpu import ResilientTPUHook
+
+        hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator,
+                                api_retry_seconds=self.kill_timeout_seconds)
+        try:
+            release_all(hook, todo, self.kill_timeout_seconds)
+        finally:
+            hook.close()
 
 
 __all__ = ["DEFAULT_KILL_TIMEOUT_SECONDS", "TPUNodeTrigger"]

@@ -43,7 +43,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import cached_property
 from typing import Any, TypeAlias
 
@@ -377,26 +377,47 @@ class CustomJobTrigger(BaseTrigger):
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
     async def on_kill(self) -> None:
-        """Cancel the job (with ``cancel_on_kill``) when a user kills the deferred task.
+        """A user killed the deferred task: release what the supervisor's kill rule says
+        (:func:`~..supervisor.reconcile.releases_on_kill`: the job, with ``cancel_on_kill``) through
+        :func:`~..backends.vertex.release_all` -- the operator's and the reconciler's way too -- in a worker
+        thread (it blocks).
 
         The triggerer gives ``on_kill`` ``[triggerer] on_kill_timeout`` seconds (default 30) and then
         abandons it; the cancel call, with its retries of transient errors, is bounded to
         :data:`ON_KILL_SHARE` of that, and the client's gRPC channel is closed however it ends. Errors are
         logged, not raised (the triggerer would only log them).
         """
-        if not self.cancel_on_kill:
+        from ..backends.vertex import live_resources
+        from ..supervisor.reconcile import releases_on_kill
+
+        todo = releases_on_kill(live_resources(self.job_name, self.cancel_on_kill))
+        if not todo:
             return
         from airflow.sdk import conf
 
         budget = ON_KILL_SHARE * conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
         self.log.info("The task was killed by a user: cancelling %s (within %.0f s)", self.job_name, budget)
-        hook = self._hook()
-        hook.sync.api_retry_seconds = budget
         try:
-            await asyncio.wait_for(hook.cancel_custom_job(self.job_name), budget)
+            await asyncio.wait_for(asyncio.to_thread(self._release, todo, budget), budget)
         except TimeoutError:
             self.log.warning("Could not cancel %s within %.0f s: cancel it by hand", self.job_name, budget)
         except Exception as exc:  # the triggerer only logs what on_kill raises: say what to do
             self.log.warning("Could not cancel %s (%s): cancel it by hand", self.job_name, exc)
+
+    def _release(self, todo: Sequence[Any], budget: float) -> None:
+        """:func:`~..backends.vertex.release_all` with a sync hook of its own whose retries stop within
+        ``budget`` seconds, closed however it ends (off the event loop: it imports the client and blocks)."""
+        from ..backends.vertex import release_all
+
+        hook = self._sync_hook(budget)
+        try:
+            release_all(hook, todo)
         finally:
-            await hook.close()
+            hook.close()
+
+    def _sync_hook(self, api_retry_seconds: float) -> Any:
+        from ..hooks.vertex_ai import ResilientVertexAIHook
+
+        return ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator,
+                                     api_retry_seconds=api_retry_seconds)
+

@@ -83,47 +83,57 @@ def test_a_transient_unavailable_while_a_trigger_polls_alone_does_not_end_it(res
     assert resilient_emulator.calls.count("ListCustomJobs") == 0  # polled alone
 
 
-def test_trigger_on_kill_closes_the_channel_it_cancelled_through(resilient_emulator, monkeypatch):
-    import grpc
-
-    from airflow_provider_resilient.hooks.vertex_ai import AsyncResilientVertexAIHook
+def test_trigger_on_kill_closes_the_channels_it_cancelled_through(resilient_emulator, monkeypatch):
+    """The kill runs in a worker thread with a hook of its own (the triggerer lives long: it must not keep
+    a channel per kill)."""
+    from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook
 
     name = create("import time; time.sleep(60)")
-    channels = []
-    real_client = AsyncResilientVertexAIHook.client
+    closed = []
+    real_close = ResilientVertexAIHook.close
 
-    def client(self, region: str):
-        made = real_client(self, region)
-        channels.append(made.transport.grpc_channel)
-        return made
+    def close(self) -> None:
+        closed.append(sorted(self._clients))
+        real_close(self)
 
-    monkeypatch.setattr(AsyncResilientVertexAIHook, "client", client)
+    monkeypatch.setattr(ResilientVertexAIHook, "close", close)
     asyncio.run(CustomJobTrigger(name, cancel_on_kill=True).on_kill())
     assert resilient_emulator.wait_for_state(name, ["JOB_STATE_CANCELLED"], 30) == "JOB_STATE_CANCELLED"
-    assert channels and all(ch.get_state() == grpc.ChannelConnectivity.SHUTDOWN for ch in channels)
+    assert closed == [["us-central1"]]  # the one client the cancel made, closed
 
 
 def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypatch):
-    """``[triggerer] on_kill_timeout`` (Airflow 3.3, default 30 s) bounds on_kill; a cancel call that never
-    answers is abandoned within its share, and the channel is closed all the same."""
+    """``[triggerer] on_kill_timeout`` (Airflow 3.3, default 30 s) bounds on_kill: a cancel call that never
+    answers is abandoned within its share (its retries are bounded by it too), and the event loop goes on."""
+    import threading
+
     monkeypatch.setenv("AIRFLOW__TRIGGERER__ON_KILL_TIMEOUT", "1")
+    answer = threading.Event()
+    made = []
 
     class NeverAnswers:
-        def __init__(self) -> None:
-            self.sync = type("Sync", (), {"api_retry_seconds": 600.0})()
-            self.closed = False
+        def __init__(self, api_retry_seconds: float) -> None:
+            self.api_retry_seconds = api_retry_seconds
+            self.closed = threading.Event()
+            made.append(self)
 
-        async def cancel_custom_job(self, name: str) -> None:
-            await asyncio.Event().wait()
+        def cancel_custom_job(self, name: str) -> None:
+            answer.wait(60)
 
-        async def close(self) -> None:
-            self.closed = True
+        def close(self) -> None:
+            self.closed.set()
 
-    hook = NeverAnswers()
     trigger = CustomJobTrigger(f"{PARENT}/customJobs/1", cancel_on_kill=True)
-    monkeypatch.setattr(trigger, "_hook", lambda: hook)
-    asyncio.run(asyncio.wait_for(trigger.on_kill(), 10))  # a bound on the test, not a measured time
-    assert hook.closed and hook.sync.api_retry_seconds == pytest.approx(0.8)  # retries stop within the share
+    monkeypatch.setattr(trigger, "_sync_hook", NeverAnswers)
+    loop = asyncio.new_event_loop()  # not asyncio.run: it would wait for the abandoned thread at its end
+    try:
+        loop.run_until_complete(asyncio.wait_for(trigger.on_kill(), 10))  # a bound on the test, not a measure
+    finally:
+        answer.set()
+        loop.close()
+    (hook,) = made
+    assert hook.api_retry_seconds == pytest.approx(0.8)  # retries stop within the share
+    assert hook.closed.wait(10)  # closed once the call returned
 
 
 def test_the_watch_trigger_holds_an_early_event_until_fire_not_before(resilient_emulator, recorded_sleeps):

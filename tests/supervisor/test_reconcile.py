@@ -12,6 +12,7 @@ from airflow_provider_resilient.supervisor.reconcile import (
     owner_env,
     owner_from,
     releases,
+    releases_on_kill,
 )
 
 OWNER = Owner("dag", "train", "manual__2026-01-01T00:00:00+00:00", -1)
@@ -43,3 +44,13 @@ def test_owners_round_trip_through_environment_or_metadata():
     assert owner_from(owner_env(*vars(OWNER).values())) == OWNER
     assert owner_from({}) is None
     assert owner_from({**owner_env("d", "t", "r", 0), "AIRFLOW_CTX_MAP_INDEX": "x"}) is None
+
+
+def test_a_kill_releases_every_live_resource_but_a_kept_one_queued_resources_first():
+    node = OwnedResource("z/nodes/a1", "tpu_node", None)
+    queued = OwnedResource("z/queuedResources/a1", "queued_resource", None)
+    todo = releases_on_kill([node, queued, JOB])
+    assert [r.resource for r in todo] == [queued, JOB, node]
+    assert all("killed" in r.why for r in todo)
+    kept = OwnedResource("z/nodes/a2", "tpu_node", None, keep=True)
+    assert releases_on_kill([kept]) == [] and releases_on_kill([]) == []
