@@ -4,8 +4,8 @@ Pure apart from the listing it does through fsspec; imports neither Airflow nor 
 (gcsfs is loaded by fsspec only when a ``gs://`` prefix is looked at).
 """
 
-from .discovery import find_latest_checkpoint, list_checkpoint_saves
+from .discovery import CheckpointScan, TornSave, find_latest_checkpoint, list_checkpoint_saves, scan_checkpoints
 from .formats import Checkpoint, CheckpointFormat, CheckpointSave, judge_directory, parse_step
 
-__all__ = ["Checkpoint", "CheckpointFormat", "CheckpointSave", "find_latest_checkpoint", "judge_directory",
-           "list_checkpoint_saves", "parse_step"]
+__all__ = ["Checkpoint", "CheckpointFormat", "CheckpointSave", "CheckpointScan", "TornSave", "find_latest_checkpoint",
+           "judge_directory", "list_checkpoint_saves", "parse_step", "scan_checkpoints"]

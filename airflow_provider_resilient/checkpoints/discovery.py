@@ -6,8 +6,10 @@ Cost model -- it lists by prefix and delimiter, never scans a bucket:
 2. then one listing per candidate step directory, newest first, stopping at the first complete one.
 
 With N complete step directories that is 2 listings whatever N is; each torn or partial newer save
-adds one. ``max_candidates`` bounds the second phase. A TensorFlow ``checkpoint`` state file at the
-prefix costs one small read.
+adds one. There is no cap on the second phase: a cap that ran out would turn many torn saves into "no
+checkpoint" and a silent fresh start from step 0. :func:`scan_checkpoints` also reports the torn saves it
+passed over, so a caller that finds none complete can say so (the operators' ``torn_checkpoints`` option).
+A TensorFlow ``checkpoint`` state file at the prefix costs one small read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +29,12 @@ from .formats import (
     Checkpoint,
     CheckpointFormat,
     CheckpointSave,
+    is_bare_step,
     judge_directory,
     needs_orbax_metadata,
     parse_step,
     parse_tf_state,
+    step_order,
     tf_checkpoint_complete,
 )
 
@@ -111,15 +116,37 @@ def _split(path: str, entries: list[Mapping[str, Any]]) -> tuple[dict[str, Mappi
     return files, dirs
 
 
-def find_latest_checkpoint(
+@dataclass(frozen=True)
+class TornSave:
+    """A step directory that looked like a save and is not complete: its step, where it is, and why."""
+
+    step: int
+    uri: str
+    why: str
+
+
+@dataclass(frozen=True)
+class CheckpointScan:
+    """What :func:`scan_checkpoints` saw.
+
+    Attributes:
+        latest: the newest complete checkpoint, or None.
+        torn: the torn, partial or unproven saves newer than ``latest`` (all of them when there is none),
+            newest first.
+    """
+
+    latest: Checkpoint | None
+    torn: tuple[TornSave, ...] = ()
+
+
+def scan_checkpoints(
     prefix: str,
     *,
     marker: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     fs: Any = None,
-    max_candidates: int = 100,
-) -> Checkpoint | None:
-    """The newest complete checkpoint directly under ``prefix``, or None if there is none.
+) -> CheckpointScan:
+    """The newest complete checkpoint directly under ``prefix`` and the torn saves newer than it.
 
     Args:
         prefix: ``gs://bucket/path/checkpoints`` or a local directory; its children are the step
@@ -128,41 +155,62 @@ def find_latest_checkpoint(
             a step directory without it is never chosen, whatever its format.
         storage_options: passed to fsspec (e.g. ``{"token": "anon"}`` or a project for gcsfs).
         fs: an fsspec filesystem to use instead of resolving ``prefix`` (then ``prefix`` is a path in it).
-        max_candidates: how many step directories, newest first, to inspect before giving up.
-
-    Returns:
-        A :class:`Checkpoint` (step, uri, format, time) or None when the prefix is missing, empty or
-        holds only torn, partial and temporary saves.
 
     Raises:
-        ValueError: when ``prefix`` is empty or ``max_candidates`` < 1.
+        ValueError: when ``prefix`` is empty.
         Errors of the filesystem other than "not found" (permissions, network) propagate: the caller
         must not mistake "cannot see" for "no checkpoint" and restart from step 0.
     """
-    if max_candidates < 1:
-        raise ValueError(f"find_latest_checkpoint: max_candidates must be >= 1, got {max_candidates}")
-    fs, path = _resolve("find_latest_checkpoint", prefix, storage_options, fs)
+    fs, path = _resolve("scan_checkpoints", prefix, storage_options, fs)
 
     files, dirs = _split(path, _listing(fs, path))
     best = _latest_tensorflow(fs, path, files, marker)
+    torn: list[TornSave] = []
 
-    candidates = sorted(((step, name) for name in dirs if (step := parse_step(name)) is not None), reverse=True)
-    for step, name in candidates[:max_candidates]:
+    candidates = sorted(((step, name) for name in dirs if (step := parse_step(name)) is not None),
+                        key=lambda c: step_order(c[1]), reverse=True)
+    for step, name in candidates:
         if best is not None and step <= best.step:
             break
         step_path = f"{path}/{name}"
-        inner_files, inner_dirs = _split(step_path, _listing(fs, step_path))
-        object_store = not _is_local(fs)
-        content = None
-        if needs_orbax_metadata(inner_files, object_store=object_store):
-            content = fs.cat_file(f"{step_path}/{ORBAX_METADATA}")
-        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content,
-                                  object_store=object_store)
+        verdict, inner_files = _judge(fs, step_path, name, marker)
         if verdict.complete:
             proof = inner_files.get(verdict.proof) if verdict.proof else None
-            return Checkpoint(step, _uri(fs, step_path), verdict.format, _mtime(proof))
+            return CheckpointScan(Checkpoint(step, _uri(fs, step_path), verdict.format, _mtime(proof)), tuple(torn))
         log.info("Skipping checkpoint %s: %s", _uri(fs, step_path), verdict.why)
-    return best
+        torn.append(TornSave(step, _uri(fs, step_path), verdict.why))
+    return CheckpointScan(best, tuple(torn))
+
+
+def _judge(fs: Any, step_path: str, name: str, marker: str | None) -> tuple[Any, dict[str, Mapping[str, Any]]]:
+    """(:func:`~.formats.judge_directory`'s verdict, the files in it) for the step directory ``step_path``:
+    one listing, and one small read for an Orbax save that needs its metadata."""
+    inner_files, inner_dirs = _split(step_path, _listing(fs, step_path))
+    object_store = not _is_local(fs)
+    content = None
+    if needs_orbax_metadata(inner_files, object_store=object_store):
+        content = fs.cat_file(f"{step_path}/{ORBAX_METADATA}")
+    verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content,
+                              object_store=object_store, bare=is_bare_step(name))
+    return verdict, inner_files
+
+
+def find_latest_checkpoint(
+    prefix: str,
+    *,
+    marker: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    fs: Any = None,
+) -> Checkpoint | None:
+    """The newest complete checkpoint directly under ``prefix`` (:func:`scan_checkpoints`' ``latest``; the
+    rules: :mod:`.formats`), or None when the prefix is missing, empty or holds only torn, partial and
+    temporary saves.
+
+    Raises:
+        ValueError: when ``prefix`` is empty.
+        Errors of the filesystem other than "not found" propagate (see :func:`scan_checkpoints`).
+    """
+    return scan_checkpoints(prefix, marker=marker, storage_options=storage_options, fs=fs).latest
 
 
 def _latest_tensorflow(fs: Any, path: str, files: Mapping[str, Mapping[str, Any]],
@@ -215,15 +263,11 @@ def list_checkpoint_saves(
     fs, path = _resolve("list_checkpoint_saves", prefix, storage_options, fs)
     _, dirs = _split(path, _listing(fs, path))
     saves: list[CheckpointSave] = []
-    for step, name in sorted(((s, n) for n in dirs if (s := parse_step(n)) is not None), reverse=True):
+    for step, name in sorted(((s, n) for n in dirs if (s := parse_step(n)) is not None),
+                             key=lambda c: step_order(c[1]), reverse=True):
         if len(saves) >= max_saves:
             break
-        inner_files, inner_dirs = _split(f"{path}/{name}", _listing(fs, f"{path}/{name}"))
-        object_store = not _is_local(fs)
-        content = (fs.cat_file(f"{path}/{name}/{ORBAX_METADATA}")
-                   if needs_orbax_metadata(inner_files, object_store=object_store) else None)
-        verdict = judge_directory(inner_files, inner_dirs, marker=marker, orbax_metadata=content,
-                                  object_store=object_store)
+        verdict, inner_files = _judge(fs, f"{path}/{name}", name, marker)
         if not verdict.complete:
             continue
         times = [t for entry in inner_files.values() if (t := _mtime(entry)) is not None]

@@ -16,8 +16,21 @@ candidate step directory), so discovery never walks a tree. The rules, by format
   file, so a save that died between the two has a commit time but is not finalised.
 * **TensorFlow** -- the ``checkpoint`` state file names the newest checkpoint prefix and is rewritten
   after ``<prefix>.index`` and its ``<prefix>.data-NNNNN-of-MMMMM`` shards exist.
-* **Plain directories** -- ``step_N/``, ``checkpoint-N/``, ``ckpt_N/`` or a bare ``N/``; complete when
-  the user's marker file is present (when one is configured) and the directory is not empty.
+  Inside a step directory (``step_N/ckpt-N.index`` ...) the same holds: the state file, the index and every
+  shard, or it is torn.
+* **safetensors** (Hugging Face) -- a sharded save is complete with every ``*-NNNNN-of-MMMMM.safetensors``
+  shard and its ``*.safetensors.index.json``; a file still being written has a temporary name
+  (``model.safetensors.tmp``).
+* **Plain directories** -- ``step_N/``, ``checkpoint-N/``, ``ckpt_N/``; with the user's marker file
+  (``checkpoint_marker``), complete when the marker is there. Without one, a documented fallback: complete
+  when it holds at least one file directly and *no* entry with a temporary name (``*.tmp``, ``*.partial``,
+  ``*.incomplete``, ``tmp-*``, ``*-tmp-*``, ``*~``) -- a save in progress. A directory with sub-directories
+  only (``510/default/``: an Orbax item without its step's metadata) proves nothing.
+* **Bare numbers** (``100/``, Orbax's default) count only with a format's proof (Orbax, DCP, TensorFlow,
+  safetensors) or the user's marker: a bare number is also a date (``20260101/``), a run id or an epoch.
+* **Steps** have at most :data:`MAX_STEP_DIGITS` digits: a longer number is not a training step. Two names of
+  one step (``step_200`` and ``step_0200``) are judged in a fixed order -- the name without leading zeros
+  first, then by name -- so the same tree always gives the same answer.
 """
 
 from __future__ import annotations
@@ -33,8 +46,11 @@ from datetime import datetime
 #: ``iter_0000100`` or a bare ``100`` (Orbax's default). Anchored, so temporary names never match.
 STEP_DIR_RE = re.compile(r"^(?:(?:step|checkpoint|ckpt|global_step|iter|iteration)[_-]?)?(?P<step>\d+)$",
                          re.IGNORECASE)
-#: Names of directories that are saves in progress, never complete.
-TEMPORARY_RE = re.compile(r"orbax-checkpoint-tmp|\.tmp$|^tmp[_-]|\.partial$|\.incomplete$", re.IGNORECASE)
+#: Names of files and directories that are saves in progress, never complete (and never a proof).
+TEMPORARY_RE = re.compile(r"orbax-checkpoint-tmp|\.tmp$|^tmp[_-]|[_.-]tmp[_.-]|\.partial$|\.incomplete$|~$",
+                          re.IGNORECASE)
+#: The most digits a step number has (10^15 steps is far beyond any training run): a longer number is junk.
+MAX_STEP_DIGITS = 15
 
 DCP_METADATA = ".metadata"
 DCP_DATA_SUFFIX = ".distcp"
@@ -43,6 +59,8 @@ ORBAX_METADATA = "_CHECKPOINT_METADATA"
 TF_STATE_FILE = "checkpoint"
 TF_CHECKPOINT_RE = re.compile(r"(?P<prefix>.*?)-?(?P<step>\d+)$")
 TF_DATA_RE = re.compile(r"\.data-(?P<shard>\d+)-of-(?P<total>\d+)$")
+SAFETENSORS_SUFFIX = ".safetensors"
+SAFETENSORS_SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<shard>\d+)-of-(?P<total>\d+)\.safetensors$")
 
 
 class CheckpointFormat(enum.StrEnum):
@@ -51,6 +69,7 @@ class CheckpointFormat(enum.StrEnum):
     PYTORCH_DCP = "pytorch_dcp"
     ORBAX = "orbax"
     TENSORFLOW = "tensorflow"
+    SAFETENSORS = "safetensors"
     DIRECTORY = "directory"
 
 
@@ -88,11 +107,27 @@ class CheckpointSave:
 
 
 def parse_step(name: str) -> int | None:
-    """The step number of a step directory's base name, or None (temporary or not a step)."""
+    """The step number of a step directory's base name, or None (temporary, not a step, or more than
+    :data:`MAX_STEP_DIGITS` digits)."""
     if TEMPORARY_RE.search(name):
         return None
     match = STEP_DIR_RE.match(name)
-    return int(match["step"]) if match else None
+    if not match or len(match["step"].lstrip("0")) > MAX_STEP_DIGITS:
+        return None
+    return int(match["step"])
+
+
+def is_bare_step(name: str) -> bool:
+    """Whether a step directory's name is a bare number (``100``), which counts only with a proof."""
+    return name.isdigit()
+
+
+def step_order(name: str) -> tuple[int, bool, str]:
+    """The sort key of a step directory (sorted in reverse: newest first): its step, then the name without
+    leading zeros before a padded one, then the name -- a fixed order for two names of one step."""
+    match = STEP_DIR_RE.match(name)
+    digits = match["step"] if match else ""
+    return (int(digits) if digits else -1, not (len(digits) > 1 and digits.startswith("0")), name)
 
 
 @dataclass(frozen=True)
@@ -112,8 +147,9 @@ def judge_directory(
     marker: str | None = None,
     orbax_metadata: bytes | None = None,
     object_store: bool = False,
+    bare: bool = False,
 ) -> Verdict:
-    """Judge one step directory from the names directly inside it.
+    """Judge one step directory from the names directly inside it (the rules: the module docstring).
 
     Args:
         files: base names of the files in it.
@@ -123,31 +159,77 @@ def judge_directory(
             for Orbax saves without ``commit_success.txt`` on a local file system).
         object_store: True for ``gs://`` and other stores without atomic rename: an Orbax save is then
             complete only with ``commit_success.txt``.
+        bare: the directory's name is a bare number (:func:`is_bare_step`): it needs a format's proof or the
+            marker.
     """
     if marker is not None and marker not in files:
         fmt = _guess_format(files, dirs)
         return Verdict(False, fmt, why=f"marker {marker!r} is missing")
+    proven = _format_verdict(files, dirs, orbax_metadata=orbax_metadata, object_store=object_store)
+    if proven is not None:  # a format's own proof decides, marker or not (a torn DCP save stays torn)
+        return proven
+    if marker is not None:
+        return Verdict(True, CheckpointFormat.DIRECTORY, marker)
+    if bare:
+        return Verdict(False, CheckpointFormat.DIRECTORY,
+                       why="a bare-number directory without a format's proof (set checkpoint_marker to accept it)")
+    temporary = sorted(n for n in (*files, *dirs) if TEMPORARY_RE.search(n))
+    if temporary:
+        return Verdict(False, CheckpointFormat.DIRECTORY, why=f"a save in progress: {', '.join(temporary[:3])}")
+    if files:
+        return Verdict(True, CheckpointFormat.DIRECTORY, max(files))
+    if dirs:
+        return Verdict(False, CheckpointFormat.DIRECTORY,
+                       why="sub-directories only and no format's proof (set checkpoint_marker to accept it)")
+    return Verdict(False, CheckpointFormat.DIRECTORY, why="empty directory")
+
+
+def _format_verdict(files: Collection[str], dirs: Collection[str], *, orbax_metadata: bytes | None,
+                    object_store: bool) -> Verdict | None:
+    """The verdict of the format the names show (complete with its proof, or torn), or None: no known format."""
     if DCP_METADATA in files:
         return Verdict(True, CheckpointFormat.PYTORCH_DCP, DCP_METADATA)
-    if any(f.endswith(DCP_DATA_SUFFIX) for f in files):
-        return Verdict(False, CheckpointFormat.PYTORCH_DCP, why="torn DCP save: data without .metadata")
+    if any(f.endswith(DCP_DATA_SUFFIX) for f in files) or f"{DCP_METADATA}.tmp" in files:
+        return Verdict(False, CheckpointFormat.PYTORCH_DCP, why="torn DCP save: no .metadata")
     if ORBAX_COMMIT_FILE in files:
         return Verdict(True, CheckpointFormat.ORBAX, ORBAX_COMMIT_FILE)
-    if ORBAX_METADATA in files or any(TEMPORARY_RE.search(d) for d in dirs):
+    if ORBAX_METADATA in files or any(TEMPORARY_RE.search(d) and "orbax" in d.lower() for d in dirs):
         if not object_store and orbax_metadata is not None and orbax_committed(orbax_metadata):
             return Verdict(True, CheckpointFormat.ORBAX, ORBAX_METADATA)
         if object_store:
             return Verdict(False, CheckpointFormat.ORBAX,
                            why="Orbax save on an object store without commit_success.txt")
         return Verdict(False, CheckpointFormat.ORBAX, why="Orbax save without commit_success.txt or commit time")
-    if TF_STATE_FILE in files and any(f.endswith(".index") for f in files):
-        return Verdict(True, CheckpointFormat.TENSORFLOW, TF_STATE_FILE)
-    if marker is not None:
-        return Verdict(True, CheckpointFormat.DIRECTORY, marker)
-    if files or dirs:
-        proof = max(files) if files else None
-        return Verdict(True, CheckpointFormat.DIRECTORY, proof)
-    return Verdict(False, CheckpointFormat.DIRECTORY, why="empty directory")
+    if any(f.endswith(".index") or TF_DATA_RE.search(f) for f in files):
+        prefixes = sorted(f[:-len(".index")] for f in files if f.endswith(".index"))
+        whole = [p for p in prefixes if tf_checkpoint_complete(p, files)]
+        if whole and TF_STATE_FILE in files:
+            return Verdict(True, CheckpointFormat.TENSORFLOW, TF_STATE_FILE)
+        why = "index or data shards missing" if not whole else "no 'checkpoint' state file (written last)"
+        return Verdict(False, CheckpointFormat.TENSORFLOW, why=f"torn TensorFlow save: {why}")
+    if any(SAFETENSORS_SUFFIX in f for f in files):
+        return _safetensors_verdict(files)
+    return None
+
+
+def _safetensors_verdict(files: Collection[str]) -> Verdict:
+    """A safetensors save: every shard ``<stem>-i-of-N.safetensors`` and its index, and no temporary file."""
+    temporary = sorted(f for f in files if TEMPORARY_RE.search(f))
+    if temporary:
+        return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"a file still being written: {temporary[0]}")
+    shards = [m for f in files if (m := SAFETENSORS_SHARD_RE.match(f))]
+    for stem in {m["stem"] for m in shards}:
+        mine = [m for m in shards if m["stem"] == stem]
+        total = int(mine[0]["total"])
+        if {int(m["shard"]) for m in mine} != set(range(1, total + 1)) and \
+                {int(m["shard"]) for m in mine} != set(range(total)):
+            return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"shards of {stem} missing")
+        if f"{stem}{SAFETENSORS_SUFFIX}.index.json" not in files:
+            return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"{stem}.safetensors.index.json is missing")
+    whole = sorted(f for f in files if f.endswith(SAFETENSORS_SUFFIX))
+    if not whole:
+        return Verdict(False, CheckpointFormat.SAFETENSORS, why="no whole .safetensors file")
+    return Verdict(True, CheckpointFormat.SAFETENSORS, whole[-1])
 
 
 def needs_orbax_metadata(files: Collection[str], *, object_store: bool = False) -> bool:

@@ -24,7 +24,7 @@ from airflow.sdk import BaseOperator, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..backends.base import AttemptSpec, Backend, task_instance
-from ..policy import FailureClass, Fallback, RetryPolicy, history_table, history_to_json
+from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
     EndAttempt,
     Fail,
@@ -33,6 +33,7 @@ from ..supervisor import (
     Sleep,
     Started,
     Submit,
+    SubmitFailed,
     Succeed,
     Watch,
     WokeUp,
@@ -96,6 +97,14 @@ def first_try_after_clear(context: Any, retries: int | None) -> bool:
     return try_number == max_tries - (retries or 0) + 1
 
 
+#: The values of ``torn_checkpoints`` (see :class:`SupervisedOperator`).
+TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
+
+
+class _OnlyTornCheckpoints(Exception):
+    """A checkpoint directory holds saves but none complete, and the user asked to fail then."""
+
+
 class SupervisedOperator(BaseOperator):
     """Base of operators whose attempts are run by the supervisor. Subclasses set ``STATE_KEY``.
 
@@ -106,7 +115,12 @@ class SupervisedOperator(BaseOperator):
         checkpoint_dir: where the workload writes checkpoints (``gs://`` or a local path); searched for the
             latest complete checkpoint before every new attempt, which resumes from it.
         checkpoint_marker: a file the workload writes last in each checkpoint (e.g. ``COMMITTED``); when set,
-            a checkpoint without it is never resumed from.
+            a checkpoint without it is never resumed from. Without it, a step directory counts as complete by
+            its format's proof (DCP ``.metadata``, Orbax commit, TensorFlow state file and every shard,
+            safetensors shards and index) or by the rule for plain directories (:mod:`..checkpoints.formats`).
+        torn_checkpoints: what a new attempt does when ``checkpoint_dir`` holds saves but none is complete:
+            ``"start_fresh"`` (default: from step 0, with a warning naming the newest torn save) or ``"fail"``
+            (the run fails, as a permanent user error, so that a person looks before progress is thrown away).
         labels: extra labels of the job / node (the operator adds ``airflow-dag``, ``airflow-task``,
             ``airflow-run``, ``airflow-map-index`` and ``resilient-attempt``).
         network, service_account: the job's / node's.
@@ -126,7 +140,8 @@ class SupervisedOperator(BaseOperator):
         min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
 
     Raises:
-        ValueError: ``poll_interval`` <= 0 or ``min_defer_seconds`` < 0 (at DAG parse time).
+        ValueError: ``poll_interval`` <= 0, ``min_defer_seconds`` < 0 or ``torn_checkpoints`` not one of
+            :data:`TORN_CHECKPOINT_CHOICES` (at DAG parse time).
         TypeError: ``resilience_policy`` is not a :class:`~..policy.RetryPolicy`.
     """
 
@@ -146,10 +161,15 @@ class SupervisedOperator(BaseOperator):
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
                  gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
-                 min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, **kwargs: Any) -> None:
+                 min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+        if torn_checkpoints not in TORN_CHECKPOINT_CHOICES:
+            raise ValueError(f"{type(self).__name__}: torn_checkpoints must be one of "
+                             f"{', '.join(map(repr, TORN_CHECKPOINT_CHOICES))}, got {torn_checkpoints!r}")
+        self.torn_checkpoints = torn_checkpoints
         self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
         self.project_id = project_id
         self.checkpoint_dir = checkpoint_dir
@@ -223,7 +243,6 @@ class SupervisedOperator(BaseOperator):
             AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
                 task retries apply).
         """
-        from ..checkpoints import find_latest_checkpoint
         from ..specs.common import job_labels, resume_env
         from ..supervisor.reconcile import owner_env
 
@@ -239,13 +258,41 @@ class SupervisedOperator(BaseOperator):
             return found
         location = self._checkpoint_location()
         try:
-            checkpoint = find_latest_checkpoint(location, marker=self.checkpoint_marker) if location else None
-        except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
-            raise AirflowException(f"cannot list checkpoints under {location}: {exc}") from exc
+            checkpoint = self._latest_checkpoint(location) if location else None
+        except _OnlyTornCheckpoints as torn:
+            return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=str(torn)),
+                                self._clock())
         uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
         resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
                             failure_class=action.failure_class)
         return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
+
+    def _latest_checkpoint(self, location: str) -> Any:
+        """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`), or None.
+        Saves that exist but are all torn are said loudly and follow ``torn_checkpoints``.
+
+        Raises:
+            AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
+                task retries apply).
+            _OnlyTornCheckpoints: only torn saves, and ``torn_checkpoints="fail"``.
+        """
+        from ..checkpoints import scan_checkpoints
+
+        try:
+            scan = scan_checkpoints(location, marker=self.checkpoint_marker)
+        except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
+            raise AirflowException(f"cannot list checkpoints under {location}: {exc}") from exc
+        if scan.latest is None and scan.torn:
+            newest = scan.torn[0]
+            message = (f"no complete checkpoint under {location}: {len(scan.torn)} torn save(s), the newest "
+                       f"{newest.uri} (step {newest.step}: {newest.why})")
+            if self.torn_checkpoints == "fail":
+                self.log.error("%s: torn_checkpoints='fail' stops the run", message)
+                raise _OnlyTornCheckpoints(
+                    f"only torn checkpoints ({len(scan.torn)}) and torn_checkpoints='fail': repair or remove them, or "
+                    f"set torn_checkpoints='start_fresh'; newest step {newest.step}: {newest.why} ({newest.uri})")
+            self.log.warning("%s: starting from step 0 (torn_checkpoints='start_fresh')", message)
+        return scan.latest
 
     def _look(self, context: Any, state: RunState, job_name: str) -> Any:
         """One look at the attempt (the backend's, judged by :meth:`_observe`): ``JobSucceeded`` /

@@ -641,3 +641,19 @@ def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger():
         operator(deferrable=True, hang_timeout=60.0)._defer_watch(RunState().observed(memory), name)
     trigger = raised.value.trigger
     assert trigger.serialize()[1]["watch"] == memory.to_json() and trigger._memory == memory
+
+
+def test_only_torn_checkpoints_start_afresh_loudly_or_fail_when_asked(resilient_emulator, tmp_path, capsys):
+    """Issue 13: saves that exist but are all torn are never a silent fresh start."""
+    (tmp_path / "step_50").mkdir()
+    (tmp_path / "step_50" / "__0_0.distcp").write_text("data, no .metadata")  # a DCP save cut off
+    result = operator(checkpoint_dir=str(tmp_path)).execute(context())
+    assert result["state"] == "JOB_STATE_SUCCEEDED"
+    said = capsys.readouterr().out  # the task's log
+    assert "1 torn save(s), the newest" in said and "starting from step 0 (torn_checkpoints='start_fresh')" in said
+    refused = r"torn_checkpoints='fail': repair or remove them.*step 50: torn DCP save"
+    with pytest.raises(AirflowFailException, match=refused):
+        operator(checkpoint_dir=str(tmp_path), torn_checkpoints="fail").execute({**context(), "run_id": "manual__2"})
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1  # the failed run created nothing
+    with pytest.raises(ValueError, match="torn_checkpoints must be one of 'start_fresh', 'fail', got 'ignore'"):
+        operator(torn_checkpoints="ignore")
