@@ -360,3 +360,23 @@ def test_deleting_a_node_while_it_is_created_aborts_the_create_operation(resilie
     client.delete_node(name=f"{ZONE}/nodes/young").result(timeout=30)
     with pytest.raises(exceptions.Aborted, match="being deleted"):
         creating.result(timeout=30)
+
+
+def test_one_node_whose_advance_fails_stops_no_other_node(resilient_emulator, monkeypatch, caplog):
+    """Issue 13 item 6: an error in one resource (a bug, a workload that cannot start) never stops the engine."""
+    backend = resilient_emulator.tpu
+    real = backend._advance
+
+    def advance(run, now):
+        if run.name.endswith("/broken"):
+            raise RuntimeError("this node's advance is broken")
+        real(run, now)
+
+    monkeypatch.setattr(backend, "_advance", advance)
+    client = tpu_client()
+    client.create_node(parent=ZONE, node_id="broken", node=node("v4-8"))
+    healthy = client.create_node(parent=ZONE, node_id="healthy", node=node("v4-8")).result(timeout=30)
+    assert healthy.state.name == "READY"
+    assert "booted worker 0" in _booted(resilient_emulator, "healthy")
+    assert client.get_node(name=f"{ZONE}/nodes/broken").state.name == "CREATING"  # stuck alone
+    assert caplog.text.count("emulator: advancing") == 1  # logged once, not once per tick

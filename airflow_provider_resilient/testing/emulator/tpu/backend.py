@@ -22,11 +22,12 @@ is READY; a ``never_provision`` fault keeps it WAITING_FOR_RESOURCES, and past t
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,7 @@ class TpuBackend:
         self.nodes: dict[str, NodeRun] = {}
         self.queued: dict[str, dict[str, Any]] = {}  # name -> {"qr": QueuedResource, "phase", "next_at", ...}
         self.all_workers: list[Worker] = []  # of deleted nodes too, so processes() can prove nothing survived
+        self._broken: set[str] = set()  # nodes / queued resources whose advance raised (logged once)
         self._ids = itertools.count(7_000_000_000_000_000_000 + (config.seed or 0) * 1000)
 
     # ------------------------------------------------------------------ helpers
@@ -385,13 +387,24 @@ class TpuBackend:
     # ------------------------------------------------------------------ engine
     def tick(self, now: float | None = None) -> None:
         now = self.clock.monotonic() if now is None else now
-        with self.lock:
+        with self.lock:  # one resource's error never stops the others (it is logged once)
             for name, run in list(self.nodes.items()):
-                self._advance(run, now)
+                with self._guarded(name):
+                    self._advance(run, now)
                 if run.phase == "gone":
                     del self.nodes[name]
             for name, entry in list(self.queued.items()):
-                self._advance_queued(name, entry, now)
+                with self._guarded(name):
+                    self._advance_queued(name, entry, now)
+
+    @contextlib.contextmanager
+    def _guarded(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception:
+            if name not in self._broken:
+                self._broken.add(name)
+                log.exception("emulator: advancing %s failed", name)
 
     def _advance(self, run: NodeRun, now: float) -> None:
         types = _types()
