@@ -97,6 +97,22 @@ def first_try_after_clear(context: Any, retries: int | None) -> bool:
     return try_number == max_tries - (retries or 0) + 1
 
 
+def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
+    """Register with Airflow's secrets masker (``mask_secret``) the value of each ``(name, value)`` whose name
+    Airflow deems sensitive -- its own rule for the keys of a dict it redacts (``[core] sensitive_var_conn_names``
+    extends it) -- so that the task log and the rendered fields shown in the UI hold ``***`` instead. Returns
+    the names masked."""
+    from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
+    from airflow.sdk.log import mask_secret
+
+    masked = []
+    for name, value in entries:
+        if value and should_hide_value_for_key(name):
+            mask_secret(value, name)
+            masked.append(name)
+    return masked
+
+
 #: The values of ``torn_checkpoints`` (see :class:`SupervisedOperator`).
 TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 

@@ -44,6 +44,7 @@ from ..policy import history_to_json
 from ..specs.vertex import (
     SpecError,
     build_custom_job,
+    env_entries,
     validate_custom_job,
 )
 from ..supervisor import (
@@ -51,7 +52,7 @@ from ..supervisor import (
     RunState,
     WokeUp,
 )
-from .base import SupervisedOperator
+from .base import SupervisedOperator, mask_sensitive_env
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,15 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self._live_job: str | None = None
 
     # ------------------------------------------------------------------ Airflow entry points
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render as Airflow does, then register with Airflow's secrets masker the value of every worker pool
+        environment entry whose name Airflow deems sensitive (``HF_TOKEN``, ``DB_PASSWORD``, ``API_KEY`` ...):
+        the ``{"name", "value"}`` shape hides the name from the masker's own walk of dicts, so the rendered
+        fields the UI shows and the task log would hold the value. Runs before Airflow stores the rendered
+        fields; a ``{name: value}`` dict (the TPU operator's ``env``) is masked by Airflow itself."""
+        super().render_template_fields(context, jinja_env)
+        mask_sensitive_env(env_entries(self.worker_pool_specs))
+
     def execute(self, context: Any) -> Any:
         self._validate()
         self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())

@@ -130,6 +130,24 @@ def validate_custom_job(
             raise SpecError(name, f"must be a positive duration, got {value!r}")
 
 
+def env_entries(worker_pool_specs: Any) -> list[tuple[str, str]]:
+    """``(name, value)`` of every ``{"name", "value"}`` environment entry of every worker pool's
+    ``container_spec`` or ``python_package_spec`` (string names and values only; malformed specs give what
+    they can: this never raises)."""
+    found = []
+    for pool in worker_pool_specs if isinstance(worker_pool_specs, list | tuple) else ():
+        if not isinstance(pool, Mapping):
+            continue
+        for code in ("container_spec", "python_package_spec"):
+            spec = pool.get(code)
+            entries = spec.get("env") if isinstance(spec, Mapping) else None
+            for entry in entries if isinstance(entries, list | tuple) else ():
+                if isinstance(entry, Mapping) and isinstance(entry.get("name"), str) and \
+                        isinstance(entry.get("value"), str):
+                    found.append((entry["name"], entry["value"]))
+    return found
+
+
 def duration_seconds(value: Any) -> float:
     """Seconds in a timedelta, a number of seconds, or a protobuf duration string like ``"3600s"``.
 

@@ -6,6 +6,7 @@ checks made before anything is submitted.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -657,3 +658,18 @@ def test_only_torn_checkpoints_start_afresh_loudly_or_fail_when_asked(resilient_
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1  # the failed run created nothing
     with pytest.raises(ValueError, match="torn_checkpoints must be one of 'start_fresh', 'fail', got 'ignore'"):
         operator(torn_checkpoints="ignore")
+
+
+def test_sensitive_container_env_values_never_reach_the_rendered_fields():
+    """Issue 13 item 5: Airflow redacts a dict's sensitive keys, not the ``{"name", "value"}`` shape of a
+    container's env; the operator registers those values with the masker when it renders, before Airflow
+    serializes the rendered fields (task_runner._serialize_rendered_fields, the UI's view)."""
+    from airflow.sdk.execution_time.task_runner import _serialize_rendered_fields
+
+    secret = "hf_" + "Zq8x" * 8
+    op = operator()
+    op.worker_pool_specs[0]["container_spec"]["env"] = [{"name": "HF_TOKEN", "value": secret},
+                                                        {"name": "REGION_HINT", "value": "europe-west4"}]
+    op.render_template_fields({})
+    rendered = json.dumps(_serialize_rendered_fields(op))
+    assert secret not in rendered and "europe-west4" in rendered  # only the sensitive name is hidden
