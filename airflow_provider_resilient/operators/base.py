@@ -97,6 +97,18 @@ def first_try_after_clear(context: Any, retries: int | None) -> bool:
     return try_number == max_tries - (retries or 0) + 1
 
 
+def has_template(value: Any) -> bool:
+    """Whether ``value`` (a string, or lists / tuples / dicts of them, keys included) holds a Jinja expression
+    or statement: such an argument is checked after Airflow renders it, not when the DAG is parsed."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(has_template(k) or has_template(v) for k, v in value.items())
+    if isinstance(value, list | tuple | set):
+        return any(has_template(v) for v in value)
+    return False
+
+
 def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
     """Register with Airflow's secrets masker (``mask_secret``) the value of each ``(name, value)`` whose name
     Airflow deems sensitive -- its own rule for the keys of a dict it redacts (``[core] sensitive_var_conn_names``
@@ -190,7 +202,8 @@ class SupervisedOperator(BaseOperator):
         self.project_id = project_id
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_marker = checkpoint_marker
-        self.labels = dict(labels or {})
+        # Anything but a mapping is kept as given, for the platform's validation to name (never a raw error here).
+        self.labels: Any = dict(labels) if isinstance(labels, Mapping) else ({} if labels is None else labels)
         self.network = network
         self.service_account = service_account
         self.deferrable = deferrable

@@ -410,7 +410,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 problems.append(f"{name}: must be a number of seconds > 0, got {value!r}")
-        for key, value in self.labels.items():
+        labels = self.labels if isinstance(self.labels, Mapping) else {}
+        if not isinstance(self.labels, Mapping):
+            problems.append(f"labels: {self.labels!r}: give a dict of label keys to values")
+        for key, value in labels.items():
             if not isinstance(value, str):
                 problems.append(f"labels[{key!r}]: the value must be a string, got {type(value).__name__}")
             elif not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):

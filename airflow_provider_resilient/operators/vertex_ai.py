@@ -32,6 +32,7 @@ Importing this module imports no Google library.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -52,7 +53,7 @@ from ..supervisor import (
     RunState,
     WokeUp,
 )
-from .base import SupervisedOperator, mask_sensitive_env
+from .base import SupervisedOperator, has_template, mask_sensitive_env
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
     | None, "attempts": [...]}``; the attempt history is also pushed as ``attempt_history``.
 
     Raises:
-        AirflowFailException: a bad argument (before anything is submitted, naming the field), a permanent
-            failure, or a spent budget -- with the attempt history as the message. Airflow does not retry it.
+        AirflowFailException: a bad argument -- when the DAG is parsed for literal arguments, after rendering for
+            templated ones; before anything is submitted; one line per problem naming the field, the value and
+            the fix (:func:`~..specs.vertex.validate_custom_job`) -- a permanent failure, or a spent budget --
+            with the attempt history as the message. Airflow does not retry it.
         AirflowException: an infrastructure error of Airflow's or Google's side (e.g. the checkpoint bucket
             cannot be read): Airflow's task retries apply, and the retried task reattaches.
     """
@@ -186,6 +189,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.hang_timeout = hang_timeout
         self.cancel_on_kill = cancel_on_kill
         self._live_job: str | None = None
+        if not any(has_template(getattr(self, name)) for name in self.template_fields):
+            self._validate()  # literal arguments are checked as the DAG is parsed; templated ones after rendering
 
     # ------------------------------------------------------------------ Airflow entry points
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
@@ -333,8 +338,11 @@ class ResilientCustomJobOperator(SupervisedOperator):
             return self.checkpoint_dir
         return f"{(self.base_output_dir or '').rstrip('/')}/checkpoints/"
 
-    def _pools(self) -> list[dict[str, Any]]:
-        return [_as_dict(p) for p in _as_dict(self.worker_pool_specs)]
+    def _pools(self) -> Any:
+        """The worker pools as dicts (proto messages converted); anything but a list or tuple as given, for
+        the validation to name."""
+        pools = _as_dict(self.worker_pool_specs)
+        return [_as_dict(p) for p in pools] if isinstance(pools, list | tuple) else pools
 
     def _scheduling(self) -> dict[str, Any]:
         return {"timeout": self.timeout, "restart_job_on_worker_restart": self.restart_job_on_worker_restart or None,
@@ -349,7 +357,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
             validate_custom_job(project_id=self.project_id, region=self.region, display_name=self.display_name,
                                 worker_pool_specs=self._pools(), base_output_dir=self.base_output_dir,
                                 labels=self.labels, strategy=self.strategy, max_wait_duration=self.max_wait_duration,
-                                timeout=self.timeout, fallbacks=self.resilience_policy.fallbacks)
+                                timeout=self.timeout, fallbacks=self.resilience_policy.fallbacks,
+                                checkpoint_dir=self.checkpoint_dir,
+                                extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""))
         except SpecError as exc:
             raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {exc}") from exc
 

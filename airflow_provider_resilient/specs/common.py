@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -47,6 +48,13 @@ class SpecError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+    @classmethod
+    def of_lines(cls, field: str, lines: Sequence[str]) -> SpecError:
+        """Several problems at once: ``field`` names the first, the message has one line each."""
+        error = cls(field, "")
+        error.args = ("\n".join(lines),)
+        return error
 
 
 def label_value(text: str) -> str:

@@ -38,8 +38,25 @@ from .common import (  # noqa: F401 -- shared by every platform; importable from
     label_value,
     resume_env,
 )
+from .vertex_pools import ACCELERATOR_TYPES, MACHINE_TYPE_RE, check_worker_pools
 
 REGION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+$")
+#: Vertex AI's regions for custom training (cloud.google.com/vertex-ai/docs/general/locations, 2026). A region
+#: Google adds later is accepted when named in ``RESILIENT_EXTRA_REGIONS`` (comma-separated) -- the escape hatch.
+VERTEX_REGIONS = frozenset({
+    "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3", "us-west4",
+    "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "southamerica-west1",
+    "europe-central2", "europe-north1", "europe-southwest1", "europe-west1", "europe-west2", "europe-west3",
+    "europe-west4", "europe-west6", "europe-west8", "europe-west9", "europe-west12", "me-central1", "me-central2",
+    "me-west1", "africa-south1", "asia-east1", "asia-east2", "asia-northeast1", "asia-northeast2",
+    "asia-northeast3", "asia-south1", "asia-south2", "asia-southeast1", "asia-southeast2", "australia-southeast1",
+    "australia-southeast2"})
+
+
+def known_region(region: str, extra: str = "") -> bool:
+    """Whether ``region`` is a Vertex AI region: in :data:`VERTEX_REGIONS` or in ``extra`` (the comma-separated
+    ``RESILIENT_EXTRA_REGIONS``)."""
+    return region in VERTEX_REGIONS or region in {r.strip() for r in extra.split(",") if r.strip()}
 PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
 def labels_filter(labels: Mapping[str, str]) -> str:
@@ -63,71 +80,84 @@ def validate_custom_job(
     max_wait_duration: Any,
     timeout: Any,
     fallbacks: Sequence[Fallback],
+    checkpoint_dir: Any = None,
+    extra_regions: str = "",
 ) -> None:
     """Check the operator's arguments the way Vertex AI would, and a bit more.
 
+    Every check runs, and types are checked before values, so a bad argument is never a raw ``TypeError``.
+
     Raises:
-        SpecError: naming the first bad field and how to fix it.
+        SpecError: every problem, one per line (field, value, fix); ``field`` names the first.
     """
-    if not project_id or not PROJECT_RE.match(project_id):
-        raise SpecError("project_id", f"{project_id!r} is not a Google Cloud project id (6-30 characters: "
-                                      "lowercase letters, digits, hyphens; starts with a letter)")
+    problems: list[SpecError] = []
+
+    def check(field: str, ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(SpecError(field, message))
+
+    check("project_id", isinstance(project_id, str) and bool(PROJECT_RE.match(project_id)),
+          f"{project_id!r} is not a Google Cloud project id (6-30 characters: lowercase letters, digits, hyphens; "
+          "starts with a letter)")
     for name, value in [("region", region)] + [(f"fallbacks[{i}].region", f.region) for i, f in
                                                 enumerate(fallbacks) if f.region]:
-        if not value or not REGION_RE.match(value):
-            raise SpecError(name, f"{value!r} is not a region name like 'us-central1' or 'europe-west4'")
-    if not display_name or len(display_name) > 128:
-        raise SpecError("display_name", "must be 1 to 128 characters")
-    if not worker_pool_specs:
-        raise SpecError("worker_pool_specs", "at least one worker pool is needed; the first runs the primary replica")
-    for i, pool in enumerate(worker_pool_specs):
-        where = f"worker_pool_specs[{i}]"
-        if not isinstance(pool, Mapping):
-            raise SpecError(where, f"must be a dict or a WorkerPoolSpec, got {type(pool).__name__}")
-        if i > 0 and not pool:
-            continue  # an empty placeholder pool, as Vertex AI allows
-        replicas = pool.get("replica_count", 1 if i == 0 else 0)
-        if i == 0 and replicas != 1:
-            raise SpecError(f"{where}.replica_count", f"the first pool runs the primary replica: it must be 1, "
-                                                      f"got {replicas}")
-        if not (pool.get("machine_spec") or {}).get("machine_type"):
-            raise SpecError(f"{where}.machine_spec.machine_type", "is required, e.g. 'n1-standard-8'")
-        container, package = pool.get("container_spec"), pool.get("python_package_spec")
-        if bool(container) == bool(package):
-            raise SpecError(where, "set exactly one of container_spec or python_package_spec")
-        if container:
-            if not container.get("image_uri"):
-                raise SpecError(f"{where}.container_spec.image_uri", "is required (the training container image)")
-            if not container.get("command"):
-                raise SpecError(f"{where}.container_spec.command",
-                                "is required: the command each replica runs, e.g. ['python', '-m', 'trainer.task'] "
-                                "(the operator does not rely on the image's ENTRYPOINT, which the emulator cannot "
-                                "run); or use a python_package_spec pool")
-        elif package:
-            for key in ("executor_image_uri", "python_module", "package_uris"):
-                if not package.get(key):
-                    raise SpecError(f"{where}.python_package_spec.{key}", "is required")
-    if base_output_dir is not None and not base_output_dir.startswith("gs://"):
-        raise SpecError("base_output_dir", f"{base_output_dir!r} must be a gs:// URI (Vertex AI writes there)")
+        if not isinstance(value, str) or not REGION_RE.match(value):
+            problems.append(SpecError(name, f"{value!r} is not a region name like 'us-central1' or 'europe-west4'"))
+        elif not known_region(value, extra_regions):
+            problems.append(SpecError(name, f"{value!r} is not a Vertex AI region; if Google has just added it, "
+                                            "name it in RESILIENT_EXTRA_REGIONS (comma-separated)"))
+    check("display_name", isinstance(display_name, str) and 0 < len(display_name) <= 128,
+          f"{display_name!r}: give a string of 1 to 128 characters")
+    try:
+        check_worker_pools(worker_pool_specs)
+    except SpecError as exc:
+        problems.append(exc)
+    for i, fb in enumerate(fallbacks):  # what a fallback changes must be as valid as the pool it changes
+        if fb.machine_type is not None:
+            check(f"fallbacks[{i}].machine_type", isinstance(fb.machine_type, str) and
+                  bool(re.match(MACHINE_TYPE_RE, fb.machine_type)),
+                  f"{fb.machine_type!r}: give a Compute Engine machine type, e.g. 'n1-highmem-16'")
+        if fb.accelerator_type is not None:
+            check(f"fallbacks[{i}].accelerator_type", fb.accelerator_type in ACCELERATOR_TYPES,
+                  f"{fb.accelerator_type!r}: give one of {', '.join(ACCELERATOR_TYPES)}")
+        if fb.accelerator_count is not None:
+            check(f"fallbacks[{i}].accelerator_count", type(fb.accelerator_count) is int and fb.accelerator_count >= 1,
+                  f"{fb.accelerator_count!r}: give a whole number >= 1")
+    check("checkpoint_dir", checkpoint_dir is None or (isinstance(checkpoint_dir, str) and (
+        checkpoint_dir.startswith("gs://") or checkpoint_dir.startswith("/"))),
+          f"{checkpoint_dir!r}: give a gs:// URI (or, with the emulator, an absolute local path): every attempt "
+          "and the workload must see the same place")
+    check("base_output_dir", base_output_dir is None or (isinstance(base_output_dir, str) and
+                                                        base_output_dir.startswith("gs://")),
+          f"{base_output_dir!r} must be a gs:// URI (Vertex AI writes there)")
+    if not isinstance(labels, Mapping):
+        problems.append(SpecError("labels", f"{labels!r}: give a dict of label keys to values"))
+        labels = {}
     for key, value in labels.items():
+        field = f"labels[{key!r}]"
         if key in OUR_LABELS:
-            raise SpecError(f"labels[{key!r}]", "is set by the operator itself; choose another key")
-        if not LABEL_KEY_RE.match(key):
-            raise SpecError(f"labels[{key!r}]", "keys start with a lowercase letter and hold only lowercase "
-                                                "letters, digits, '_' and '-' (at most 63 characters)")
-        if not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
-            raise SpecError(f"labels[{key!r}]", f"value {value!r} may hold only lowercase letters, digits, '_' and "
-                                                "'-' (at most 63 characters)")
-    if len(labels) + len(OUR_LABELS) > MAX_LABELS:
-        raise SpecError("labels", f"at most {MAX_LABELS - len(OUR_LABELS)} labels (the operator adds "
-                                  f"{len(OUR_LABELS)} of its own)")
-    if strategy is not None and strategy.upper() not in STRATEGIES:
-        raise SpecError("scheduling.strategy", f"{strategy!r} is not one of {', '.join(STRATEGIES)}")
-    if max_wait_duration is not None and (strategy or "").upper() != "FLEX_START":
-        raise SpecError("scheduling.max_wait_duration", "applies only with strategy 'FLEX_START'")
+            problems.append(SpecError(field, "is set by the operator itself; choose another key"))
+        elif not isinstance(key, str) or not LABEL_KEY_RE.match(key):
+            problems.append(SpecError(field, "keys start with a lowercase letter and hold only lowercase letters, "
+                                             "digits, '_' and '-' (at most 63 characters)"))
+        elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
+            problems.append(SpecError(field, f"value {value!r} may hold only lowercase letters, digits, '_' and "
+                                             "'-' (at most 63 characters)"))
+    check("labels", len(labels) + len(OUR_LABELS) <= MAX_LABELS,
+          f"at most {MAX_LABELS - len(OUR_LABELS)} labels (the operator adds {len(OUR_LABELS)} of its own)")
+    check("scheduling.strategy", strategy is None or (isinstance(strategy, str) and strategy.upper() in STRATEGIES),
+          f"{strategy!r} is not one of {', '.join(STRATEGIES)}")
+    check("scheduling.max_wait_duration", max_wait_duration is None or
+          (isinstance(strategy, str) and strategy.upper() == "FLEX_START"), "applies only with strategy 'FLEX_START'")
     for name, value in (("scheduling.timeout", timeout), ("scheduling.max_wait_duration", max_wait_duration)):
-        if value is not None and duration_seconds(value) <= 0:
-            raise SpecError(name, f"must be a positive duration, got {value!r}")
+        if value is None:
+            continue
+        try:
+            check(name, duration_seconds(value) > 0, f"must be a positive duration, got {value!r}")
+        except ValueError as exc:
+            problems.append(SpecError(name, str(exc)))
+    if problems:
+        raise SpecError.of_lines(problems[0].field, [str(p) for p in problems])
 
 
 def env_entries(worker_pool_specs: Any) -> list[tuple[str, str]]:
