@@ -37,6 +37,7 @@ most :data:`KILL_TIMEOUT_SECONDS` seconds of retries and waiting (Airflow sends 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -48,20 +49,16 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
-from ..specs.common import LABEL_KEEP, LABEL_KEY_RE, LABEL_VALUE_RE
+from ..specs.common import LABEL_KEEP, SpecError
 from ..specs.tpu import (
-    NODE_ID_RE,
-    RUNTIME_RE,
-    ZONE_RE,
-    env_problems,
     node_id_for,
     queued_resource_name,
     startup_script,
-    worker_count,
+    validate_tpu_workload,
 )
 from ..supervisor import Phase, RunState, WokeUp
 from ..supervisor.observe import Clock, WatchMemory, worker_key
-from .base import SupervisedOperator
+from .base import SupervisedOperator, has_template
 
 STATE_KEY = "resilient_tpu_workload"
 #: Task-state-store keys where runs stored before the observer's memory moved into the run state kept the
@@ -173,16 +170,19 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0, keep_node: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
-        self.resilience_policy, self.max_worker_restarts = align_worker_restarts(self.resilience_policy,
-                                                                                 max_worker_restarts)
+        # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
+        self.max_worker_restarts_argument = max_worker_restarts
+        cap = max_worker_restarts if type(max_worker_restarts) is int and max_worker_restarts >= 0 else None
+        self.resilience_policy, self.max_worker_restarts = align_worker_restarts(self.resilience_policy, cap)
         self.zone = zone
         self.accelerator_type = accelerator_type
         self.runtime_version = runtime_version
         self.command = command
         self.setup_script = setup_script
-        self.env = dict(env or {})
+        self.env = dict(env) if isinstance(env, Mapping) else ({} if env is None else env)
         self.tpu_node_id = tpu_node_id
         self.spot = spot
+        self.valid_until_duration = valid_until_duration
         self.valid_until_seconds = (valid_until_duration.total_seconds() if isinstance(valid_until_duration, timedelta)
                                     else valid_until_duration)
         self.queued_resource = queued_resource or self.valid_until_seconds is not None
@@ -191,6 +191,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
+        if not any(has_template(getattr(self, name)) for name in self.template_fields):
+            self._validate()  # literal arguments are checked as the DAG is parsed; templated ones after rendering
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
@@ -386,40 +388,24 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 "attempts": history_to_json(state.history)}
 
     def _validate(self) -> None:
-        problems = []
-        if not ZONE_RE.match(self.zone or ""):
-            problems.append(f"zone: {self.zone!r} is not a zone like 'us-central2-b'")
-        for i, fb in enumerate(self.resilience_policy.fallbacks):
-            if fb.zone and not ZONE_RE.match(fb.zone):
-                problems.append(f"fallbacks[{i}].zone: {fb.zone!r} is not a zone like 'us-central2-b'")
+        """:func:`~..specs.tpu.validate_tpu_workload` of the arguments (``RESILIENT_EXTRA_ZONES``: zones Google
+        added after this release).
+
+        Raises:
+            AirflowFailException: one line per problem, naming the field, the value and the fix.
+        """
         try:
-            worker_count(self.accelerator_type)
-        except ValueError as exc:
-            problems.append(f"accelerator_type: {exc}")
-        if not RUNTIME_RE.match(self.runtime_version or ""):
-            problems.append(f"runtime_version: {self.runtime_version!r} is not a TPU VM image name")
-        if not self.command:
-            problems.append("command: is required (the training command run on every worker)")
-        if self.tpu_node_id and not NODE_ID_RE.match(f"{self.tpu_node_id}-a99"):
-            problems.append(f"tpu_node_id: {self.tpu_node_id!r}: lowercase letters, digits and '-', "
-                            "starting with a letter")
-        if not self.checkpoint_dir:
-            problems.append("checkpoint_dir: is required: new nodes resume from the checkpoints written there")
-        problems += env_problems(self.env)
-        for name in ("heartbeat_seconds", "hang_timeout", "startup_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                problems.append(f"{name}: must be a number of seconds > 0, got {value!r}")
-        labels = self.labels if isinstance(self.labels, Mapping) else {}
-        if not isinstance(self.labels, Mapping):
-            problems.append(f"labels: {self.labels!r}: give a dict of label keys to values")
-        for key, value in labels.items():
-            if not isinstance(value, str):
-                problems.append(f"labels[{key!r}]: the value must be a string, got {type(value).__name__}")
-            elif not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
-                problems.append(f"labels[{key!r}]: lowercase letters, digits, '_' and '-' only (63 characters)")
-        if problems:
-            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: " + "; ".join(problems))
+            validate_tpu_workload(
+                project_id=self.project_id, zone=self.zone, accelerator_type=self.accelerator_type,
+                runtime_version=self.runtime_version, command=self.command, checkpoint_dir=self.checkpoint_dir,
+                setup_script=self.setup_script, env=self.env, tpu_node_id=self.tpu_node_id, labels=self.labels,
+                spot=self.spot, reserved=self.reserved, queued_resource=self.queued_resource,
+                keep_node=self.keep_node, valid_until_duration=self.valid_until_duration,
+                max_worker_restarts=self.max_worker_restarts_argument, heartbeat_seconds=self.heartbeat_seconds,
+                hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout,
+                fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""))
+        except SpecError as exc:
+            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {exc}") from exc
 
 
 __all__ = ["KILL_TIMEOUT_SECONDS", "PROGRESS_KEY", "STATE_KEY", "ResilientTPUWorkloadOperator",

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 MAX_LABELS = 64
+#: A Google Cloud project id: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter.
+PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 #: Labels the operators put on every job and node they create, to find them again (reattach) and to audit.
 LABEL_DAG = "airflow-dag"
@@ -55,6 +57,53 @@ class SpecError(ValueError):
         error = cls(field, "")
         error.args = ("\n".join(lines),)
         return error
+
+
+def label_problems(labels: object) -> list[SpecError]:
+    """What is wrong with a user's ``labels`` for a job or a node (Google's label rules: keys start with a
+    lowercase letter; keys and values hold lowercase letters, digits, ``_`` and ``-``, at most 63 characters;
+    at most 64 labels -- the operators' own included, which a user may not set), one :class:`SpecError` each."""
+    if not isinstance(labels, Mapping):
+        return [SpecError("labels", f"{labels!r}: give a dict of label keys to values")]
+    problems = []
+    for key, value in labels.items():
+        field = f"labels[{key!r}]"
+        if key in OUR_LABELS:
+            problems.append(SpecError(field, "is set by the operator itself; choose another key"))
+        elif not isinstance(key, str) or not LABEL_KEY_RE.match(key):
+            problems.append(SpecError(field, "keys start with a lowercase letter and hold only lowercase letters, "
+                                             "digits, '_' and '-' (at most 63 characters)"))
+        elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
+            problems.append(SpecError(field, f"value {value!r} may hold only lowercase letters, digits, '_' and "
+                                             "'-' (at most 63 characters)"))
+    if len(labels) + len(OUR_LABELS) > MAX_LABELS:
+        problems.append(SpecError("labels", f"at most {MAX_LABELS - len(OUR_LABELS)} labels (the operator adds "
+                                            f"{len(OUR_LABELS)} of its own)"))
+    return problems
+
+
+def location_problems(field: str, value: object, pattern: re.Pattern[str], known: frozenset[str], what: str,
+                      example: str, extra_env: str, extra: str) -> list[SpecError]:
+    """``value`` as a region or zone (``what``: "Vertex AI region", "Cloud TPU zone"): a string of ``pattern``'s
+    shape, in ``known`` or named in ``extra`` (the comma-separated environment variable ``extra_env``: the escape
+    hatch for one Google has just added)."""
+    if not isinstance(value, str) or not pattern.match(value):
+        return [SpecError(field, f"{value!r} is not a name like {example!r}")]
+    if value not in known and value not in {v.strip() for v in extra.split(",") if v.strip()}:
+        return [SpecError(field, f"{value!r} is not a {what}; if Google has just added it, name it in {extra_env} "
+                                 "(comma-separated)")]
+    return []
+
+
+def checkpoint_dir_problems(value: object, required: bool = False) -> list[SpecError]:
+    """``checkpoint_dir`` must be a ``gs://`` URI, or an absolute local path (the emulator's runs): every attempt
+    and every worker must see the same place."""
+    if value is None and not required:
+        return []
+    if isinstance(value, str) and ((value.startswith("gs://") and len(value) > 5) or value.startswith("/")):
+        return []
+    return [SpecError("checkpoint_dir", f"{value!r}: give a gs:// URI (or, with the emulator, an absolute local "
+                                        "path): every attempt and the workload must see the same place")]
 
 
 def label_value(text: str) -> str:

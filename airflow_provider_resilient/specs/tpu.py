@@ -13,6 +13,10 @@ import hashlib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from .common import PROJECT_RE, SpecError, checkpoint_dir_problems, label_problems, location_problems
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ZONE_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+-[a-z]$")
@@ -104,7 +108,7 @@ def worker_count(accelerator_type: str) -> int:
     Raises:
         ValueError: for a name that is not a TPU accelerator type (``v4-12`` is not one either).
     """
-    match = _TYPE_RE.match(accelerator_type or "")
+    match = _TYPE_RE.match(accelerator_type) if isinstance(accelerator_type, str) else None
     if not match:
         raise ValueError(f"{accelerator_type!r} is not a TPU accelerator type like 'v4-8' or 'v5litepod-16'")
     family, size = match["family"], int(match["size"])
@@ -119,3 +123,98 @@ def worker_count(accelerator_type: str) -> int:
     elif size % 8 == 0 and size >= 8:
         return size // 8
     raise ValueError(f"{accelerator_type!r} is not a TPU slice size Google offers")
+
+
+#: Cloud TPU zones (cloud.google.com/tpu/docs/regions-zones, 2026, every TPU generation). A zone Google adds later
+#: is accepted when named in ``RESILIENT_EXTRA_ZONES`` (comma-separated) -- the escape hatch.
+TPU_ZONES = frozenset({
+    "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-central2-b", "us-east1-c", "us-east1-d",
+    "us-east4-a", "us-east5-a", "us-east5-b", "us-east5-c", "us-south1-a", "us-south1-b", "us-south1-c",
+    "us-west1-c", "us-west4-a", "us-west4-b", "europe-west4-a", "europe-west4-b", "europe-west4-c", "asia-east1-c",
+    "asia-northeast1-b", "asia-southeast1-b", "asia-southeast1-c", "southamerica-east1-c", "southamerica-west1-a"})
+#: The Fallback fields a TPU run can use: the others are Vertex AI's.
+TPU_FALLBACK_FIELDS = ("zone", "accelerator_type")
+
+
+def _seconds_problems(name: str, value: object, optional: bool = False) -> list[SpecError]:
+    if optional and value is None:
+        return []
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        return [SpecError(name, f"{value!r}: give a number of seconds > 0" +
+                          (" (or a timedelta)" if name == "valid_until_duration" else ""))]
+    return []
+
+
+def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type: object, runtime_version: object,
+                          command: object, checkpoint_dir: object, setup_script: object, env: object,
+                          tpu_node_id: object, labels: object, spot: object, reserved: object,
+                          queued_resource: object, keep_node: object, valid_until_duration: object,
+                          max_worker_restarts: object, heartbeat_seconds: object, hang_timeout: object,
+                          startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "") -> None:
+    """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
+    never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
+
+    Raises:
+        SpecError: every problem, one per line (field, value, fix; never an ``env`` value); ``field`` names the
+            first.
+    """
+    problems: list[SpecError] = []
+    if not isinstance(project_id, str) or not PROJECT_RE.match(project_id):
+        problems.append(SpecError("project_id", f"{project_id!r} is not a Google Cloud project id"))
+    problems += location_problems("zone", zone, ZONE_RE, TPU_ZONES, "Cloud TPU zone", "us-central2-b",
+                                  "RESILIENT_EXTRA_ZONES", extra_zones)
+    try:
+        worker_count(accelerator_type)  # type: ignore[arg-type]  # it refuses a non-string itself
+    except ValueError as exc:
+        problems.append(SpecError("accelerator_type", str(exc)))
+    if not isinstance(runtime_version, str) or not RUNTIME_RE.match(runtime_version):
+        problems.append(SpecError("runtime_version", f"{runtime_version!r} is not a TPU VM image name like "
+                                                     "'tpu-ubuntu2204-base'"))
+    if isinstance(command, str):
+        ok = bool(command.strip())
+    else:
+        ok = isinstance(command, list | tuple) and bool(command) and all(isinstance(c, str) for c in command)
+    if not ok:
+        problems.append(SpecError("command", f"{command!r}: give the training command run on every worker, a "
+                                             "shell string or a list of strings"))
+    problems += checkpoint_dir_problems(checkpoint_dir, required=True)
+    if setup_script is not None and not isinstance(setup_script, str):
+        problems.append(SpecError("setup_script", "give a shell script as a string, got "
+                                                  f"{type(setup_script).__name__}"))
+    if not isinstance(env, Mapping):
+        problems.append(SpecError("env", f"give a dict of variable names to values, got {type(env).__name__}"))
+    else:
+        problems += [SpecError.of_lines("env", [line]) for line in env_problems(env)]
+    if tpu_node_id is not None and not (isinstance(tpu_node_id, str) and NODE_ID_RE.match(f"{tpu_node_id}-a99")):
+        problems.append(SpecError("tpu_node_id", f"{tpu_node_id!r}: lowercase letters, digits and '-', starting with "
+                                                 "a letter, at most 59 characters"))
+    problems += label_problems(labels)
+    for name, flag in (("spot", spot), ("reserved", reserved), ("queued_resource", queued_resource),
+                       ("keep_node", keep_node)):
+        if not isinstance(flag, bool):
+            problems.append(SpecError(name, f"{flag!r}: give True or False"))
+    if spot is True and reserved is True:
+        problems.append(SpecError("spot", "and reserved exclude each other: a node is spot (preemptible capacity) "
+                                          "or from a reservation; set one"))
+    problems += _seconds_problems("valid_until_duration", valid_until_duration, optional=True)
+    if max_worker_restarts is not None and (type(max_worker_restarts) is not int or max_worker_restarts < 0):
+        problems.append(SpecError("max_worker_restarts", f"{max_worker_restarts!r}: give a whole number >= 0"))
+    for name, value in (("heartbeat_seconds", heartbeat_seconds), ("hang_timeout", hang_timeout),
+                        ("startup_timeout", startup_timeout)):
+        problems += _seconds_problems(name, value)
+    for i, fallback in enumerate(fallbacks):
+        for name in ("region", "machine_type", "accelerator_count", "strategy"):
+            if getattr(fallback, name, None) is not None:
+                problems.append(SpecError(f"fallbacks[{i}].{name}", "does not apply to a TPU node: a TPU fallback "
+                                                                    "changes zone and/or accelerator_type"))
+        if fallback.zone is not None:
+            problems += location_problems(f"fallbacks[{i}].zone", fallback.zone, ZONE_RE, TPU_ZONES,
+                                          "Cloud TPU zone", "us-central2-b", "RESILIENT_EXTRA_ZONES", extra_zones)
+        if fallback.accelerator_type is not None:
+            try:
+                worker_count(fallback.accelerator_type)
+            except ValueError as exc:
+                problems.append(SpecError(f"fallbacks[{i}].accelerator_type", str(exc)))
+    if problems:
+        raise SpecError.of_lines(problems[0].field, [str(p) for p in problems])

@@ -33,9 +33,13 @@ from .common import (  # noqa: F401 -- shared by every platform; importable from
     LABEL_VALUE_RE,
     MAX_LABELS,
     OUR_LABELS,
+    PROJECT_RE,
     SpecError,
+    checkpoint_dir_problems,
     job_labels,
+    label_problems,
     label_value,
+    location_problems,
     resume_env,
 )
 from .vertex_pools import ACCELERATOR_TYPES, MACHINE_TYPE_RE, check_worker_pools
@@ -51,14 +55,9 @@ VERTEX_REGIONS = frozenset({
     "me-west1", "africa-south1", "asia-east1", "asia-east2", "asia-northeast1", "asia-northeast2",
     "asia-northeast3", "asia-south1", "asia-south2", "asia-southeast1", "asia-southeast2", "australia-southeast1",
     "australia-southeast2"})
-
-
-def known_region(region: str, extra: str = "") -> bool:
-    """Whether ``region`` is a Vertex AI region: in :data:`VERTEX_REGIONS` or in ``extra`` (the comma-separated
-    ``RESILIENT_EXTRA_REGIONS``)."""
-    return region in VERTEX_REGIONS or region in {r.strip() for r in extra.split(",") if r.strip()}
-PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
+
+
 def labels_filter(labels: Mapping[str, str]) -> str:
     """A ListCustomJobs filter matching every label, e.g. ``labels.a="x" AND labels.b="y"``."""
     return " AND ".join(f'labels.{k}="{v}"' for k, v in sorted(labels.items()))
@@ -101,11 +100,8 @@ def validate_custom_job(
           "starts with a letter)")
     for name, value in [("region", region)] + [(f"fallbacks[{i}].region", f.region) for i, f in
                                                 enumerate(fallbacks) if f.region]:
-        if not isinstance(value, str) or not REGION_RE.match(value):
-            problems.append(SpecError(name, f"{value!r} is not a region name like 'us-central1' or 'europe-west4'"))
-        elif not known_region(value, extra_regions):
-            problems.append(SpecError(name, f"{value!r} is not a Vertex AI region; if Google has just added it, "
-                                            "name it in RESILIENT_EXTRA_REGIONS (comma-separated)"))
+        problems += location_problems(name, value, REGION_RE, VERTEX_REGIONS, "Vertex AI region", "us-central1",
+                                      "RESILIENT_EXTRA_REGIONS", extra_regions)
     check("display_name", isinstance(display_name, str) and 0 < len(display_name) <= 128,
           f"{display_name!r}: give a string of 1 to 128 characters")
     try:
@@ -123,28 +119,11 @@ def validate_custom_job(
         if fb.accelerator_count is not None:
             check(f"fallbacks[{i}].accelerator_count", type(fb.accelerator_count) is int and fb.accelerator_count >= 1,
                   f"{fb.accelerator_count!r}: give a whole number >= 1")
-    check("checkpoint_dir", checkpoint_dir is None or (isinstance(checkpoint_dir, str) and (
-        checkpoint_dir.startswith("gs://") or checkpoint_dir.startswith("/"))),
-          f"{checkpoint_dir!r}: give a gs:// URI (or, with the emulator, an absolute local path): every attempt "
-          "and the workload must see the same place")
+    problems += checkpoint_dir_problems(checkpoint_dir)
     check("base_output_dir", base_output_dir is None or (isinstance(base_output_dir, str) and
                                                         base_output_dir.startswith("gs://")),
           f"{base_output_dir!r} must be a gs:// URI (Vertex AI writes there)")
-    if not isinstance(labels, Mapping):
-        problems.append(SpecError("labels", f"{labels!r}: give a dict of label keys to values"))
-        labels = {}
-    for key, value in labels.items():
-        field = f"labels[{key!r}]"
-        if key in OUR_LABELS:
-            problems.append(SpecError(field, "is set by the operator itself; choose another key"))
-        elif not isinstance(key, str) or not LABEL_KEY_RE.match(key):
-            problems.append(SpecError(field, "keys start with a lowercase letter and hold only lowercase letters, "
-                                             "digits, '_' and '-' (at most 63 characters)"))
-        elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
-            problems.append(SpecError(field, f"value {value!r} may hold only lowercase letters, digits, '_' and "
-                                             "'-' (at most 63 characters)"))
-    check("labels", len(labels) + len(OUR_LABELS) <= MAX_LABELS,
-          f"at most {MAX_LABELS - len(OUR_LABELS)} labels (the operator adds {len(OUR_LABELS)} of its own)")
+    problems += label_problems(labels)
     check("scheduling.strategy", strategy is None or (isinstance(strategy, str) and strategy.upper() in STRATEGIES),
           f"{strategy!r} is not one of {', '.join(STRATEGIES)}")
     check("scheduling.max_wait_duration", max_wait_duration is None or

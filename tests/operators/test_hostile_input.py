@@ -1,6 +1,6 @@
-"""Hostile input to the custom job operator (issue 13 item 1): malformed arguments, alone or together, are refused
-before anything is submitted, with an AirflowFailException that names each bad field -- never a raw TypeError,
-KeyError or AttributeError, never a create call.
+"""Hostile input to the custom job and TPU operators (issue 13 item 1): malformed arguments, alone or together, are
+refused before anything is submitted, with an AirflowFailException that names each bad field -- never a raw
+TypeError, KeyError or AttributeError, never a create call.
 
 Hypothesis draws one to three (field, bad value) mutations of a valid operator's arguments from a table of values
 the first adversarial read found submitted or refused obscurely; the emulator records every API call.
@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
@@ -96,26 +97,75 @@ def named_fields(message: str) -> list[str]:
     return [line.split(": ", 1)[0].split(":", 1)[0] for line in lines]
 
 
-mutations = st.lists(st.sampled_from(range(len(MUTATIONS))).flatmap(
-    lambda i: st.tuples(st.just(i), st.sampled_from(MUTATIONS[i][2]))), min_size=1, max_size=3,
-    unique_by=lambda m: m[0])
+def drawn_mutations(table: list[tuple[tuple[Any, ...], str, list[Any]]]) -> Any:
+    """One to three (row of ``table``, bad value) pairs, each row at most once."""
+    return st.lists(st.sampled_from(range(len(table))).flatmap(
+        lambda i: st.tuples(st.just(i), st.sampled_from(table[i][2]))), min_size=1, max_size=3,
+        unique_by=lambda m: m[0])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(mutations)
-def test_malformed_arguments_are_refused_naming_each_field_before_anything_is_created(resilient_emulator, drawn):
-    arguments = copy.deepcopy(VALID)
+def refused_naming_each_field(operator_class: type, valid: dict[str, Any],
+                              table: list[tuple[tuple[Any, ...], str, list[Any]]], drawn: Any, emulator: Any) -> None:
+    """The property: ``valid`` with the ``drawn`` mutations is refused by an AirflowFailException (when the DAG
+    is parsed, or in execute) naming every mutated field, and no API call was made."""
+    arguments = copy.deepcopy(valid)
     expected = []
     for index, value in drawn:
-        path, field, _ = MUTATIONS[index]
+        path, field, _ = table[index]
         if mutate(arguments, path, value):
             expected.append(field)
-    with pytest.raises(AirflowFailException) as refused:  # at parse time (literal arguments) or in execute
-        ResilientCustomJobOperator(**arguments).execute({"run_id": "manual__hostile"})
+    with pytest.raises(AirflowFailException) as refused:
+        operator_class(**arguments).execute({"run_id": "manual__hostile"})
     named = named_fields(str(refused.value))
     for field in expected:
         assert any(n.startswith(field) or field.startswith(n) for n in named), (field, str(refused.value))
-    assert resilient_emulator.calls.list() == []  # nothing reached the platform
+    assert emulator.calls.list() == []  # nothing reached the platform
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn_mutations(MUTATIONS))
+def test_malformed_arguments_are_refused_naming_each_field_before_anything_is_created(resilient_emulator, drawn):
+    refused_naming_each_field(ResilientCustomJobOperator, VALID, MUTATIONS, drawn, resilient_emulator)
+
+
+TPU_VALID: dict[str, Any] = dict(
+    task_id="train", project_id="test-project", zone="us-central2-b", accelerator_type="v4-16",
+    runtime_version="tpu-ubuntu2204-base", command=["python", "train.py"], checkpoint_dir="gs://tpu-ckpt/run",
+    env={"MODE": "train"}, setup_script="pip install -r requirements.txt", poll_interval=0.05,
+    min_defer_seconds=0.0, deferrable=False)
+TPU_MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
+    (("project_id",), "project_id", ["P", "", 5, None]),
+    (("zone",), "zone", ["us-central2", "mars-north1-a", 5, None, ""]),
+    (("accelerator_type",), "accelerator_type", ["v4-8000000", "v4-12", "V4-8", 8, None, ""]),
+    (("runtime_version",), "runtime_version", ["", "Ubuntu 22.04", 5, None]),
+    (("command",), "command", ["", [], None, 5, [1, 2], {"python": 1}]),
+    (("setup_script",), "setup_script", [5, ["pip"], {"a": 1}]),
+    (("env",), "env", [{"X=1; touch /tmp/pwned; Y": "v"}, {"MY-VAR": "v"}, {"A": 1}, {5: "v"}, "A=b", ["A"]]),
+    (("tpu_node_id",), "tpu_node_id", ["Train Node", "9lives", 5, "x" * 70]),
+    (("checkpoint_dir",), "checkpoint_dir", ["relative/dir", "s3://bucket/ckpt", 5, ""]),
+    (("labels",), "labels", [{"Team": "ml"}, {"team": 5}, {5: "ml"}, "team=ml", {f"k{i}": "v" for i in range(70)}]),
+    (("heartbeat_seconds",), "heartbeat_seconds", [0, -1, "10", None]),
+    (("hang_timeout",), "hang_timeout", [0, -1, "1800", None]),
+    (("startup_timeout",), "startup_timeout", [0, -5, "60"]),
+    (("valid_until_duration",), "valid_until_duration", [-60, "1h", 0, [60]]),
+    (("max_worker_restarts",), "max_worker_restarts", [-1, "5", 1.5]),
+    (("spot",), "spot", ["yes", 1]),
+    (("reserved",), "reserved", ["no", 0]),
+    (("fallbacks",), "fallbacks[0]", [[{"zone": "Europe"}], [{"accelerator_type": "v4-8000000"}],
+                                      [{"accelerator_type": "NVIDIA_TESLA_T4"}], [{"region": "europe-west4"}],
+                                      [{"machine_type": "n1-standard-8"}]]),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn_mutations(TPU_MUTATIONS))
+def test_malformed_tpu_arguments_are_refused_naming_each_field_before_any_node_exists(resilient_emulator, drawn):
+    refused_naming_each_field(ResilientTPUWorkloadOperator, TPU_VALID, TPU_MUTATIONS, drawn, resilient_emulator)
+
+
+def test_spot_with_reserved_is_refused():
+    with pytest.raises(AirflowFailException, match=r"spot: .*reserved"):
+        ResilientTPUWorkloadOperator(**{**copy.deepcopy(TPU_VALID), "spot": True, "reserved": True})
 
 
 def test_an_env_value_never_appears_in_a_refusal():

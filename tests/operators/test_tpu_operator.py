@@ -524,7 +524,7 @@ def test_the_worker_restart_budget_is_the_runners_cap():
     assert operator("x", max_worker_restarts=None, resilience_policy=own).max_worker_restarts == 3
     with pytest.raises(ValueError, match=r"max_worker_restarts: 2 differs .*\(3\)"):
         operator("x", max_worker_restarts=2, resilience_policy=own)
-    with pytest.raises(ValueError, match="max_worker_restarts: must be >= 0"):
+    with pytest.raises(AirflowFailException, match="max_worker_restarts: -1: give a whole number >= 0"):
         operator("x", max_worker_restarts=-1)
 
 
