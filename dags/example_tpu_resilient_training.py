@@ -17,6 +17,9 @@ from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "train_digits.py")
 OUTPUT = os.environ.get("RESILIENT_DEMO_TPU_OUTPUT", "gs://resilient-demo/tpu-digits")
+#: Each run writes under its own path: two runs in one checkpoint directory would resume from each other's saves
+#: (the operator refuses to submit beside a live run of another task instance writing there).
+RUN_OUTPUT = OUTPUT + "/{{ run_id }}"
 
 # Short waits so that the offline demo finishes in a minute; in production keep the defaults.
 FAST = Backoff(initial_seconds=0.5, multiplier=1.0, max_seconds=0.5, jitter=0.0)
@@ -32,8 +35,8 @@ def example_tpu_resilient_training():
         accelerator_type="v4-16",  # 2 worker VMs
         runtime_version="tpu-ubuntu2204-base",
         command=f'python3 {WORKLOAD} --epochs 30 --checkpoint-every 3 --epoch-seconds 0.15 '
-                f'--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR" --model-dir {OUTPUT}/model',
-        checkpoint_dir=f"{OUTPUT}/checkpoints",
+                f'--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR" --model-dir {RUN_OUTPUT}/model',
+        checkpoint_dir=f"{RUN_OUTPUT}/checkpoints",
         checkpoint_marker="COMMITTED",
         resilience_policy=DEMO_POLICY,
         heartbeat_seconds=0.5,
@@ -46,8 +49,9 @@ def example_tpu_resilient_training():
         from airflow.sdk import get_current_context
         from demo_report import print_report
 
-        goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
-        return print_report(result, goodput, OUTPUT, label="TPU ")
+        context = get_current_context()
+        goodput = context["ti"].xcom_pull(task_ids="train", key="goodput")
+        return print_report(result, goodput, f"{OUTPUT}/{context['run_id']}", label="TPU ")
 
     report(train.output)
 

@@ -18,6 +18,9 @@ from airflow_provider_resilient.policy import Backoff, Budget, Fallback, RetryPo
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "train_digits.py")
 OUTPUT = os.environ.get("RESILIENT_DEMO_OUTPUT", "gs://resilient-demo/digits")
+#: Each run writes under its own path: two runs in one checkpoint directory would resume from each other's saves
+#: (the operator refuses to submit beside a live run of another task instance writing there).
+RUN_OUTPUT = OUTPUT + "/{{ run_id }}"
 EPOCHS = os.environ.get("RESILIENT_DEMO_EPOCHS", "30")
 
 # Short backoffs so that the offline demo finishes in a minute; in production keep the defaults
@@ -45,7 +48,7 @@ def example_vertex_ai_resilient_training():
                             "--epoch-seconds", "0.1"],
             },
         }],
-        base_output_dir=OUTPUT,
+        base_output_dir=RUN_OUTPUT,
         checkpoint_marker="COMMITTED",
         fallbacks=[Fallback(region="europe-west4")],
         resilience_policy=DEMO_POLICY,
@@ -62,8 +65,9 @@ def example_vertex_ai_resilient_training():
         from airflow.sdk import get_current_context
         from demo_report import print_report
 
-        goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
-        return print_report(result, goodput, OUTPUT, label="")
+        context = get_current_context()
+        goodput = context["ti"].xcom_pull(task_ids="train", key="goodput")
+        return print_report(result, goodput, f"{OUTPUT}/{context['run_id']}", label="")
 
     report(train.output)
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ..policy import Fallback, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
 from ..supervisor.observe import Limits, Look, Verdict
-from ..supervisor.reconcile import Owner
+from ..supervisor.reconcile import OwnedResource, Owner
 
 #: How a backend has a look judged: the operators' observer
 #: (:meth:`~..operators.base.SupervisedOperator._observe`), which keeps its memory in the persisted run state.
@@ -75,6 +75,11 @@ class Backend(Protocol):
     def find(self, spec: AttemptSpec) -> Submitted | None:
         """The resource attempt ``spec.attempt`` already has -- the task was interrupted after creating it, or
         the create call's reply was lost -- as ``Submitted`` (watch it instead of creating another), or None."""
+        ...
+
+    def live_owned(self) -> list[OwnedResource]:
+        """Every live resource the provider created where this run may go (its region or zone and its
+        fallbacks'), with owner and checkpoint directory: the supervisor's ``other_writers`` reads it."""
         ...
 
     def submit(self, spec: AttemptSpec) -> Submitted | SubmitFailed:

@@ -50,6 +50,32 @@ def live_resources(node: str | None, queued_resource: str | None, keep: bool = F
     return found + ([OwnedResource(node, "tpu_node", None, keep=keep)] if node else [])
 
 
+def live_nodes(hook: Any, project_id: str, zones: Sequence[str]) -> list[OwnedResource]:
+    """The live TPU nodes the provider created in ``zones`` (one ListNodes each; those carrying
+    ``resilient-attempt``, not DELETING), each as its queued resource when it has one (deleting that takes the
+    node too), with the task instance that created it, ``keep`` for ``resilient-keep``, and the checkpoint
+    directory (``RESILIENT_CHECKPOINT_DIR`` in its metadata) -- what the reconciler and the two-writers check
+    read.
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: a listing failed past the hook's retries.
+    """
+    from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_ATTEMPT, LABEL_KEEP
+    from ..supervisor.reconcile import owner_from
+
+    found = []
+    for zone in dict.fromkeys(zones):
+        for node in hook.list_nodes(project_id, zone):
+            if LABEL_ATTEMPT not in node.labels or node.state.name in ("DELETING", "HIDDEN"):
+                continue
+            kind = "queued_resource" if node.queued_resource else "tpu_node"
+            metadata = dict(node.metadata)
+            found.append(OwnedResource(node.queued_resource or node.name, kind, owner_from(metadata),
+                                       keep=node.labels.get(LABEL_KEEP) == "true",
+                                       checkpoint_dir=metadata.get(ENV_CHECKPOINT_DIR) or None))
+    return found
+
+
 def release_all(hook: Any, releases: Sequence[Release], wait_seconds: float | None) -> None:
     """Carry out the supervisor's ``Release`` commands of TPU resources -- the one way the provider deletes a
     node or a queued resource: at the end of an attempt (:meth:`TPUNodeBackend.end`), in an operator's or a
@@ -139,6 +165,7 @@ class TPUNodeBackend:
         hang_timeout, startup_timeout: the observer's limits for a READY node's workers (seconds).
         keep_node: :meth:`release` keeps the last node (and its queued resource) for inspection.
         clock: epoch seconds now.
+        fallback_zones: the zones the policy's fallbacks may move the run to (listed by :meth:`live_owned`).
 
     What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
     :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
@@ -151,10 +178,11 @@ class TPUNodeBackend:
                  node_id: Callable[[AttemptSpec], str], node: Callable[[AttemptSpec, str], dict[str, Any]],
                  queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], fallback_zones: Sequence[str] = ()) -> None:
         self.hooks = hooks
         self.project_id = project_id
         self.zone = zone
+        self.fallback_zones = tuple(fallback_zones)
         self.accelerator_type = accelerator_type
         self.node_id = node_id
         self.node = node
@@ -174,6 +202,10 @@ class TPUNodeBackend:
         self.queue_deadline: float | None = None
         self._granted: str | None = None
 
+
+    def live_owned(self) -> list[OwnedResource]:
+        """The provider's live nodes in the run's zone and its fallbacks' (:func:`live_nodes`)."""
+        return live_nodes(self._tpu(), self.project_id, [self.zone, *self.fallback_zones])
     def _tpu(self) -> Any:
         return self.hooks()[0]
 

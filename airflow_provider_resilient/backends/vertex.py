@@ -33,6 +33,27 @@ def live_resources(job: str | None, cancel_on_kill: bool = True) -> list[OwnedRe
     return [OwnedResource(job, "custom_job", None, keep=not cancel_on_kill)] if job else []
 
 
+def live_jobs(hook: Any, project_id: str, regions: Sequence[str]) -> list[OwnedResource]:
+    """The live CustomJobs the provider created in ``regions`` (one ListCustomJobs each, :func:`list_filter`),
+    each with the task instance that created it and the checkpoint directory its workload writes (from the
+    primary replica's environment) -- what the reconciler and the two-writers check read.
+
+    Raises:
+        google.api_core.exceptions.GoogleAPICallError: a listing failed past the hook's retries.
+    """
+    from ..specs.common import ENV_CHECKPOINT_DIR
+    from ..specs.vertex import primary_env
+    from ..supervisor.reconcile import owner_from
+
+    found = []
+    for region in dict.fromkeys(regions):
+        for job in hook.list_custom_jobs(project_id, region, list_filter()):
+            env = primary_env(job)
+            found.append(OwnedResource(job.name, "custom_job", owner_from(env),
+                                       checkpoint_dir=env.get(ENV_CHECKPOINT_DIR) or None))
+    return found
+
+
 def release_all(hook: Any, releases: Sequence[Release]) -> None:
     """Carry out the supervisor's ``Release`` commands of CustomJobs -- the one way the provider cancels a job:
     at the end of an attempt (:meth:`VertexCustomJobBackend.end`, which then waits), in an operator's or a
@@ -195,6 +216,10 @@ class VertexCustomJobBackend:
         self.clock = clock
         #: The attempt number :meth:`rebuild` has just seen has no job (its listing saved :meth:`find` one).
         self.known_absent: int | None = None
+
+    def live_owned(self) -> list[OwnedResource]:
+        """The provider's live CustomJobs in the operator's region and its fallbacks' (:func:`live_jobs`)."""
+        return live_jobs(self.hook, self.project_id, [self.region, *(f.region for f in self.fallbacks if f.region)])
 
     def region_for(self, fallback: Fallback | None) -> str:
         """The region an attempt on ``fallback`` (None: the operator's own target) runs in."""

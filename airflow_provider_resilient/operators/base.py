@@ -42,7 +42,7 @@ from ..supervisor import (
     step,
 )
 from ..supervisor.observe import CHECKPOINTS, Limits, Look, Verdict, WatchMemory, observe, worker_key
-from ..supervisor.reconcile import Owner
+from ..supervisor.reconcile import Owner, other_writers
 
 
 def policy_with_fallbacks(policy: RetryPolicy | None,
@@ -286,6 +286,15 @@ class SupervisedOperator(BaseOperator):
         if found is not None:
             return found
         location = self._checkpoint_location()
+        if location and (others := other_writers(backend.live_owned(), task, location)):
+            other = others[0]
+            owner = other.owner
+            self.log.error("Not submitting: %s, a live resource of another task instance (%s), writes checkpoints "
+                           "where this run would (%s)", other.name, owner, location)
+            return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=(
+                f"another run writes checkpoint_dir {location}: give each run its own (put {{{{ run_id }}}} in the "
+                f"path) or stop that run -- {other.name} of {owner.dag_id if owner else '?'}."
+                f"{owner.task_id if owner else '?'} run {owner.run_id if owner else '?'}")), self._clock())
         try:
             checkpoint = self._latest_checkpoint(location) if location else None
         except _OnlyTornCheckpoints as torn:

@@ -32,7 +32,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..supervisor.reconcile import GONE, OwnedResource, Owner, Release, owner_from, releases
+from ..supervisor.reconcile import GONE, OwnedResource, Owner, Release, releases
 
 #: ``get_task_states(dag_id, run_ids)`` -> ``{run_id: {task_key: state}}``, as
 #: ``RuntimeTaskInstance.get_task_states`` answers (``task_key``: ``task_id``, or ``task_id_<map_index>``).
@@ -111,23 +111,11 @@ class ResilientReconcileOperator(BaseOperator):
 
     # ------------------------------------------------------------------ the shell
     def _live_resources(self) -> list[OwnedResource]:
-        from ..backends.vertex import list_filter
-        from ..specs.common import LABEL_ATTEMPT, LABEL_KEEP
-        from ..specs.vertex import primary_env
+        from ..backends.tpu import live_nodes
+        from ..backends.vertex import live_jobs
 
-        found = []
-        for region in self.regions:
-            for job in self._vertex().list_custom_jobs(self.project_id, region, list_filter()):
-                found.append(OwnedResource(job.name, "custom_job", owner_from(primary_env(job))))
-        for zone in self.zones:
-            for node in self._tpu().list_nodes(self.project_id, zone):
-                if LABEL_ATTEMPT not in node.labels or node.state.name in ("DELETING", "HIDDEN"):
-                    continue
-                kind = "queued_resource" if node.queued_resource else "tpu_node"
-                name = node.queued_resource if node.queued_resource else node.name
-                found.append(OwnedResource(name, kind, owner_from(dict(node.metadata)),
-                                           keep=node.labels.get(LABEL_KEEP) == "true"))
-        return found
+        return [*live_jobs(self._vertex(), self.project_id, self.regions),
+                *live_nodes(self._tpu(), self.project_id, self.zones)]
 
     def _release(self, release: Release) -> None:
         """Carry ``release`` out through its platform's backend (the way the operators and triggers release

@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -49,7 +49,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
-from ..specs.common import LABEL_KEEP, SpecError
+from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
 from ..specs.tpu import (
     node_id_for,
     queued_resource_name,
@@ -191,8 +191,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
-        if not any(has_template(getattr(self, name)) for name in self.template_fields):
-            self._validate()  # literal arguments are checked as the DAG is parsed; templated ones after rendering
+        # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
+        self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
@@ -266,7 +266,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 accelerator_type=self.accelerator_type, node_id=self._node_id, node=self._node,
                 queued_resource=self.queued_resource, spot=self.spot, valid_until_seconds=self.valid_until_seconds,
                 queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
-                startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock())
+                startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
+                fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone])
         return self.__dict__["_backend_instance"]
 
     def _built(self, name: str) -> Any:
@@ -301,7 +302,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             labels[LABEL_KEEP] = "true"
         node: dict[str, Any] = {
             "accelerator_type": accelerator, "runtime_version": self.runtime_version, "labels": labels,
-            "metadata": {**spec.owner, "startup-script": startup_script(
+            "metadata": {**spec.owner, ENV_CHECKPOINT_DIR: str(self.checkpoint_dir), "startup-script": startup_script(
                 command=self.command, env={**self.env, **spec.env}, setup_script=self.setup_script,
                 runner_source=runner_source(), max_restarts=self.max_worker_restarts,
                 checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds)},
@@ -387,7 +388,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 "checkpoint": {"uri": found.uri, "step": found.step} if found else None,
                 "attempts": history_to_json(state.history)}
 
-    def _validate(self) -> None:
+    def _validate(self, skip: Collection[str] = ()) -> None:
         """:func:`~..specs.tpu.validate_tpu_workload` of the arguments (``RESILIENT_EXTRA_ZONES``: zones Google
         added after this release).
 
@@ -405,7 +406,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout,
                 fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""))
         except SpecError as exc:
-            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {exc}") from exc
+            left = exc.without(skip)
+            if left is not None:
+                raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from exc
 
 
 __all__ = ["KILL_TIMEOUT_SECONDS", "PROGRESS_KEY", "STATE_KEY", "ResilientTPUWorkloadOperator",

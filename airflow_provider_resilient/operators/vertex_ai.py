@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -189,8 +189,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.hang_timeout = hang_timeout
         self.cancel_on_kill = cancel_on_kill
         self._live_job: str | None = None
-        if not any(has_template(getattr(self, name)) for name in self.template_fields):
-            self._validate()  # literal arguments are checked as the DAG is parsed; templated ones after rendering
+        # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
+        self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
     # ------------------------------------------------------------------ Airflow entry points
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
@@ -349,7 +349,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                 "strategy": self.strategy.upper() if self.strategy else None,
                 "max_wait_duration": self.max_wait_duration, "disable_retries": self.disable_retries or None}
 
-    def _validate(self) -> None:
+    def _validate(self, skip: Collection[str] = ()) -> None:
         try:
             if not self.checkpoint_dir and not self.base_output_dir:
                 raise SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts resume "
@@ -361,7 +361,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                 checkpoint_dir=self.checkpoint_dir,
                                 extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""))
         except SpecError as exc:
-            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {exc}") from exc
+            left = exc.without(skip)
+            if left is not None:
+                raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from exc
 
 
 __all__ = ["STATE_KEY", "ResilientCustomJobOperator"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -45,18 +45,35 @@ ENV_CHECKPOINT_DIR = "RESILIENT_CHECKPOINT_DIR"
 
 
 class SpecError(ValueError):
-    """A bad argument, found before anything was submitted. ``field`` names it."""
+    """A bad argument, found before anything was submitted. ``field`` names it (the first, when several);
+    ``errors`` holds each problem (one line of the message each).
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    Args:
+        field: the argument's path, e.g. ``worker_pool_specs[0].container_spec.command``.
+        message: what is wrong and the fix; the message is ``"<field>: <message>"``.
+        line: the whole line instead, when it was composed already.
+    """
+
+    def __init__(self, field: str, message: str, *, line: str | None = None) -> None:
+        super().__init__(line if line is not None else f"{field}: {message}")
         self.field = field
+        self.errors: list[SpecError] = [self]
 
     @classmethod
-    def of_lines(cls, field: str, lines: Sequence[str]) -> SpecError:
-        """Several problems at once: ``field`` names the first, the message has one line each."""
-        error = cls(field, "")
-        error.args = ("\n".join(lines),)
-        return error
+    def of_many(cls, errors: Sequence[SpecError]) -> SpecError:
+        """Several problems as one error: one line each; ``field`` names the first."""
+        flat = [e for error in errors for e in error.errors]
+        if len(flat) == 1:
+            return flat[0]
+        combined = cls(flat[0].field, "", line="\n".join(str(e) for e in flat))
+        combined.errors = flat
+        return combined
+
+    def without(self, arguments: Collection[str]) -> SpecError | None:
+        """This error without the problems of ``arguments`` (top-level argument names: a templated argument is
+        judged after rendering, not as the DAG is parsed); None when nothing is left."""
+        kept = [e for e in self.errors if re.split(r"[.\[]", e.field, maxsplit=1)[0] not in arguments]
+        return SpecError.of_many(kept) if kept else None
 
 
 def label_problems(labels: object) -> list[SpecError]:

@@ -185,7 +185,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
     if not isinstance(env, Mapping):
         problems.append(SpecError("env", f"give a dict of variable names to values, got {type(env).__name__}"))
     else:
-        problems += [SpecError.of_lines("env", [line]) for line in env_problems(env)]
+        problems += [SpecError(line.split("]: ", 1)[0] + "]", "", line=line) for line in env_problems(env)]
     if tpu_node_id is not None and not (isinstance(tpu_node_id, str) and NODE_ID_RE.match(f"{tpu_node_id}-a99")):
         problems.append(SpecError("tpu_node_id", f"{tpu_node_id!r}: lowercase letters, digits and '-', starting with "
                                                  "a letter, at most 59 characters"))
@@ -217,4 +217,4 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
             except ValueError as exc:
                 problems.append(SpecError(f"fallbacks[{i}].accelerator_type", str(exc)))
     if problems:
-        raise SpecError.of_lines(problems[0].field, [str(p) for p in problems])
+        raise SpecError.of_many(problems)

@@ -136,7 +136,7 @@ def validate_custom_job(
         except ValueError as exc:
             problems.append(SpecError(name, str(exc)))
     if problems:
-        raise SpecError.of_lines(problems[0].field, [str(p) for p in problems])
+        raise SpecError.of_many(problems)
 
 
 def env_entries(worker_pool_specs: Any) -> list[tuple[str, str]]:

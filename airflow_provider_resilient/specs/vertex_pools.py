@@ -190,7 +190,7 @@ def check_worker_pools(pools: Any, where: str = "worker_pool_specs") -> None:
                 problems.append((at + _path(error["loc"]), _describe(error, at)))
         problems += _pool_rules(pool, i, at)
     if problems:
-        raise SpecError.of_lines(problems[0][0], [line for _, line in problems])
+        raise SpecError.of_many([SpecError(field, "", line=line) for field, line in problems])
 
 
 __all__ = ["ACCELERATOR_TYPES", "ContainerSpec", "DiskSpec", "EnvVar", "MachineSpec", "PythonPackageSpec",

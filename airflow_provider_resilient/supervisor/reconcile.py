@@ -62,12 +62,15 @@ class OwnedResource:
         owner: who created it; None when it names no task instance (created before owners were recorded,
             or by hand with our labels).
         keep: the user asked to keep it (``keep_node=True``).
+        checkpoint_dir: where its workload writes checkpoints (``RESILIENT_CHECKPOINT_DIR`` in its environment
+            or metadata), when known.
     """
 
     name: str
     kind: str
     owner: Owner | None
     keep: bool = False
+    checkpoint_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,28 @@ def releases(resources: Iterable[OwnedResource], states: Mapping[Owner, str | No
     return out
 
 
+def _overlap(a: str, b: str) -> bool:
+    """Whether two checkpoint locations are one directory or one holds the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def other_writers(resources: Iterable[OwnedResource], me: Owner, checkpoint_dir: str) -> list[OwnedResource]:
+    """The live resources of *other* task instances whose workload writes checkpoints where ``me``'s would --
+    the same directory, or one inside the other. Two runs in one checkpoint directory resume from each other's
+    saves and overwrite them (an orphaned run of yesterday and today's run, two mapped tasks given one path):
+    the operators refuse to submit beside them. Resources that name no owner or no checkpoint directory are not
+    judged.
+
+    Args:
+        resources: the live resources that carry the provider's labels (the backends' ``live_owned``).
+        me: the task instance about to submit (its own earlier attempts are not "other").
+        checkpoint_dir: where it would write (``gs://...`` or a local path).
+    """
+    return [r for r in resources if r.owner is not None and r.owner != me and r.checkpoint_dir
+            and _overlap(r.checkpoint_dir, checkpoint_dir)]
+
+
 #: The order in which a stopping task's releases run: a queued resource before its node (deleting a queued
 #: resource with ``force`` deletes its node too: the node's own deletion then finds it gone or going).
 _RELEASE_ORDER = {"queued_resource": 0, "custom_job": 1, "tpu_node": 2}
@@ -142,5 +167,5 @@ def releases_on_kill(resources: Iterable[OwnedResource]) -> list[Release]:
             for resource in kept]
 
 
-__all__ = ["FINISHED_STATES", "GONE", "OWNER_KEYS", "OwnedResource", "Owner", "Release", "owner_env", "owner_from",
-           "releases", "releases_on_kill"]
+__all__ = ["FINISHED_STATES", "GONE", "OWNER_KEYS", "OwnedResource", "Owner", "Release", "other_writers", "owner_env",
+           "owner_from", "releases", "releases_on_kill"]

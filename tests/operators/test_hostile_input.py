@@ -177,9 +177,12 @@ def test_an_env_value_never_appears_in_a_refusal():
     assert secret not in str(refused.value)
 
 
-def test_templated_arguments_are_checked_after_rendering_not_at_parse_time():
+def test_templated_arguments_are_checked_after_rendering_the_rest_as_the_dag_is_parsed():
     arguments = {**copy.deepcopy(VALID), "region": "{{ params.region }}"}
     op = ResilientCustomJobOperator(**arguments)  # a template cannot be judged before it is rendered
+    with pytest.raises(AirflowFailException, match="display_name") as refused:  # the literal ones can
+        ResilientCustomJobOperator(**{**arguments, "display_name": ""})
+    assert "region" not in str(refused.value)
     op.region = "mars-north1"  # what rendering gave
     with pytest.raises(AirflowFailException, match="region: 'mars-north1' is not a Vertex AI region"):
         op.execute({"run_id": "manual__hostile"})

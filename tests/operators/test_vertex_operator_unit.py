@@ -82,7 +82,9 @@ def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
     second = operator("import time; time.sleep(2)")
     result = second.execute(ctx)
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
-    assert resilient_emulator.calls.count("ListCustomJobs") == 1  # only before the one create
+    # only before the one create: the attempt's own labels (a lost reply), then other runs' live jobs
+    # writing the same checkpoint directory
+    assert resilient_emulator.calls.count("ListCustomJobs") == 2
     assert result["state"] == "JOB_STATE_SUCCEEDED" and len(result["attempts"]) == 1
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 
@@ -673,3 +675,26 @@ def test_sensitive_container_env_values_never_reach_the_rendered_fields():
     op.render_template_fields({})
     rendered = json.dumps(_serialize_rendered_fields(op))
     assert secret not in rendered and "europe-west4" in rendered  # only the sensitive name is hidden
+
+
+def test_a_run_is_refused_beside_another_runs_live_job_in_its_checkpoint_dir(resilient_emulator):
+    """Issue 13 item 4: an orphaned run's job still trains into the checkpoint directory; a new run given the
+    same directory would resume from its saves and write beside it. It is refused before any create; a run
+    with its own directory goes on."""
+    orphan = operator("import time; time.sleep(60)")
+    polls = []
+
+    def dying_sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 2:
+            raise Killed  # the worker died; nobody retries the task: its job runs on
+
+    orphan._sleep = dying_sleep
+    with pytest.raises(Killed):
+        orphan.execute(context())
+    with pytest.raises(AirflowFailException, match=r"another run writes checkpoint_dir gs://unit-bucket/run/"
+                                                   r"checkpoints/: give each run its own"):
+        operator().execute({**context(), "run_id": "manual__second"})
+    assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
+    result = operator(base_output_dir="gs://unit-bucket/second").execute({**context(), "run_id": "manual__second"})
+    assert result["state"] == "JOB_STATE_SUCCEEDED"

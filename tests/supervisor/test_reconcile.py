@@ -54,3 +54,17 @@ def test_a_kill_releases_every_live_resource_but_a_kept_one_queued_resources_fir
     assert all("killed" in r.why for r in todo)
     kept = OwnedResource("z/nodes/a2", "tpu_node", None, keep=True)
     assert releases_on_kill([kept]) == [] and releases_on_kill([]) == []
+
+
+def test_other_writers_are_other_task_instances_writing_the_same_or_a_nested_directory():
+    from airflow_provider_resilient.supervisor.reconcile import other_writers
+
+    other = Owner("dag", "train", "scheduled__2026-01-02", -1)
+    mapped = Owner("dag", "train", OWNER.run_id, 3)
+    live = [OwnedResource("jobs/1", "custom_job", OWNER, checkpoint_dir="gs://b/run/ckpt"),  # my own attempt
+            OwnedResource("jobs/2", "custom_job", other, checkpoint_dir="gs://b/run/ckpt/"),
+            OwnedResource("jobs/3", "custom_job", mapped, checkpoint_dir="gs://b/run"),  # holds mine
+            OwnedResource("jobs/4", "custom_job", other, checkpoint_dir="gs://b/run/ckpt-2"),  # a sibling
+            OwnedResource("jobs/5", "custom_job", None, checkpoint_dir="gs://b/run/ckpt"),  # names no owner
+            OwnedResource("jobs/6", "custom_job", other)]  # names no directory
+    assert [r.name for r in other_writers(live, OWNER, "gs://b/run/ckpt")] == ["jobs/2", "jobs/3"]
