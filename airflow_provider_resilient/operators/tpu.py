@@ -119,7 +119,13 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         runtime_version: the TPU VM image, e.g. ``tpu-ubuntu2204-base``.
         command: the training command (a shell string or an argv list), run on every worker VM.
         setup_script: bash run before the command at every boot (installs, mounts ...).
-        env: environment variables of the command.
+        env: environment variables of the command (names must be shell identifiers). They travel in the node's
+            metadata: no secrets here.
+        secret_env: variables read from Secret Manager on each worker VM, ``{NAME: "projects/P/secrets/S"}`` (its
+            latest version) or ``".../versions/N"``: the node's metadata and the startup script hold the secret's
+            name only; the worker runner reads the value with the node's service account (which needs
+            ``roles/secretmanager.secretAccessor``) and puts it in the command's environment. A secret that
+            cannot be read fails the run as a permanent user error naming it.
         checkpoint_dir: required here (see :class:`~.base.SupervisedOperator`): every new node resumes from
             the latest complete checkpoint under it (``RESILIENT_CHECKPOINT_DIR`` on the workers).
         tpu_node_id: the node id stem (attempt n runs on ``<tpu_node_id>-a<n>``); default: DAG, task and a
@@ -160,7 +166,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     STATE_KEY = STATE_KEY
     operator_extra_links = (TPUNodeLink(), TPUAuditLogLink())
     template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
-                                      "setup_script", "env", "checkpoint_dir", "tpu_node_id", "labels")
+                                      "setup_script", "env", "secret_env", "checkpoint_dir", "tpu_node_id",
+                                      "labels")
 
     def __init__(self, *, zone: str, accelerator_type: str, runtime_version: str, command: str | Sequence[str],
                  checkpoint_dir: str, setup_script: str | None = None, env: Mapping[str, str] | None = None,
@@ -168,7 +175,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  queued_resource: bool = False, valid_until_duration: float | timedelta | None = None,
                  max_worker_restarts: int | None = None, hang_timeout: float = 1800.0,
                  heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0, keep_node: bool = False,
-                 **kwargs: Any) -> None:
+                 secret_env: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -180,6 +187,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.command = command
         self.setup_script = setup_script
         self.env = dict(env) if isinstance(env, Mapping) else ({} if env is None else env)
+        self.secret_env = dict(secret_env) if isinstance(secret_env, Mapping) else ({} if secret_env is None
+                                                                                   else secret_env)
         self.tpu_node_id = tpu_node_id
         self.spot = spot
         self.valid_until_duration = valid_until_duration
@@ -305,7 +314,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             "metadata": {**spec.owner, ENV_CHECKPOINT_DIR: str(self.checkpoint_dir), "startup-script": startup_script(
                 command=self.command, env={**self.env, **spec.env}, setup_script=self.setup_script,
                 runner_source=runner_source(), max_restarts=self.max_worker_restarts,
-                checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds)},
+                checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds,
+                secret_env=self.secret_env)},
             "scheduling_config": {"spot": self.spot, "reserved": self.reserved},
         }
         if self.network:
@@ -404,7 +414,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 keep_node=self.keep_node, valid_until_duration=self.valid_until_duration,
                 max_worker_restarts=self.max_worker_restarts_argument, heartbeat_seconds=self.heartbeat_seconds,
                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout,
-                fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""))
+                fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""),
+                secret_env=self.secret_env)
         except SpecError as exc:
             left = exc.without(skip)
             if left is not None:

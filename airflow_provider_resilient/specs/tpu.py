@@ -40,6 +40,13 @@ def env_problems(env: Mapping[str, object]) -> list[str]:
                             "(quote numbers: '8', not 8)")
     return problems
 HEREDOC = "RESILIENT_RUNNER_EOF"
+#: A Secret Manager secret (``projects/P/secrets/S``) or one of its versions (``.../versions/3``, ``latest``).
+SECRET_RE = re.compile(r"^projects/[a-z0-9-]+/secrets/[A-Za-z0-9_-]{1,255}(?:/versions/(?:latest|[1-9][0-9]*))?$")
+
+
+def secret_version(reference: str) -> str:
+    """The secret version a ``secret_env`` value names: ``projects/P/secrets/S`` means its ``latest``."""
+    return reference if "/versions/" in reference else f"{reference}/versions/latest"
 
 
 def node_id_for(base: str | None, dag_id: str, task_id: str, run_id: str, map_index: int, attempt: int) -> str:
@@ -62,8 +69,10 @@ def queued_resource_name(node_name: str) -> str:
 
 def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
                    runner_source: str, max_restarts: int, checkpoint_dir: str,
-                   heartbeat_seconds: float = 10.0) -> str:
-    """The ``startup-script`` metadata of a node for one attempt (bash).
+                   heartbeat_seconds: float = 10.0, secret_env: Mapping[str, str] | None = None) -> str:
+    """The ``startup-script`` metadata of a node for one attempt (bash). ``secret_env`` (``NAME`` -> Secret
+    Manager secret version, :func:`secret_version`) goes to the runner as ``--secret-env``: the script holds
+    the secrets' names, never their values (the runner reads them on the VM).
 
     Raises:
         ValueError: an ``env`` key that is not a shell identifier or a value that is not a string
@@ -75,6 +84,8 @@ def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setu
     if HEREDOC in runner_source:
         raise ValueError(f"the runner source contains the heredoc marker {HEREDOC}")
     exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+    secrets = "".join(f"\n    --secret-env {shlex.quote(f'{k}={secret_version(v)}')} \\"
+                      for k, v in (secret_env or {}).items())
     cmd = command if isinstance(command, str) else " ".join(shlex.quote(c) for c in command)
     return f"""#!/bin/bash
 # Written by airflow-provider-resilient: runs at every boot of every worker VM.
@@ -85,7 +96,7 @@ cat > "$RESILIENT_RUNNER" <<'{HEREDOC}'
 {runner_source}
 {HEREDOC}
 exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-seconds {float(heartbeat_seconds)} \\
-    --checkpoint-dir {shlex.quote(checkpoint_dir)} \\
+    --checkpoint-dir {shlex.quote(checkpoint_dir)} \\{secrets}
     -- bash -c {shlex.quote(cmd)}
 """
 
@@ -151,7 +162,8 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           tpu_node_id: object, labels: object, spot: object, reserved: object,
                           queued_resource: object, keep_node: object, valid_until_duration: object,
                           max_worker_restarts: object, heartbeat_seconds: object, hang_timeout: object,
-                          startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "") -> None:
+                          startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "",
+                          secret_env: object = None) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
 
@@ -186,6 +198,18 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
         problems.append(SpecError("env", f"give a dict of variable names to values, got {type(env).__name__}"))
     else:
         problems += [SpecError(line.split("]: ", 1)[0] + "]", "", line=line) for line in env_problems(env)]
+    if secret_env is not None and not isinstance(secret_env, Mapping):
+        problems.append(SpecError("secret_env", f"give a dict of variable names to Secret Manager secrets, got "
+                                                f"{type(secret_env).__name__}"))
+    for key, reference in (secret_env.items() if isinstance(secret_env, Mapping) else ()):
+        if not isinstance(key, str) or not ENV_KEY_RE.match(key):
+            problems.append(SpecError(f"secret_env[{key!r}]", "not a shell variable name (letters, digits and '_', "
+                                                              "not starting with a digit)"))
+        elif isinstance(env, Mapping) and key in env:
+            problems.append(SpecError(f"secret_env[{key!r}]", "is in env too: give it in one of them"))
+        if not isinstance(reference, str) or not SECRET_RE.match(reference):
+            problems.append(SpecError(f"secret_env[{key!r}]", f"{reference!r}: give a Secret Manager secret, "
+                                                              "'projects/P/secrets/S' or '.../versions/N'"))
     if tpu_node_id is not None and not (isinstance(tpu_node_id, str) and NODE_ID_RE.match(f"{tpu_node_id}-a99")):
         problems.append(SpecError("tpu_node_id", f"{tpu_node_id!r}: lowercase letters, digits and '-', starting with "
                                                  "a letter, at most 59 characters"))

@@ -44,6 +44,16 @@ Theory of operation:
    process group so the workload can write a checkpoint, waits up to ``--grace-seconds`` (default 30),
    then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
 
+5. Secrets (``--secret-env NAME=projects/P/secrets/S/versions/V``, repeatable). Before anything else the
+   runner reads each Secret Manager secret version with the VM's service account -- an access token from
+   the metadata server (``instance/service-accounts/default/token``), then ``GET
+   <endpoint>/v1/<version>:access`` (endpoint ``$RESILIENT_SECRET_MANAGER_ENDPOINT``, default
+   ``https://secretmanager.googleapis.com``) -- and puts its value in the command's environment as ``NAME``.
+   The value is never written to the node's metadata, the startup script or any log; a secret that cannot
+   be read ends the runner with status 1 (a permanent user error: a missing secret or a missing
+   ``roles/secretmanager.secretAccessor`` grant is not fixed by a new node), naming the secret and the
+   HTTP status.
+
 Exit codes (the operator classifies them with the same policy):
 
 * the child's status -- 0 on success; the status of a permanent failure; the last status once the
@@ -90,6 +100,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import IO
@@ -147,6 +158,12 @@ STATUS_TERMINATED = "terminated"
 STATUS_PREFLIGHT_FAILED = "preflight_failed"
 
 RESTARTS_ENV = "RESILIENT_WORKER_RESTARTS"
+SECRET_ENDPOINT_ENV = "RESILIENT_SECRET_MANAGER_ENDPOINT"
+DEFAULT_SECRET_ENDPOINT = "https://secretmanager.googleapis.com"
+DEFAULT_METADATA_HOST = "metadata.google.internal"
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+#: The runner's exit status when a secret cannot be read (a permanent user error).
+SECRET_EXIT_CODE = 1
 METADATA_HOST_ENV = "GCE_METADATA_HOST"
 WORKER_ID_ENV = "TPU_WORKER_ID"
 GUEST_ATTRIBUTES_PATH = "/computeMetadata/v1/instance/guest-attributes"
@@ -307,6 +324,46 @@ def preflight_checks(workdir: str, min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
 # -- the runner -----------------------------------------------------------------------------------------
 
 
+class SecretError(Exception):
+    """A secret could not be read; the message names it and why, never a value."""
+
+
+def read_secrets(pairs: list[tuple[str, str]], environ: dict[str, str], timeout: float = 10.0) -> dict[str, str]:
+    """``{NAME: value}`` of each ``(NAME, secret version name)``, read from Secret Manager as the module
+    docstring says (one token request, one access request per secret).
+
+    Raises:
+        SecretError: naming the secret version and the HTTP status or error.
+    """
+    import base64
+    import json
+
+    if not pairs:
+        return {}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    host = (environ.get(METADATA_HOST_ENV) or DEFAULT_METADATA_HOST).strip().rstrip("/")
+    try:
+        request = urllib.request.Request(f"http://{host}{TOKEN_PATH}", headers={"Metadata-Flavor": "Google"})
+        with opener.open(request, timeout=timeout) as response:
+            token = json.loads(response.read().decode("utf-8"))["access_token"]
+    except Exception as exc:
+        raise SecretError(f"no access token from the metadata server ({type(exc).__name__}: {exc})") from None
+    endpoint = (environ.get(SECRET_ENDPOINT_ENV) or DEFAULT_SECRET_ENDPOINT).rstrip("/")
+    values = {}
+    for name, version in pairs:
+        request = urllib.request.Request(f"{endpoint}/v1/{version}:access",
+                                         headers={"Authorization": f"Bearer {token}"})
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                data = json.loads(response.read().decode("utf-8"))["payload"]["data"]
+        except urllib.error.HTTPError as exc:
+            raise SecretError(f"cannot read {version} for {name}: HTTP {exc.code}") from None
+        except Exception as exc:
+            raise SecretError(f"cannot read {version} for {name}: {type(exc).__name__}") from None
+        values[name] = base64.b64decode(data).decode("utf-8")
+    return values
+
+
 class Runner:
     """Runs one command with preflight, in-place restarts, SIGTERM forwarding and reporting.
 
@@ -448,6 +505,11 @@ class Runner:
         worker_id = self.environ.get(WORKER_ID_ENV)
         if worker_id is not None:
             self._report(**{KEY_WORKER_ID: worker_id})
+        try:
+            self.environ.update(read_secrets(list(getattr(self.options, "secret_env", None) or []), self.environ))
+        except SecretError as exc:
+            _log(f"secret: {exc}")
+            return self._finish(STATUS_FAILED, SECRET_EXIT_CODE)
         if self.options.preflight and not self._preflight():
             return self._finish(STATUS_PREFLIGHT_FAILED, PREFLIGHT_EXIT_CODE)
         if self._stop_requested:
@@ -521,6 +583,13 @@ def _regex(text: str) -> str:
     return text
 
 
+def _secret_pair(text: str) -> tuple[str, str]:
+    name, sep, version = text.partition("=")
+    if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) or not version.startswith("projects/"):
+        raise argparse.ArgumentTypeError(f"want NAME=projects/P/secrets/S/versions/V, got {name!r}=...")
+    return name, version
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="runner.py", usage="%(prog)s [options] -- COMMAND [ARGS...]",
@@ -541,6 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="guest attribute namespace")
     parser.add_argument("--heartbeat-seconds", type=_positive_float, default=DEFAULT_HEARTBEAT_SECONDS,
                         help="seconds between heartbeats (default 10)")
+    parser.add_argument("--secret-env", type=_secret_pair, action="append", default=[], metavar="NAME=VERSION",
+                        help="read Secret Manager secret VERSION (projects/P/secrets/S/versions/V) into $NAME")
     parser.add_argument("--step-pattern", type=_regex, default=DEFAULT_STEP_PATTERN,
                         help="regex on stdout lines; its first group is the step")
     return parser

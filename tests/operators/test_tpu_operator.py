@@ -639,3 +639,48 @@ def test_a_run_stored_before_the_observer_memory_moved_into_the_run_state_goes_o
     })
     state = operator("echo ok")._load(context(store))
     assert state.watch == WatchMemory(node, (("worker 0", Clock(7, 1_800_000_000.0)),), ("audit-1", "audit-2"))
+
+
+# ------------------------------------------------------------------ secrets
+HF_SECRET = "projects/test-project/secrets/hf-token"
+
+
+def test_a_secret_reaches_the_workload_from_secret_manager_and_never_the_nodes_metadata(resilient_emulator):
+    """Issue 13 item 5: ``secret_env`` names a Secret Manager secret; the worker runner reads it on the VM with
+    the node's token. The node's metadata (startup script included) and the worker's log never hold it."""
+    import hashlib
+
+    secret = "hf_" + "Zq8x" * 8
+    resilient_emulator.add_secret(HF_SECRET, secret)
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    check = (f"python3 -c \"import hashlib, os, sys; ok = hashlib.sha256(os.environ['HF_TOKEN'].encode())"
+             f".hexdigest() == '{digest}'; print('secret-ok' if ok else 'secret-wrong'); sys.exit(0 if ok else 3)\"")
+    result = operator(check, secret_env={"HF_TOKEN": HF_SECRET}, keep_node=True).execute(context())
+    assert result["state"] == "SUCCEEDED"
+    node = tpu_client().get_node(name=result["node_name"])
+    assert HF_SECRET in node.metadata["startup-script"] and all(secret not in v for v in node.metadata.values())
+    log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text()
+    assert "secret-ok" in log and secret not in log
+    assert resilient_emulator.secrets.accessed == [f"{HF_SECRET}/versions/1"]
+    tpu_client().delete_node(name=result["node_name"]).result(timeout=TIMEOUT)
+
+
+def test_a_secret_that_cannot_be_read_fails_the_run_naming_it(resilient_emulator):
+    with pytest.raises(AirflowFailException, match="permanent_user_error"):
+        operator("echo never", secret_env={"HF_TOKEN": HF_SECRET}).execute(ctx := context())
+    assert stored_decisions(ctx) == [("permanent_user_error", "fail")]  # a new node would not find it either
+    log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text()
+    assert f"cannot read {HF_SECRET}/versions/latest for HF_TOKEN: HTTP 404" in log and "never" not in log
+    assert nodes_left() == []
+
+
+@pytest.mark.parametrize(("secret_env", "field"), [
+    ({"HF TOKEN": HF_SECRET}, "secret_env['HF TOKEN']"),
+    ({"HF_TOKEN": "hf_plaintext_value"}, "secret_env['HF_TOKEN']"),
+    ({"MODE": HF_SECRET}, "secret_env['MODE']"),  # also in env
+    ("HF_TOKEN=x", "secret_env"),
+])
+def test_bad_secret_env_is_refused_without_showing_its_value(secret_env, field):
+    with pytest.raises(AirflowFailException) as refused:
+        operator("echo", env={"MODE": "train"}, secret_env=secret_env)
+    assert f"{field}:" in str(refused.value)

@@ -103,7 +103,9 @@ def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulato
     the task state store, or no look ever sees a step stalled for ``hang_timeout``."""
     resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
     ctx = context()
-    result = run_deferred(lambda: operator(steps(8), deferrable=True, hang_timeout=1.0), ctx, max_deferrals=40)
+    # hang_timeout 3 s against steps 0.1 s apart: a loaded machine's slow start of attempt 2 (a python start-up
+    # of a second or more) is not a hang; the struck attempt stops stepping for good, so 3 s only waits longer.
+    result = run_deferred(lambda: operator(steps(8), deferrable=True, hang_timeout=3.0), ctx, max_deferrals=80)
     assert decisions(result) == [("hang", "resubmit")]
     assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
     watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state

@@ -457,3 +457,32 @@ def test_runner_runs_under_python38_as_a_standalone_file(tmp_path: Path) -> None
     result = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=runner_env(None))
     assert result.returncode == 0, result.stderr
     assert counter.read_text() == "2"
+
+
+# -- secrets ----------------------------------------------------------------------------------------------
+
+
+def test_secrets_are_read_with_the_vms_token_into_the_command_and_never_printed() -> None:
+    """``--secret-env``: the emulator's Secret Manager and a worker's metadata server (token) as a VM has them."""
+    from airflow_provider_resilient.testing.emulator.secret_manager import SecretManagerServer, SecretStore
+    from airflow_provider_resilient.testing.emulator.tpu.metadata import MetadataServer as VmMetadata
+
+    store = SecretStore()
+    store.add("projects/p/secrets/db", "s3cr3t-value-123")
+    secret_manager, vm = SecretManagerServer(store), VmMetadata(0, lambda: {})
+    env = {"GCE_METADATA_HOST": vm.address,
+           "RESILIENT_SECRET_MANAGER_ENDPOINT": f"http://127.0.0.1:{secret_manager.port}"}
+    try:
+        read = run_runner(["--secret-env", "DB_PASSWORD=projects/p/secrets/db/versions/latest"],
+                          script("import os; print('same:', os.environ['DB_PASSWORD'][::-1] == '321-eulav-t3rc3s')"),
+                          None, **env)
+        assert read.returncode == 0 and "same: True" in read.stdout
+        assert "s3cr3t" not in read.stdout + read.stderr
+        missing = run_runner(["--secret-env", "X=projects/p/secrets/nope/versions/latest"], script("print('ran')"),
+                             None, **env)
+        assert missing.returncode == runner.SECRET_EXIT_CODE == 1 and "ran" not in missing.stdout
+        assert "cannot read projects/p/secrets/nope/versions/latest for X: HTTP 404" in missing.stderr
+        assert vm.guest("resilient/status") == {"resilient/status": "failed"}
+    finally:
+        secret_manager.stop()
+        vm.stop()

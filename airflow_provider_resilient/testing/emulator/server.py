@@ -108,6 +108,11 @@ class Emulator:
 
         self.tpu = TpuBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit,
                               self.clock)
+        from .secret_manager import SecretStore
+
+        #: Secret Manager's secrets, read by workers through :attr:`secret_manager_url` (``add_secret``).
+        self.secrets = SecretStore()
+        self._secret_manager: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Emulator:
@@ -131,6 +136,9 @@ class Emulator:
                                              operations_handler(self.operations, self.calls)))
         self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")
         self._grpc.start()
+        from .secret_manager import SecretManagerServer
+
+        self._secret_manager = SecretManagerServer(self.secrets, host=self.host)
         self._engine = threading.Thread(target=self._run_engine, name="emulator-engine", daemon=True)
         self._engine.start()
         if self._control_port is not None:
@@ -154,6 +162,9 @@ class Emulator:
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+        if self._secret_manager is not None:
+            self._secret_manager.stop()
+            self._secret_manager = None
         if self.storage is not None:
             self.storage.stop()
             self.storage = None
@@ -240,6 +251,8 @@ class Emulator:
         env = dict(os.environ)
         env.update(self.env())
         env["PYTHONUNBUFFERED"] = "1"
+        if self._secret_manager is not None:  # what a worker's runner reads secrets from (worker/runner.py)
+            env["RESILIENT_SECRET_MANAGER_ENDPOINT"] = f"http://{self.advertise_host}:{self._secret_manager.port}"
         # "python3" on an emulated VM is the emulator's interpreter (with the workload's libraries).
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         return env
@@ -262,8 +275,14 @@ class Emulator:
         """Add a fault at run time; returns its index."""
         return self.faults.add(fault if isinstance(fault, Fault) else Fault.model_validate(fault))
 
+    def add_secret(self, secret: str, value: str) -> str:
+        """Add a version of Secret Manager secret ``secret`` (``projects/P/secrets/S``); returns its name
+        (``.../versions/N``). Workers read it with ``--secret-env`` (the TPU operator's ``secret_env``)."""
+        return self.secrets.add(secret, value)
+
     def reset(self, fault_plan: FaultPlan | None = None) -> None:
-        """Forget jobs, calls and faults; kill replica processes; optionally load a new plan."""
+        """Forget jobs, calls, faults and secrets; kill replica processes; optionally load a new plan."""
+        self.secrets.clear()
         self.vertex.reset()
         self.tpu.reset()
         self.logging.reset()

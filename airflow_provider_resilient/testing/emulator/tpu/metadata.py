@@ -5,6 +5,8 @@ Serves (header ``Metadata-Flavor: Google`` required, as on Google Compute Engine
 * ``GET /computeMetadata/v1/instance/attributes/<key>`` -- the node's ``metadata`` map plus
   ``agent-worker-number``, ``accelerator-type``, ``worker-network-endpoints``;
 * ``GET /computeMetadata/v1/instance/{id,hostname,name}``;
+* ``GET /computeMetadata/v1/instance/service-accounts/default/token`` -- an access token (JSON), which the
+  emulated Secret Manager accepts;
 * ``PUT`` / ``GET /computeMetadata/v1/instance/guest-attributes/<namespace>/<key>`` -- what the VM
   reports; the TPU API's GetGuestAttributes reads them per worker (REFERENCE.md).
 """
@@ -84,6 +86,9 @@ class MetadataServer:
                     if len(found) == 1:
                         return self._reply(200, next(iter(found.values())))
                     return self._reply(200 if found else 404, "\n".join(f"{k}={v}" for k, v in found.items()))
+                if path == "service-accounts/default/token":
+                    return self._reply(200, '{"access_token": "emulated-token", "expires_in": 3599, '
+                                            '"token_type": "Bearer"}')
                 if path in ("id", "name", "hostname"):
                     return self._reply(200, attrs.get(f"instance-{path}", f"worker-{server.worker_id}"))
                 return self._reply(404, "not found")
