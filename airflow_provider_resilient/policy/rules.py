@@ -382,6 +382,15 @@ class RetryPolicy:
             if rule.budget is not None and rule.budget not in merged:
                 raise ValueError(f"RetryPolicy: rule {rule.name!r} names budget {rule.budget!r}, which is not "
                                  f"defined; known budgets: {', '.join(sorted(merged))}")
+        used = sorted({r.budget for r in self.effective_rules if r.budget is not None} | set(DEFAULT_BUDGETS))
+        for name in self.budgets:
+            if name not in used:  # a misspelt name would be silently ignored: no rule spends it
+                import difflib
+
+                close = difflib.get_close_matches(name, used, n=1)
+                hint = f" -- did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"RetryPolicy.budgets[{name!r}]: no rule spends a budget of that name{hint}. "
+                                 f"Known budgets: {', '.join(used)}")
 
     @property
     def effective_rules(self) -> tuple[Rule, ...]:

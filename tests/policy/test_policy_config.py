@@ -85,3 +85,9 @@ def test_backoff_grows_exponentially_to_the_cap_with_bounded_jitter():
     backoff = Backoff(initial_seconds=10, multiplier=2, max_seconds=100, jitter=0.5)
     assert [backoff.delay(n, 0.0) for n in range(6)] == [10, 20, 40, 80, 100, 100]
     assert backoff.delay(0, 0.999) == pytest.approx(5.005)
+
+
+def test_a_misspelt_budget_name_is_refused_with_the_likely_one():
+    """Issue 13: a budget no rule spends was silently ignored -- the run kept the default count."""
+    with pytest.raises(ValueError, match=r"RetryPolicy.budgets\['stockot'\]: .* did you mean 'stockout'\?"):
+        RetryPolicy(budgets={"stockot": Budget(max_retries=9)})
