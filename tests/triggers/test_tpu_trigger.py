@@ -105,7 +105,8 @@ def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulato
     ctx = context()
     # hang_timeout 3 s against steps 0.1 s apart: a loaded machine's slow start of attempt 2 (a python start-up
     # of a second or more) is not a hang; the struck attempt stops stepping for good, so 3 s only waits longer.
-    result = run_deferred(lambda: operator(steps(8), deferrable=True, hang_timeout=3.0), ctx, max_deferrals=80)
+    # Attempt 2 steps for 6 s, so that full looks (every hang_timeout / 2) see it running and keep its clock.
+    result = run_deferred(lambda: operator(steps(60), deferrable=True, hang_timeout=3.0), ctx, max_deferrals=80)
     assert decisions(result) == [("hang", "resubmit")]
     assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
     watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state
