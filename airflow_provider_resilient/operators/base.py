@@ -287,14 +287,13 @@ class SupervisedOperator(BaseOperator):
             return found
         location = self._checkpoint_location()
         if location and (others := other_writers(backend.live_owned(), task, location)):
-            other = others[0]
-            owner = other.owner
-            self.log.error("Not submitting: %s, a live resource of another task instance (%s), writes checkpoints "
-                           "where this run would (%s)", other.name, owner, location)
+            other, theirs = others[0], others[0].owner
+            assert theirs is not None  # other_writers keeps only resources that name their task instance
+            who = f"{other.name} of {theirs.dag_id}.{theirs.task_id} run {theirs.run_id}"
+            self.log.error("Not submitting: %s writes checkpoints where this run would (%s)", who, location)
             return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=(
                 f"another run writes checkpoint_dir {location}: give each run its own (put {{{{ run_id }}}} in the "
-                f"path) or stop that run -- {other.name} of {owner.dag_id if owner else '?'}."
-                f"{owner.task_id if owner else '?'} run {owner.run_id if owner else '?'}")), self._clock())
+                f"path) or stop that run -- {who}")), self._clock())
         try:
             checkpoint = self._latest_checkpoint(location) if location else None
         except _OnlyTornCheckpoints as torn:

@@ -98,7 +98,8 @@ class WorkerPoolSpec(_Strict):
     lustre_mounts: list[dict[str, Any]] = []
 
 
-#: The fix for each kind of pydantic error (its ``type``), said after the field and the value.
+#: The fix for each kind of pydantic error (its ``type``), said after the field and the value; other kinds
+#: (a pattern, a bound) say pydantic's own message, which names the limit.
 _FIXES = {
     "list_type": "give a list, e.g. ['python', '-m', 'trainer.task'] (a string would reach Vertex AI split into "
                  "single characters)",
@@ -109,10 +110,6 @@ _FIXES = {
     "missing": "is required",
     "extra_forbidden": "is not a field of it (check the spelling against the aiplatform_v1 reference)",
     "literal_error": f"give one of {', '.join(ACCELERATOR_TYPES)}",
-    "string_pattern_mismatch": "",
-    "greater_than_equal": "",
-    "less_than_equal": "",
-    "too_short": "",
     "string_too_short": "must not be empty",
 }
 
