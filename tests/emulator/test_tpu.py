@@ -243,8 +243,9 @@ def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
     # booting (a loaded machine) would signal no workload process (not a guessed delay).
     wait_for(lambda: all(f"booted worker {w}" in (log1.parent / f"worker-{w}.log").read_text() for w in (0, 1)))
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 1})
-    wait_for(lambda: "Segmentation" in log1.read_text() or len(resilient_emulator.tpu.worker_pids()) == 1)
-    assert len(resilient_emulator.tpu.worker_pids()) == 1  # worker 1's script ended, worker 0 still runs
+    # Wait for the process to be gone, not for bash's "Segmentation fault" line: that is written before the
+    # worker's script has exited and been reaped (a CI run caught 2 processes right after the line).
+    wait_for(lambda: len(resilient_emulator.tpu.worker_pids()) == 1)  # worker 1's script ended, worker 0 runs
 
 
 def test_queued_resource_becomes_active_with_its_node(resilient_emulator):
