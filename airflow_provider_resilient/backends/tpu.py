@@ -302,8 +302,17 @@ class TPUNodeBackend:
         if failure is not None:
             if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
                 audits += self._new_audits(name, judge, started_at)
-            reason = next((a.terminate_reason for a in reversed(audits) if a.terminate_reason), None)
-            return JobFailed(replace(failure, terminate_reason=reason) if reason else failure, now, live=True)
+            # The entry that names the reason also dates the event: the node's state only says it happened by
+            # now, and a look late by an outage (no triggerer) would count the time in between as lost work.
+            # (An entry of another kind -- a maintenance event waited out before the node went unhealthy --
+            # gives its reason, as before, but not its time.)
+            told = next((a for a in reversed(audits) if a.terminate_reason), None)
+            if told is not None:
+                when = failure.timestamp
+                if told.timestamp is not None and told.failure_class == failure.failure_class:
+                    when = min(now, told.timestamp)
+                failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
+            return JobFailed(failure, now, live=True)
         if audits:  # a maintenance event that came and went between two looks
             return JobFailed(audits[-1], now, live=True)
         if node.state.name != "READY":

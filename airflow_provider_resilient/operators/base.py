@@ -125,6 +125,11 @@ def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
     return masked
 
 
+#: How many of the newest complete checkpoints the run summary reads (one listing each): their steps join the
+#: goodput ledger's step reports; the newest :data:`ADVICE_SAVES` of them judge the checkpoint interval.
+LEDGER_SAVES = 100
+ADVICE_SAVES = 20
+
 #: The values of ``torn_checkpoints`` (see :class:`SupervisedOperator`).
 TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 
@@ -506,6 +511,22 @@ class SupervisedOperator(BaseOperator):
         if noted:
             self._save(context, state)
 
+    def _checkpoint_saves(self) -> list[Any] | None:
+        """The newest :data:`LEDGER_SAVES` complete checkpoints (``checkpoints.CheckpointSave``, oldest first),
+        or None without a checkpoint location or when they cannot be listed (the summary is a nicety: a failed
+        listing must not fail the task)."""
+        location = self._checkpoint_location()
+        if not location:
+            return None
+        from ..checkpoints import list_checkpoint_saves
+
+        try:
+            return list_checkpoint_saves(location, marker=getattr(self, "checkpoint_marker", None),
+                                         max_saves=LEDGER_SAVES)
+        except Exception as exc:
+            self.log.warning("Could not list the checkpoints for the ledger and the interval advice: %s", exc)
+            return None
+
     def _step_reports(self) -> list[Any]:
         """Step observations made while watching (``goodput.StepReport``), this run's, oldest first."""
         return list(self.__dict__.get("_steps_seen", []))
@@ -536,20 +557,21 @@ class SupervisedOperator(BaseOperator):
 
         context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
         if any(a.started_at is not None for a in state.history):
+            from ..goodput import StepReport
+
             now = self._clock()
-            ledger = goodput_ledger(state.history, self._step_reports(), end=now)
+            saves = self._checkpoint_saves()
+            # Each complete checkpoint of this run is a step the workload reached, written down where no
+            # process can lose it: the steps a SIGKILLed triggerer's trigger had seen die with it, and without
+            # the saves the ledger would count the work after the last step it still knows as lost.
+            began = min(a.started_at for a in state.history if a.started_at is not None)
+            seen = {(r.time, r.step) for r in self._step_reports()} | {
+                (c.completed_at, c.step) for c in saves or () if c.completed_at >= began}
+            ledger = goodput_ledger(state.history, [StepReport(t, n) for t, n in sorted(seen)], end=now)
             summary: dict[str, Any] = dict(ledger.as_dict())
             self.log.info("Goodput: %s", ledger.summary())
-            location = self._checkpoint_location()
-            if location:
-                from ..checkpoints import list_checkpoint_saves
-
-                try:
-                    saves = list_checkpoint_saves(location, marker=getattr(self, "checkpoint_marker", None))
-                except Exception as exc:  # advice is a nicety: a failed listing must not fail the task
-                    self.log.warning("Could not list the checkpoints for the interval advice: %s", exc)
-                else:
-                    advice = advise_checkpointing(state.history, saves, end=now)
-                    self.log.info("Checkpointing: %s", advice.summary())
-                    summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
+            if saves is not None:
+                advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
+                self.log.info("Checkpointing: %s", advice.summary())
+                summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
             context["ti"].xcom_push(key="goodput", value=summary)

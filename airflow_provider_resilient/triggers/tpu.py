@@ -22,9 +22,11 @@ seen (``time.time()``); every event of a watching trigger carries them as ``"ste
 ...]`` (oldest first) when there are any, and the operator notes them for its ledger (as a polling
 operator notes the step of each of its looks) -- so a deferred run's ledger attributes wasted progress
 from steps, not from whole attempts. The list lives in the trigger only: it is not serialized, and a
-trigger re-created on another triggerer starts a new one -- which is fine: the steps seen before the move
-are lost to the ledger, which only has fewer points, and the current step is recorded anew at the next
-poll.
+trigger re-created on another triggerer (its triggerer was SIGKILLed) starts a new one. The steps seen
+before the move are lost, and the ledger still holds: the operator adds the steps of the run's complete
+checkpoints (stored where no process can lose them) to the reports, and dates a node failure by its audit
+entry, not by the late look after the outage -- so the work lost is the work since the last checkpoint, and
+the outage counts as detection.
 
 The look-again interval (:func:`~..backends.tpu.look_again_seconds`): what only the operator's full look sees -- audit
 entries of an event that came and went between two polls, a worker whose heartbeat or step stopped

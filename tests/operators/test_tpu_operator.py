@@ -125,13 +125,17 @@ async def first_event(trigger: Any) -> Any:
 
 
 def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
-                 kill_at: int | None = None, max_deferrals: int = 200, events: list | None = None) -> Any:
+                 kill_at: int | None = None, max_deferrals: int = 200, events: list | None = None,
+                 resume_with: dict | None = None) -> Any:
     """Run a deferrable operator as Airflow does: after each deferral the trigger -- re-created from its
     ``serialize()``, as the triggerer does -- runs in an event loop of its own, and a *fresh* operator
     continues with its event. With ``kill_at=n`` a user kills the task at its n-th deferral (0-based): the
-    trigger's ``on_kill`` runs and ``Killed`` is raised. ``events`` collects the triggers' payloads."""
+    trigger's ``on_kill`` runs and ``Killed`` is raised. ``events`` collects the triggers' payloads.
+    ``resume_with``: the task deferred already, and a fresh operator starts with this trigger event."""
     op = make()
     resume: Callable[[], Any] = lambda: op.execute(ctx)  # noqa: E731
+    if resume_with is not None:
+        resume = lambda: op.execute_complete(ctx, resume_with)  # noqa: E731
     for n in range(max_deferrals):
         try:
             return resume()
@@ -181,6 +185,17 @@ def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilie
     terminate = attempts[0]["incidents"][0]["failure"]
     assert terminate["node_state"] == "TERMINATED"
     assert terminate["terminate_reason"] == "Maintenance event without automatic recovery"
+    # Dated by the audit entry that reports the event, not by the look that saw the node TERMINATED: a look
+    # late by a triggerer outage would otherwise count the time in between as lost work, not as detection.
+    from datetime import UTC, datetime
+
+    from airflow_provider_resilient.hooks.tpu import AuditLogHook
+    from airflow_provider_resilient.policy.classify import classify_tpu_audit_entry
+
+    (entry,) = [e for e in AuditLogHook().node_events(PROJECT, f"{ZONE}/nodes/{A1}", datetime.fromtimestamp(0, tz=UTC))
+                if e["protoPayload"]["methodName"] == "tpu.nodes.terminate"]
+    assert terminate["timestamp"] == classify_tpu_audit_entry(entry).timestamp
+    assert terminate["timestamp"] <= attempts[0]["incidents"][0]["decision"]["decided_at"]
     assert result["checkpoint"]["step"] == 9
     ledger = ctx["ti"].xcom["goodput"]
     assert ledger["basis"] == "steps" and 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0

@@ -371,3 +371,48 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
     result = run_deferred(lambda: operator(command, deferrable=True), ctx)
     assert decisions(result) == [] and ctx["ti"].xcom["goodput"]["basis"] == "steps"
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator) and nodes_left() == []
+
+
+def test_a_triggerer_outage_loses_the_triggers_steps_but_not_the_ledger(resilient_emulator, tmp_path):
+    """Issue 10, problem 5: a triggerer SIGKILLed mid-run takes its trigger's step reports with it, and the
+    trigger re-created on the next triggerer looks only after the node was TERMINATED. The ledger still tells
+    lost work from late detection: the failure is dated by its audit entry (not by that late look), and the
+    complete checkpoints -- written where no process can lose them -- stand in for the lost step reports.
+    Before, the whole of attempt 1 up to the late look counted as wasted progress."""
+    from airflow_provider_resilient.checkpoints import list_checkpoint_saves
+    from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator as Op
+
+    from ..operators.test_tpu_operator import train
+
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 0.05,
+                                  "match": {"nth": 1}})
+    go = tmp_path / "go"  # attempt 1 trains once the operator has deferred: its own look sees no step
+    make = lambda: operator(only_in_attempt(1, f"while [ ! -e {go} ]; do sleep 0.02; done; {train(9)}",  # noqa: E731
+                                            then=train(9)), deferrable=True)
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:
+        make().execute(ctx)
+    go.touch()
+    # The triggerer dies before this trigger reports anything; nobody watches until the node is TERMINATED.
+    wait_until(lambda: tpu_client().get_node(name=f"{ZONE}/nodes/{A1}").state.name == "TERMINATED")
+    seen_terminated = time.time()
+    event = event_of(type(deferred.value.trigger)(**deferred.value.trigger.serialize()[1]))  # the next triggerer's
+    assert event["status"] == "changed" and "steps" not in event
+    result = run_deferred(make, ctx, resume_with=event)
+
+    assert decisions(result) == [("maintenance_event", "recreate_node")]
+    first, second = result["attempts"]
+    failed_at = first["incidents"][0]["failure"]["timestamp"]
+    assert failed_at < seen_terminated  # the event's time, not the late look's
+    saves = list_checkpoint_saves("gs://tpu-ckpt/run/checkpoints", marker="COMMITTED", max_saves=100)
+    before = [s for s in saves if first["started_at"] <= s.completed_at <= first["ended_at"]]
+    assert before and second["resumed_from_step"] == max(s.step for s in before)
+    assert not ctx["task_state_store"].data.get(Op.STEPS_KEY) or all(
+        t >= second["started_at"] for t, _ in ctx["task_state_store"].data[Op.STEPS_KEY])  # none of attempt 1
+    ledger = ctx["ti"].xcom["goodput"]
+    assert ledger["basis"] == "steps"
+    # Lost: the work after attempt 1's last complete checkpoint, nothing more; the wait for a look: detection.
+    assert ledger["wasted_progress"] == pytest.approx(max(0.0, failed_at - before[-1].completed_at), abs=1e-3)
+    assert ledger["detection"] >= seen_terminated - failed_at
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator) and nodes_left() == []
