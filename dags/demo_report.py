@@ -1,5 +1,5 @@
-"""The report the demo DAGs print after training (imported by their ``report`` tasks at run time; the
-DAGs folder is on ``sys.path`` in Airflow's processes). No DAG here."""
+"""The report the demo DAGs print after training (:func:`report_task`; the DAGs folder is on ``sys.path`` in
+Airflow's processes). No DAG here."""
 
 from __future__ import annotations
 
@@ -30,3 +30,26 @@ def print_report(result: dict[str, Any], goodput: dict[str, Any] | None, output:
         accuracy = float(json.load(metrics_file)["test_accuracy"])
     print(f"=== {label}FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {result['checkpoint']['uri']}) ===")
     return accuracy
+
+
+def report_run(result: dict[str, Any], output: str, label: str = "") -> float:
+    """:func:`print_report` from inside the report task: the ``train`` task's goodput (XCom ``goodput``) and this
+    run's output directory, ``<output>/<run_id>``."""
+    from airflow.sdk import get_current_context
+
+    context = get_current_context()
+    goodput = context["ti"].xcom_pull(task_ids="train", key="goodput")
+    return print_report(result, goodput, f"{output}/{context['run_id']}", label=label)
+
+
+def report_task(output: str, label: str = "") -> Any:
+    """The example DAGs' ``report`` task: print the attempt history, the goodput ledger and checkpoint advice,
+    and the held-out accuracy of the model the ``train`` task wrote under ``<output>/<run_id>``
+    (:func:`report_run`); call it on ``train.output``."""
+    from airflow.sdk import task
+
+    @task(task_id="report")
+    def report(result: dict[str, Any]) -> float:
+        return report_run(result, output, label=label)
+
+    return report

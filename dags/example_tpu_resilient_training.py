@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow.sdk import dag, task
+from airflow.sdk import dag
+from demo_report import report_task
 
 from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
@@ -43,17 +44,7 @@ def example_tpu_resilient_training():
         poll_interval=0.5,
     )
 
-    @task
-    def report(result: dict) -> float:
-        """Print the attempt history, the goodput ledger and checkpoint advice, and the held-out accuracy."""
-        from airflow.sdk import get_current_context
-        from demo_report import print_report
-
-        context = get_current_context()
-        goodput = context["ti"].xcom_pull(task_ids="train", key="goodput")
-        return print_report(result, goodput, f"{OUTPUT}/{context['run_id']}", label="TPU ")
-
-    report(train.output)
+    report_task(OUTPUT, label="TPU ")(train.output)
 
 
 example_tpu_resilient_training()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow.sdk import dag, task
+from airflow.sdk import dag
+from demo_report import report_task
 
 from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, Budget, Fallback, RetryPolicy
@@ -59,17 +60,7 @@ def example_vertex_ai_resilient_training():
         hang_timeout=60.0,
     )
 
-    @task
-    def report(result: dict) -> float:
-        """Print the attempt history, the goodput ledger and checkpoint advice, and the held-out accuracy."""
-        from airflow.sdk import get_current_context
-        from demo_report import print_report
-
-        context = get_current_context()
-        goodput = context["ti"].xcom_pull(task_ids="train", key="goodput")
-        return print_report(result, goodput, f"{OUTPUT}/{context['run_id']}", label="")
-
-    report(train.output)
+    report_task(OUTPUT, label="")(train.output)
 
 
 example_vertex_ai_resilient_training()

@@ -11,6 +11,9 @@
    node has a maintenance event it recovers from, then one that terminates it; the node is re-created
    and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
 
+With ``--dag example_tpu_fault_tolerance_checks`` it runs that example instead, with
+``dags/faults/tpu_preflight.yaml`` (seed 004's checks: a chip missing at boot, then one lost while training).
+
 Exits 0 when the training finished and its accuracy was reported.
 """
 
@@ -28,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = Path(os.environ.get("RESILIENT_DEMO_DIR", ROOT / ".demo"))
 DAG_ID = "example_vertex_ai_resilient_training"
 TPU_DAG_ID = "example_tpu_resilient_training"
+CHECKS_DAG_ID = "example_tpu_fault_tolerance_checks"
 
 
 def airflow_env() -> dict[str, str]:
@@ -91,7 +95,23 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
     return code, report
 
 
-def main() -> int:
+#: Every example DAG the script runs, with its fault plan and a summary; the first two are the demo.
+PHASES = [
+    (DAG_ID, "vertex_demo.yaml", "Vertex AI CustomJob through a crash, a stockout and internal errors"),
+    (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
+    (CHECKS_DAG_ID, "tpu_preflight.yaml", "seed 004's fault-tolerance checks: a TPU chip missing at boot, "
+                                         "then one lost while training"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``run_demo.py``: the demo (the first two of :data:`PHASES`); ``run_demo.py --dag DAG_ID``: that one."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--dag", choices=[p[0] for p in PHASES], help="run this example DAG only")
+    args = parser.parse_args(argv)
+    phases = [p for p in PHASES if p[0] == args.dag] if args.dag else PHASES[:2]
     started = time.monotonic()
     env = airflow_env()
     if not (Path(env["AIRFLOW_HOME"]) / "airflow.db").exists():
@@ -100,10 +120,7 @@ def main() -> int:
             print("airflow db migrate failed", file=sys.stderr)
             return 1
     failed = []
-    for dag_id, plan, summary in [
-        (DAG_ID, "vertex_demo.yaml", "Vertex AI CustomJob through a crash, a stockout and internal errors"),
-        (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
-    ]:
+    for dag_id, plan, summary in phases:
         code, report = run_phase(dag_id, plan, env, summary)
         if code != 0 or not any("FINAL HELD-OUT ACCURACY" in line for line in report):
             failed.append(f"{dag_id} (airflow dags test exited {code})")

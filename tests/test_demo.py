@@ -74,3 +74,27 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     uninterrupted = float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))
     assert abs(accuracy - uninterrupted) <= 0.01
     assert abs(tpu_accuracy - uninterrupted) <= 0.01
+
+
+def test_the_fault_tolerance_checks_example_isolates_both_faulty_nodes(tmp_path: Path):
+    """``run_demo.py --dag example_tpu_fault_tolerance_checks`` (seed 004): the node that boots with a chip
+    missing never runs the job (its pre-check fails), the node that loses one while training is stopped by the
+    periodic check; each is isolated -- deleted, a new one created -- and the third trains to the end from the
+    latest checkpoint, to the accuracy of an uninterrupted run."""
+    env = {**os.environ, "RESILIENT_DEMO_DIR": str(tmp_path / "demo")}
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py"), "--dag",
+                          "example_tpu_fault_tolerance_checks"], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = [line.split() for line in out.stdout.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
+    assert [(r[0], r[-1]) for r in rows] == [("1", "recreate_node"), ("2", "recreate_node"), ("3", "-")]
+    assert "preflight_failure exit 78" in " ".join(rows[0]) and "node_unhealthy" in rows[1]
+    assert rows[2][3] == "step" and int(rows[2][4]) >= 12 and "succeeded" in rows[2]  # resumed past the fault
+    assert out.stdout.count("CreateNode") == out.stdout.count("DeleteNode") == 3
+    log = (tmp_path / "demo" / "example_tpu_fault_tolerance_checks.log").read_text(errors="replace")
+    assert "preflight failed: item tpu-check: 3 of 4 TPU chips visible" in log, log[-3000:]
+    accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", out.stdout).group(1))
+    baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "24",
+                               "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
+                              capture_output=True, text=True, timeout=300, check=True)
+    assert abs(accuracy - float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))) <= 0.01

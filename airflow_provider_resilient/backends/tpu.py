@@ -18,6 +18,7 @@ from ..policy import Failure, FailureClass, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
+from ..worker import KEY_HARDWARE, KEY_PREFLIGHT, STATUS_PREFLIGHT_FAILED
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -322,11 +323,20 @@ class TPUNodeBackend:
         self.baseline = node_baseline(node, reports)
         for worker, report in enumerate(reports):
             status = report.get("status", "")
+            hardware = str(report.get(KEY_HARDWARE) or "")
+            if hardware.startswith("faulty") and status != STATUS_PREFLIGHT_FAILED:
+                # Seed 004: the runner's device check failed (a chip or GPU gone) while the workload ran or
+                # when it failed -> isolate the hardware: a new node, whatever the exit status says.
+                return JobFailed(Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=str(worker),
+                                         message=f"worker {worker} hardware check failed: {hardware[7:].strip()}",
+                                         timestamp=now), now, live=True)
             if status in BAD_STATUSES:
                 code = int(report.get("exit_code") or 1)
+                why = str(report.get(KEY_PREFLIGHT) or "") if status == STATUS_PREFLIGHT_FAILED else ""
                 failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
                                               worker_restarts=int(report.get("restarts") or 0),
-                                              message=f"worker {worker} {status} with exit {code}", timestamp=now)
+                                              message=f"worker {worker} {status} with exit {code}"
+                                                      + (f": preflight {why}" if why else ""), timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now, live=True)
         running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}

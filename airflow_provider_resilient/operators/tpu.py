@@ -50,7 +50,9 @@ from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
 from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
+from ..specs.preflight import Preflight, preflight_of
 from ..specs.tpu import (
+    chips_per_host,
     node_id_for,
     queued_resource_name,
     startup_script,
@@ -146,6 +148,13 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             is READY (default 1800: the setup script and the image's boot count). Past it the worker counts as
             silent (a WORKER_SILENT failure: the ``silent-worker`` rule releases the node and re-creates it,
             twice by default), so a node whose runner never starts is not watched for ever.
+        preflight: seed 004's fault-tolerance checks on every worker VM (:class:`~..specs.preflight.Preflight`):
+            ``True`` (default) -- seed 004's items and thresholds before the command (``dns``, ``disk-size
+            root/shm/cache``, ``ulimit``, ``tpu-check``: the slice's chips are visible) and a device check every
+            minute while it runs; a :class:`~..specs.preflight.Preflight` or a dict of its fields -- other
+            thresholds; ``False`` -- none (seed 004's ``job-retry-num`` 0). A failed check isolates the node:
+            the ``preflight-failure`` rule (re-issues: the policy's ``preflight`` budget, 0 to 3) or, for a chip
+            lost while training, ``node-unhealthy`` -- a new node resumes from the latest checkpoint.
         keep_node: keep the last node (and its queued resource) after the task ends, by success, failure or
             kill (for debugging); the nodes of earlier attempts are deleted all the same. Default: delete every
             node.
@@ -175,7 +184,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  queued_resource: bool = False, valid_until_duration: float | timedelta | None = None,
                  max_worker_restarts: int | None = None, hang_timeout: float = 1800.0,
                  heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0, keep_node: bool = False,
-                 secret_env: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+                 secret_env: Mapping[str, str] | None = None,
+                 preflight: Preflight | Mapping[str, Any] | bool | None = True, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -200,6 +210,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
+        self.preflight = preflight
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
@@ -300,6 +311,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         task = spec.task
         return node_id_for(self.tpu_node_id, task.dag_id, task.task_id, task.run_id, task.map_index, spec.attempt)
 
+    def _runner_args(self, accelerator: str) -> list[str]:
+        """The worker runner's preflight options for a node of ``accelerator`` (none with ``preflight=False``)."""
+        checks = preflight_of(self.preflight)
+        return checks.runner_args(expect_tpu_chips=chips_per_host(accelerator)) if checks else []
+
     def _node(self, spec: AttemptSpec, accelerator: str) -> dict[str, Any]:
         """The node body of one attempt: its accelerator type, the attempt's labels (and ``resilient-keep``
         with ``keep_node``), and the startup script that runs the command under the worker runner with the
@@ -315,7 +331,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 command=self.command, env={**self.env, **spec.env}, setup_script=self.setup_script,
                 runner_source=runner_source(), max_restarts=self.max_worker_restarts,
                 checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds,
-                secret_env=self.secret_env)},
+                secret_env=self.secret_env, runner_args=self._runner_args(accelerator))},
             "scheduling_config": {"spot": self.spot, "reserved": self.reserved},
         }
         if self.network:
@@ -415,7 +431,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 max_worker_restarts=self.max_worker_restarts_argument, heartbeat_seconds=self.heartbeat_seconds,
                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout,
                 fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""),
-                secret_env=self.secret_env)
+                secret_env=self.secret_env, preflight=self.preflight)
         except SpecError as exc:
             left = exc.without(skip)
             if left is not None:

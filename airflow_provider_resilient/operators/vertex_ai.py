@@ -42,10 +42,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from ..backends.base import AttemptSpec
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import history_to_json
+from ..specs.preflight import Preflight, preflight_of
 from ..specs.vertex import (
     SpecError,
     build_custom_job,
     env_entries,
+    preflight_problems,
     validate_custom_job,
 )
 from ..supervisor import (
@@ -56,6 +58,13 @@ from ..supervisor import (
 from .base import SupervisedOperator, has_template, mask_sensitive_env
 
 log = logging.getLogger(__name__)
+
+
+def _runner_source() -> str:
+    """The worker runner's text (:func:`~..worker.runner_source`), imported when a job is built."""
+    from ..worker import runner_source
+
+    return runner_source()
 
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_custom_job"
@@ -126,6 +135,15 @@ class ResilientCustomJobOperator(SupervisedOperator):
             the trigger watches for it (and only then lists checkpoints: a deferred run has step reports only
             with a hang_timeout).
         cancel_on_kill: cancel the live job when the task is killed (``on_kill`` / trigger ``on_kill``).
+        preflight: seed 004's fault-tolerance checks on every replica (:class:`~..specs.preflight.Preflight`;
+            ``True`` for seed 004's thresholds, a dict of its fields for others): each container's command runs
+            under the worker runner (:func:`~..specs.preflight.wrap_container_command`; the image needs
+            ``python3``), which checks ``dns`` (the job's hosts from ``CLUSTER_SPEC``), ``disk-size root/shm/
+            cache``, ``ulimit`` and, with NVIDIA accelerators, ``gpu-check`` before the command and every
+            ``hardware_check_seconds`` while it runs. A failed check exits 78: ``preflight_failure``, a new job
+            on new machines (the policy's ``preflight`` budget, 0 to 3). Default ``False`` -- seed 004's
+            default too: the wrapper replaces the container's command line, and every pool needs a
+            ``container_spec.command`` (an image's ENTRYPOINT cannot be wrapped).
         project_id, checkpoint_marker, labels, network, service_account, fallbacks, deferrable,
             rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
             operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
@@ -171,6 +189,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         disable_retries: bool = False,
         hang_timeout: float | None = None,
         cancel_on_kill: bool = True,
+        preflight: Preflight | Mapping[str, Any] | bool | None = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -188,6 +207,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.disable_retries = disable_retries
         self.hang_timeout = hang_timeout
         self.cancel_on_kill = cancel_on_kill
+        self.preflight = preflight
         self._live_job: str | None = None
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
@@ -264,7 +284,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return build_custom_job(
             display_name=self.display_name, worker_pool_specs=self._pools(), labels=dict(spec.labels),
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
-            network=self.network, fallback=spec.fallback, env=dict(spec.env))
+            network=self.network, fallback=spec.fallback, env=dict(spec.env), preflight=preflight_of(self.preflight),
+            runner_source=_runner_source())
 
     def _recover(self, context: Any, state: RunState) -> RunState:
         """Rebuild the run from this task instance's jobs when the task state store holds none
@@ -350,10 +371,18 @@ class ResilientCustomJobOperator(SupervisedOperator):
                 "max_wait_duration": self.max_wait_duration, "disable_retries": self.disable_retries or None}
 
     def _validate(self, skip: Collection[str] = ()) -> None:
+        """:func:`~..specs.vertex.validate_custom_job` and :func:`~..specs.vertex.preflight_problems` of the
+        arguments, every problem at once.
+
+        Raises:
+            AirflowFailException: one line per problem (but those of ``skip``: templated arguments, judged after
+                rendering), naming the field, the value and the fix.
+        """
+        problems = preflight_problems(self._pools(), self.preflight)
+        if not self.checkpoint_dir and not self.base_output_dir:
+            problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
+                                                        "resume from the checkpoints written there"))
         try:
-            if not self.checkpoint_dir and not self.base_output_dir:
-                raise SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts resume "
-                                                  "from the checkpoints written there")
             validate_custom_job(project_id=self.project_id, region=self.region, display_name=self.display_name,
                                 worker_pool_specs=self._pools(), base_output_dir=self.base_output_dir,
                                 labels=self.labels, strategy=self.strategy, max_wait_duration=self.max_wait_duration,
@@ -361,9 +390,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                 checkpoint_dir=self.checkpoint_dir,
                                 extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""))
         except SpecError as exc:
-            left = exc.without(skip)
-            if left is not None:
-                raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from exc
+            problems.insert(0, exc)
+        left = SpecError.of_many(problems).without(skip) if problems else None
+        if left is not None:
+            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
 
 
 __all__ = ["STATE_KEY", "ResilientCustomJobOperator"]

@@ -350,8 +350,8 @@ class RetryPolicy:
 
     Raises:
         ValueError: at construction, naming the field, when a rule names an unknown budget, two rules
-            share a name, a seed-bounded budget is out of range (``preflight``: 1 to 3, seed 004), or
-            the queue timeout is not positive.
+            share a name, a seed-bounded budget is out of range (``preflight``: 0 to 3, seed 004's
+            ``job-retry-num``), or the queue timeout is not positive.
     """
 
     rules: tuple[Rule, ...] = ()
@@ -375,9 +375,10 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.rules: rule names must be unique, repeated: {dupes}")
         merged = self.effective_budgets
         preflight = merged["preflight"].max_retries
-        if preflight is None or not 1 <= preflight <= 3:
-            raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 1 to 3 "
-                             f"(seed 004: 'restart count 1~3'), got {preflight}")
+        if preflight is None or not 0 <= preflight <= 3:
+            raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 0 to 3 (seed 004's "
+                             "fault-tolerance/job-retry-num: 'value的范围可以设置为1~3的整数', 0 when not given: "
+                             f"no re-issue), got {preflight}")
         for rule in self.effective_rules:
             if rule.budget is not None and rule.budget not in merged:
                 raise ValueError(f"RetryPolicy: rule {rule.name!r} names budget {rule.budget!r}, which is not "

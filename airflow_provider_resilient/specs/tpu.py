@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from .common import PROJECT_RE, SpecError, checkpoint_dir_problems, label_problems, location_problems
+from .preflight import preflight_of
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ZONE_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+-[a-z]$")
@@ -69,10 +70,12 @@ def queued_resource_name(node_name: str) -> str:
 
 def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
                    runner_source: str, max_restarts: int, checkpoint_dir: str,
-                   heartbeat_seconds: float = 10.0, secret_env: Mapping[str, str] | None = None) -> str:
+                   heartbeat_seconds: float = 10.0, secret_env: Mapping[str, str] | None = None,
+                   runner_args: Sequence[str] = ()) -> str:
     """The ``startup-script`` metadata of a node for one attempt (bash). ``secret_env`` (``NAME`` -> Secret
     Manager secret version, :func:`secret_version`) goes to the runner as ``--secret-env``: the script holds
-    the secrets' names, never their values (the runner reads them on the VM).
+    the secrets' names, never their values (the runner reads them on the VM). ``runner_args``: more runner
+    options (the preflight checks, :meth:`~.preflight.Preflight.runner_args`), quoted for the shell.
 
     Raises:
         ValueError: an ``env`` key that is not a shell identifier or a value that is not a string
@@ -87,6 +90,7 @@ def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setu
     secrets = "".join(f"\n    --secret-env {shlex.quote(f'{k}={secret_version(v)}')} \\"
                       for k, v in (secret_env or {}).items())
     cmd = command if isinstance(command, str) else " ".join(shlex.quote(c) for c in command)
+    extra = f"\n    {' '.join(shlex.quote(a) for a in runner_args)} \\" if runner_args else ""
     return f"""#!/bin/bash
 # Written by airflow-provider-resilient: runs at every boot of every worker VM.
 {exports}
@@ -96,7 +100,7 @@ cat > "$RESILIENT_RUNNER" <<'{HEREDOC}'
 {runner_source}
 {HEREDOC}
 exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-seconds {float(heartbeat_seconds)} \\
-    --checkpoint-dir {shlex.quote(checkpoint_dir)} \\{secrets}
+    --checkpoint-dir {shlex.quote(checkpoint_dir)} \\{extra}{secrets}
     -- bash -c {shlex.quote(cmd)}
 """
 
@@ -136,6 +140,21 @@ def worker_count(accelerator_type: str) -> int:
     raise ValueError(f"{accelerator_type!r} is not a TPU slice size Google offers")
 
 
+def chips_per_host(accelerator_type: str) -> int:
+    """TPU chips on each worker VM of ``accelerator_type`` -- what the runner's ``tpu-check`` expects to see:
+    4 on v2, v3, v4 and v5p hosts (v2/v3 count 8 TensorCores per host, 2 per chip; v4/v5p sizes count 2
+    TensorCores per chip), and on v5e / v6e the slice's chips on a single host (1, 4 or 8) and 4 per host above.
+
+    Raises:
+        ValueError: as :func:`worker_count`.
+    """
+    workers = worker_count(accelerator_type)
+    family, size = accelerator_type.rsplit("-", 1)
+    if family in ("v5litepod", "v5e", "v6e"):
+        return int(size) // workers
+    return 4
+
+
 #: Cloud TPU zones (cloud.google.com/tpu/docs/regions-zones, 2026, every TPU generation). A zone Google adds later
 #: is accepted when named in ``RESILIENT_EXTRA_ZONES`` (comma-separated) -- the escape hatch.
 TPU_ZONES = frozenset({
@@ -163,7 +182,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           queued_resource: object, keep_node: object, valid_until_duration: object,
                           max_worker_restarts: object, heartbeat_seconds: object, hang_timeout: object,
                           startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "",
-                          secret_env: object = None) -> None:
+                          secret_env: object = None, preflight: object = True) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
 
@@ -240,5 +259,9 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                 worker_count(fallback.accelerator_type)
             except ValueError as exc:
                 problems.append(SpecError(f"fallbacks[{i}].accelerator_type", str(exc)))
+    try:
+        preflight_of(preflight)
+    except SpecError as exc:
+        problems.append(exc)
     if problems:
         raise SpecError.of_many(problems)

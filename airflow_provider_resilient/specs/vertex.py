@@ -42,6 +42,7 @@ from .common import (  # noqa: F401 -- shared by every platform; importable from
     location_problems,
     resume_env,
 )
+from .preflight import Preflight, preflight_of, wrap_container_command
 from .vertex_pools import ACCELERATOR_TYPES, MACHINE_TYPE_RE, check_worker_pools
 
 REGION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+$")
@@ -183,9 +184,13 @@ def build_custom_job(
     network: str | None,
     fallback: Fallback | None,
     env: Mapping[str, str],
+    preflight: Preflight | None = None,
+    runner_source: str = "",
 ) -> dict[str, Any]:
     """The CustomJob (dict form) for one attempt: the user's spec, the fallback's changes, our labels
-    and the resume environment on every pool."""
+    and the resume environment on every pool; with ``preflight``, every container runs seed 004's checks
+    first (:func:`~.preflight.wrap_container_command`, ``runner_source``: the worker runner's text), a pool
+    with NVIDIA accelerators expecting to see its ``accelerator_count`` GPUs (``gpu-check``)."""
     pools = copy.deepcopy([dict(p) for p in worker_pool_specs])
     for pool in pools:
         if not pool:
@@ -199,6 +204,14 @@ def build_custom_job(
         spec = pool[_pool_code(pool)]
         own = [e for e in spec.get("env", []) if e.get("name") not in env]
         spec["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
+        if preflight is not None and "container_spec" in pool:
+            machine = pool.get("machine_spec") or {}
+            gpus = int(machine.get("accelerator_count") or 0) if str(
+                machine.get("accelerator_type") or "").startswith("NVIDIA_") else 0
+            spec["command"] = wrap_container_command(
+                list(spec.get("command") or []), list(spec.get("args") or []), runner_source=runner_source,
+                runner_args=preflight.runner_args(expect_gpus=gpus))
+            spec.pop("args", None)
     sched = {k: v for k, v in scheduling.items() if v is not None}
     if fallback is not None and fallback.strategy:
         sched["strategy"] = fallback.strategy.upper()
@@ -215,6 +228,28 @@ def build_custom_job(
     if network:
         job_spec["network"] = network
     return {"display_name": display_name, "labels": dict(labels), "job_spec": job_spec}
+
+
+def preflight_problems(worker_pool_specs: Any, preflight: object) -> list[SpecError]:
+    """What stops seed 004's checks from running on these pools: a bad ``preflight`` value
+    (:func:`~.preflight.preflight_of`), and -- with checks on -- a ``python_package_spec`` pool (its command is
+    Vertex AI's, it cannot be wrapped; a ``container_spec`` always has a command: :func:`validate_custom_job`)."""
+    try:
+        checks = preflight_of(preflight)
+    except SpecError as exc:
+        return [exc]
+    if checks is None or not isinstance(worker_pool_specs, list | tuple):
+        return []
+    problems = []
+    for i, pool in enumerate(worker_pool_specs):
+        if not isinstance(pool, Mapping) or not pool:
+            continue
+        if "python_package_spec" in pool:
+            problems.append(SpecError(f"worker_pool_specs[{i}].python_package_spec", "preflight wraps a "
+                                      "container_spec's command; Vertex AI runs a python package itself: use a "
+                                      "container_spec with the pre-built image and its command, or set "
+                                      "preflight=False"))
+    return problems
 
 
 def primary_env(job: Any) -> dict[str, str]:

@@ -7,23 +7,33 @@ Rules of the file: standard library only, Python 3.8 syntax, nothing happens at 
 
 Command line::
 
-    python3 runner.py [--preflight] [--min-free-bytes N] [--checkpoint-dir DIR] [--min-open-files N]
+    python3 runner.py [--preflight] [--hosts H1,H2] [--dns-timeout S] [--root-dir DIR]
+                      [--min-root-free-bytes N] [--min-shm-free-bytes N] [--cache-dir DIR]
+                      [--min-cache-free-bytes N] [--checkpoint-dir DIR] [--min-open-files N]
+                      [--infiniband auto|yes|no] [--expect-gpus N] [--expect-tpu-chips N]
+                      [--hardware-check-seconds S]
                       [--max-restarts N] [--restart-delay S] [--grace-seconds S]
                       [--namespace NS] [--heartbeat-seconds S] [--step-pattern REGEX]
                       -- COMMAND [ARGS...]
 
 Theory of operation:
 
-1. Preflight (``--preflight``, seed 004's environment pre-check). Items, named like seed 004's log
-   keyword "item": ``disk-size`` (free bytes of the working directory >= ``--min-free-bytes``, default
-   1 GiB), ``checkpoint-dir`` (a local ``--checkpoint-dir`` is writable; ``gs://`` and other URLs are
-   skipped), ``ulimit`` (RLIMIT_NOFILE soft limit >= ``--min-open-files``, default 1024). Each item
-   prints ``preflight ok: <item>: <detail>`` or ``preflight failed: <item>: <why>``. Seed 004:
+1. Preflight (``--preflight``, seed 004's environment pre-check, "环境预检测"): every item of seed 004's table
+   under its log keyword -- ``dns``, ``disk-size root``, ``disk-size shm``, ``disk-size cache``, ``ulimit``
+   (seed 004's InfiniBand limits when InfiniBand is used), ``gpu-check`` -- plus ours, ``checkpoint-dir`` and
+   ``tpu-check`` (the TPU chips are visible); see :func:`preflight_checks` for each item's rule. Each item
+   prints ``preflight <ok|failed|skipped>: item <item>: <detail>``. Seed 004:
    "容错检查失败时,会打印检查失败的日志。您可以通过在日志中搜索“item”关键字查看失败信息。" (when the check
    fails, a failure log is printed; search the logs for the keyword "item"). Any failure ends the
    runner with :data:`PREFLIGHT_EXIT_CODE` before the command runs, so the operator isolates the node
    (seed 004: "隔离故障节点后,系统会在新的计算节点上重新创建训练作业" -- after isolating the faulty node the
    job is re-created on new nodes).
+1b. Hardware check while running (seed 004's "硬件周期性检查", periodic hardware check): every
+   ``--hardware-check-seconds`` the device items run again; on a failure the runner reports guest attribute
+   ``hardware`` = ``faulty: <item>: <detail>``, sends the command SIGTERM (it may checkpoint) and ends
+   ``failed`` with failure class ``node_unhealthy``. When the command exits non-zero the device items run
+   at once too: on faulty hardware it is never restarted in place (seed 004 scenario 3, job failed and
+   hardware faulty: isolate and re-issue); on sound hardware the exit status decides (scenario 4).
 2. Run. The command runs as a child in its own session / process group, with the environment passed
    through plus ``RESILIENT_WORKER_RESTARTS=<restarts so far>`` (and ``PYTHONUNBUFFERED=1`` unless
    already set, so step lines arrive as they are printed). Its stderr is inherited; its stdout is read
@@ -80,6 +90,8 @@ reporting error never stops the runner; it prints one warning. Keys (namespace d
   ``(?m)^\\s*step[ =:]+(\\d+)``) in the child's stdout; written with the heartbeat when it changed and
   after each run.
 * ``worker_id``: ``$TPU_WORKER_ID``, when set.
+* ``preflight``: ``failed: item <item>: <detail>``, the first preflight item that failed.
+* ``hardware``: ``faulty: <item>: <detail>`` once a device check failed (preflight or while running).
 
 Example: ``python3 runner.py --preflight --checkpoint-dir gs://b/ckpt -- python3 train.py`` on a
 worker whose training segfaults once: status ``preflight``, ``running`` (restarts 0), exit_code 139
@@ -91,10 +103,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -135,6 +149,8 @@ WORKER_FAILURE = "worker_failure"
 PERMANENT_USER_ERROR = "permanent_user_error"
 CONTAINER_START_ERROR = "container_start_error"
 PREFLIGHT_FAILURE = "preflight_failure"
+#: Reported as ``failure_class`` when the device check failed (seed 004: isolate the faulty hardware).
+NODE_UNHEALTHY = "node_unhealthy"
 #: Classes restarted in place (seed 000: non-permanent worker failures, up to five restarts).
 RESTARTABLE_CLASSES = frozenset({TRANSIENT_CRASH, WORKER_FAILURE})
 
@@ -148,6 +164,12 @@ KEY_RESTARTS = "restarts"
 KEY_HEARTBEAT = "heartbeat"
 KEY_STEP = "step"
 KEY_WORKER_ID = "worker_id"
+#: ``failed: item <item>: <detail>``: the first preflight item that failed.
+KEY_PREFLIGHT = "preflight"
+#: ``faulty: <item>: <detail>`` once a device check (``gpu-check`` / ``tpu-check``) failed.
+KEY_HARDWARE = "hardware"
+#: The preflight items that look at the hardware itself (the rest look at the environment).
+DEVICE_ITEMS = ("gpu-check", "tpu-check")
 
 STATUS_PREFLIGHT = "preflight"
 STATUS_RUNNING = "running"
@@ -171,7 +193,8 @@ REPORT_TIMEOUT_SECONDS = 2.0
 
 # -- defaults -------------------------------------------------------------------------------------------
 
-DEFAULT_MIN_FREE_BYTES = 1 << 30
+DEFAULT_DNS_TIMEOUT_SECONDS = 10.0
+DEFAULT_HARDWARE_CHECK_SECONDS = 60.0
 DEFAULT_MIN_OPEN_FILES = 1024
 DEFAULT_MAX_RESTARTS = 5
 DEFAULT_RESTART_DELAY_SECONDS = 1.0
@@ -273,28 +296,196 @@ class GuestAttributes:
 # -- preflight ------------------------------------------------------------------------------------------
 
 
-def preflight_checks(workdir: str, min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
-                     checkpoint_dir: str | None = None,
-                     min_open_files: int = DEFAULT_MIN_OPEN_FILES) -> list[tuple[str, bool, str]]:
-    """Seed 004's environment pre-check, reduced to what a TPU VM needs.
+#: Seed 004's thresholds ("检测成功要求", what passing requires): decimal gigabytes, as the seed writes "32GB".
+GB = 1000 ** 3
+SEED_004_ROOT_BYTES = 32 * GB  # "磁盘空间-容器根目录 disk-size root 大于32GB"
+SEED_004_SHM_BYTES = 1 * GB  # "磁盘空间-/dev/shm目录 disk-size shm 大于1GB"
+SEED_004_CACHE_BYTES = 32 * GB  # "磁盘空间-/cache目录 disk-size cache 大于32GB"
+#: Seed 004's ``ulimit`` item "使用IB网络时" (when InfiniBand is used), in ``ulimit -a``'s units:
+#: (name, resource module constant name, bytes per unit, must be greater than).
+SEED_004_IB_LIMITS = (("max locked memory", "RLIMIT_MEMLOCK", 1024, 16000),
+                      ("open files", "RLIMIT_NOFILE", 1, 1000000),
+                      ("stack size", "RLIMIT_STACK", 1024, 8000),
+                      ("max user processes", "RLIMIT_NPROC", 1, 1000000))
+#: Where device files live (``/dev``); the emulator points it at a worker's own fake ``/dev``.
+DEVICE_ROOT_ENV = "RESILIENT_DEVICE_ROOT"
+#: Emulator only: JSON ``{"path": free bytes}`` that stands in for ``statvfs`` of those paths (an emulated
+#: VM's disks; a real VM never sets it).
+EMULATED_FREE_BYTES_ENV = "RESILIENT_EMULATED_FREE_BYTES"
+#: The hosts of a job, where the platform names them: TPU VMs (comma-separated), Vertex AI (JSON).
+HOST_ENVS = ("TPU_WORKER_HOSTNAMES", "CLUSTER_SPEC", "TF_CONFIG")
 
-    Seed 004 checks "磁盘空间" (disk space, item ``disk-size``) and "ulimit检查" (item ``ulimit``, e.g.
-    "open files > 1000000" on InfiniBand); the checkpoint directory check is ours.
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
-    Returns:
-        ``(item, ok, detail)`` for each item, in order ``disk-size``, ``checkpoint-dir``, ``ulimit``.
-    """
-    results = []
+
+def _gb(n: float) -> str:
+    return f"{n / GB:.1f} GB"
+
+
+def _free_bytes(path: str, environ: dict[str, str]) -> int:
+    emulated = environ.get(EMULATED_FREE_BYTES_ENV)
+    if emulated:
+        table = json.loads(emulated)
+        if path in table:
+            return int(table[path])
+    return shutil.disk_usage(path).free
+
+
+def job_hosts(environ: dict[str, str]) -> list[str]:
+    """The host names of every worker of the job, from ``TPU_WORKER_HOSTNAMES`` (comma-separated) or the
+    ``cluster`` of Vertex AI's ``CLUSTER_SPEC`` / ``TF_CONFIG`` (``host:port`` entries), without ports."""
+    hosts: list[str] = []
+    names = environ.get("TPU_WORKER_HOSTNAMES", "")
+    hosts.extend(h.strip() for h in names.split(",") if h.strip())
+    for key in ("CLUSTER_SPEC", "TF_CONFIG"):
+        try:
+            cluster = json.loads(environ.get(key) or "{}").get("cluster") or {}
+        except (ValueError, AttributeError):
+            continue
+        for entries in cluster.values():
+            for entry in entries if isinstance(entries, list) else []:
+                host = str(entry).rsplit(":", 1)[0] if ":" in str(entry) else str(entry)
+                hosts.append(host.strip("[]"))
+    seen: list[str] = []
+    for host in hosts:
+        if host and host not in seen:
+            seen.append(host)
+    return seen
+
+
+def _check_dns(hosts: list[str], timeout: float) -> tuple[str, str]:
+    """Seed 004 ``dns``: every host of the job resolves (seed: "volcano容器的域名都解析成功")."""
+    if not hosts:
+        return SKIPPED, "the platform names no hosts (TPU_WORKER_HOSTNAMES, CLUSTER_SPEC, TF_CONFIG): one host"
+    failures: dict[str, str] = {}
+
+    def resolve(host: str) -> None:
+        try:
+            socket.getaddrinfo(host, None)
+        except OSError as exc:
+            failures[host] = str(exc)
+
+    threads = [threading.Thread(target=resolve, args=(h,), daemon=True) for h in hosts]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for index, thread in enumerate(threads):
+        host = hosts[index]
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            failures.setdefault(host, f"no answer within {timeout:g} s")
+    if failures:
+        return FAILED, "cannot resolve " + ", ".join(f"{h} ({w})" for h, w in sorted(failures.items()))
+    return OK, "{} hosts resolve: {}".format(len(hosts), ", ".join(hosts))
+
+
+def _check_disk(path: str, need: int, environ: dict[str, str], optional: bool = False) -> tuple[str, str]:
+    if optional and not os.path.isdir(path) and path not in json.loads(environ.get(EMULATED_FREE_BYTES_ENV) or "{}"):
+        return SKIPPED, f"{path} does not exist"
     try:
-        free = shutil.disk_usage(workdir).free
-        results.append(("disk-size", free >= min_free_bytes,
-                        f"{free} bytes free in {workdir}, need >= {min_free_bytes}"))
-    except OSError as exc:
-        results.append(("disk-size", False, f"cannot stat {workdir}: {exc}"))
+        free = _free_bytes(path, environ)
+    except (OSError, ValueError) as exc:
+        return FAILED, f"cannot stat {path}: {exc}"
+    verdict = OK if free > need else FAILED
+    return verdict, f"{_gb(free)} free in {path}, need > {_gb(need)}"
 
+
+def _infiniband(mode: str, environ: dict[str, str]) -> bool:
+    if mode != "auto":
+        return mode == "yes"
+    root = environ.get("RESILIENT_SYS_CLASS_INFINIBAND", "/sys/class/infiniband")
+    try:
+        return bool(os.listdir(root))
+    except OSError:
+        return False
+
+
+def _check_ulimit(min_open_files: int, infiniband: bool) -> tuple[str, str]:
+    """Seed 004 ``ulimit`` when InfiniBand is used (its four limits, in ``ulimit -a`` units); without it, ours:
+    open files >= ``min_open_files``. An unlimited limit passes."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return SKIPPED, "resource limits not available on this system"
+    wanted = [("open files", "RLIMIT_NOFILE", 1, min_open_files, ">=")] if not infiniband else [
+        (name, constant, unit, above, ">") for name, constant, unit, above in SEED_004_IB_LIMITS]
+    short, seen = [], []
+    for name, constant, unit, bound, relation in wanted:
+        soft = resource.getrlimit(getattr(resource, constant))[0]
+        shown = "unlimited" if soft == resource.RLIM_INFINITY else str(soft // unit)
+        seen.append(f"{name} {shown}")
+        value = soft // unit
+        if soft != resource.RLIM_INFINITY and (value < bound if relation == ">=" else value <= bound):
+            short.append(f"{name} {shown}, need {relation} {bound}")
+    context = "InfiniBand in use (seed 004 limits)" if infiniband else "no InfiniBand"
+    if short:
+        return FAILED, "{}: {}".format(context, "; ".join(short))
+    return OK, "{}: {}".format(context, ", ".join(seen))
+
+
+def count_devices(device_root: str, kind: str) -> int:
+    """Device files of ``kind`` under ``device_root``: ``gpu`` -- ``nvidiaN``; ``tpu`` -- ``accelN`` (TPU v2-v4)
+    and ``vfio/N`` (v5e, v5p, v6e)."""
+    def numbered(directory: str, prefix: str) -> int:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return 0
+        return sum(1 for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
+
+    if kind == "gpu":
+        return numbered(device_root, "nvidia")
+    return numbered(device_root, "accel") + numbered(os.path.join(device_root, "vfio"), "")
+
+
+def device_checks(options: argparse.Namespace, environ: dict[str, str]) -> list[tuple[str, str, str]]:
+    """Seed 004 ``gpu-check`` ("检测到gpu": the GPU is seen) and ours for TPUs, ``tpu-check`` (the TPU chips
+    are visible): at least ``--expect-gpus`` / ``--expect-tpu-chips`` device files; skipped when none are
+    expected. Run before the command and, every ``--hardware-check-seconds``, while it runs."""
+    device_root = environ.get(DEVICE_ROOT_ENV, "/dev")
+    results = []
+    for item, kind, expected, what in (("gpu-check", "gpu", options.expect_gpus, "GPUs"),
+                                       ("tpu-check", "tpu", options.expect_tpu_chips, "TPU chips")):
+        if not expected:
+            continue
+        found = count_devices(device_root, kind)
+        results.append((item, OK if found >= expected else FAILED,
+                        f"{found} of {expected} {what} visible under {device_root}"))
+    return results
+
+
+def preflight_checks(options: argparse.Namespace, environ: dict[str, str],
+                     workdir: str | None = None) -> list[tuple[str, str, str]]:
+    """Seed 004's environment pre-check ("环境预检测"), every item of its table plus ours.
+
+    Items, in order, each ``(item, "ok" | "failed" | "skipped", detail)``; the item names are seed 004's
+    log keywords:
+
+    * ``dns`` -- every host of the job resolves (:func:`job_hosts`), within ``--dns-timeout`` seconds;
+    * ``disk-size root`` -- free bytes of ``--root-dir`` (``/``) > ``--min-root-free-bytes`` (32 GB);
+    * ``disk-size shm`` -- free bytes of ``$RESILIENT_DEVICE_ROOT/shm`` (``/dev/shm``) > ``--min-shm-free-bytes``
+      (1 GB);
+    * ``disk-size cache`` -- free bytes of ``--cache-dir`` (``/cache``) > ``--min-cache-free-bytes`` (32 GB);
+      skipped where that directory does not exist (Cloud TPU VMs and Vertex AI replicas have none);
+    * ``checkpoint-dir`` (ours) -- a local ``--checkpoint-dir`` is writable (``gs://`` is skipped);
+    * ``ulimit`` -- with InfiniBand (``--infiniband auto``: ``/sys/class/infiniband`` lists a device) seed 004's
+      max locked memory > 16000, open files > 1000000, stack size > 8000, max user processes > 1000000;
+      without, open files >= ``--min-open-files`` (1024);
+    * ``gpu-check`` / ``tpu-check`` -- :func:`device_checks`.
+    """
+    results: list[tuple[str, str, str]] = []
+    verdict, detail = _check_dns(list(options.hosts or []) or job_hosts(environ), options.dns_timeout)
+    results.append(("dns", verdict, detail))
+    device_root = environ.get(DEVICE_ROOT_ENV, "/dev")
+    results.append(("disk-size root", *_check_disk(options.root_dir, options.min_root_free_bytes, environ)))
+    results.append(("disk-size shm", *_check_disk(os.path.join(device_root, "shm"), options.min_shm_free_bytes,
+                                                  environ)))
+    results.append(("disk-size cache", *_check_disk(options.cache_dir, options.min_cache_free_bytes, environ,
+                                                    optional=True)))
+    checkpoint_dir = options.checkpoint_dir
     if checkpoint_dir:
         if "://" in checkpoint_dir:
-            results.append(("checkpoint-dir", True, f"{checkpoint_dir} is remote, not checked"))
+            results.append(("checkpoint-dir", SKIPPED, f"{checkpoint_dir} is remote, not checked"))
         else:
             try:
                 os.makedirs(checkpoint_dir, exist_ok=True)
@@ -304,20 +495,11 @@ def preflight_checks(workdir: str, min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
                 finally:
                     os.close(fd)
                     os.unlink(probe)
-                results.append(("checkpoint-dir", True, f"{checkpoint_dir} is writable"))
+                results.append(("checkpoint-dir", OK, f"{checkpoint_dir} is writable"))
             except OSError as exc:
-                results.append(("checkpoint-dir", False, f"{checkpoint_dir} is not writable: {exc}"))
-
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        results.append(("ulimit", True, "RLIMIT_NOFILE not available, not checked"))
-    else:
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        unlimited = soft == resource.RLIM_INFINITY
-        results.append(("ulimit", unlimited or soft >= min_open_files,
-                        "open files soft limit {}, need >= {}".format(
-                            "unlimited" if unlimited else soft, min_open_files)))
+                results.append(("checkpoint-dir", FAILED, f"{checkpoint_dir} is not writable: {exc}"))
+    results.append(("ulimit", *_check_ulimit(options.min_open_files, _infiniband(options.infiniband, environ))))
+    results.extend(device_checks(options, environ))
     return results
 
 
@@ -382,6 +564,7 @@ class Runner:
         self._step: str | None = None
         self._published_step: str | None = None
         self._step_lock = threading.Lock()
+        self._hardware_failed = False
 
     def request_stop(self) -> None:
         self._stop_requested = True
@@ -481,8 +664,10 @@ class Runner:
 
     # phases
 
-    def _finish(self, status: str, exit_code: int) -> int:
-        failure_class = classify_exit_status(exit_code)
+    def _finish(self, status: str, exit_code: int, hardware: bool = False) -> int:
+        """Report the end: ``exit_code``, its class (``node_unhealthy`` when ``hardware``: the device check
+        failed), then ``status``."""
+        failure_class = NODE_UNHEALTHY if hardware else classify_exit_status(exit_code)
         if failure_class is not None:
             self._report(**{KEY_EXIT_CODE: exit_code, KEY_FAILURE_CLASS: failure_class})
         else:
@@ -492,14 +677,41 @@ class Runner:
         return exit_code
 
     def _preflight(self) -> bool:
+        """Seed 004's pre-check; one line per item, ``preflight <ok|failed|skipped>: item <item>: <detail>``
+        (seed 004: search the logs for the keyword "item"). A failed device check also reports the hardware
+        faulty."""
         self._report(**{KEY_STATUS: STATUS_PREFLIGHT})
         ok = True
-        for item, passed, detail in preflight_checks(os.getcwd(), self.options.min_free_bytes,
-                                                     self.options.checkpoint_dir, self.options.min_open_files):
-            print("preflight {}: {}: {}".format("ok" if passed else "failed", item, detail),
-                  file=sys.stderr, flush=True)
-            ok = ok and passed
+        for item, verdict, detail in preflight_checks(self.options, self.environ):
+            print(f"preflight {verdict}: item {item}: {detail}", file=sys.stderr, flush=True)
+            if verdict == FAILED and ok:  # the first failed item, for the operator's attempt history
+                self._report(**{KEY_PREFLIGHT: f"failed: item {item}: {detail}"})
+            ok = ok and verdict != FAILED
+            if verdict == FAILED and item in DEVICE_ITEMS:
+                self._report(**{KEY_HARDWARE: f"faulty: {item}: {detail}"})
         return ok
+
+    def _hardware_fault(self) -> str | None:
+        """Seed 004's periodic hardware check ("硬件周期性检查"): the device items now; the first failure as
+        ``"<item>: <detail>"`` (also reported as guest attribute ``hardware`` = ``faulty: ...`` and logged), or
+        None when the hardware is fine or no device is expected."""
+        for item, verdict, detail in device_checks(self.options, self.environ):
+            if verdict == FAILED:
+                fault = f"{item}: {detail}"
+                _log(f"hardware check failed: item {fault}")
+                self._report(**{KEY_HARDWARE: "faulty: " + fault})
+                return fault
+        return None
+
+    def _watch_hardware(self, done: threading.Event) -> None:
+        """Every ``--hardware-check-seconds`` while the command runs: a device check; on a fault the command
+        gets SIGTERM (it may checkpoint), as for a maintenance event, and the runner ends ``failed`` -- the
+        operator isolates the node (seed 004: "硬件周期性检查任一检查项出现故障时,隔离故障硬件并重新下发训练作业")."""
+        while not done.wait(self.options.hardware_check_seconds):
+            if self._hardware_fault() is not None:
+                self._hardware_failed = True
+                self._stop_requested = True
+                return
 
     def run(self) -> int:
         worker_id = self.environ.get(WORKER_ID_ENV)
@@ -520,6 +732,8 @@ class Runner:
         restarts = 0
         self._report(**{KEY_RESTARTS: restarts, KEY_STATUS: STATUS_RUNNING})
         heartbeat.start()
+        if self.options.hardware_check_seconds > 0 and (self.options.expect_gpus or self.options.expect_tpu_chips):
+            threading.Thread(target=self._watch_hardware, args=(done,), name="runner-hardware", daemon=True).start()
         try:
             while True:
                 if restarts:
@@ -527,12 +741,20 @@ class Runner:
                 _log(f"running {self.command} (restarts so far: {restarts})")
                 status = self._run_once(restarts)
                 self._publish_step()
+                if self._hardware_failed:
+                    _log(f"command ended with status {status} after the hardware check failed")
+                    return self._finish(STATUS_FAILED, status, hardware=True)
                 if self._stop_requested:
                     _log(f"command ended with status {status} after SIGTERM")
                     return self._finish(STATUS_TERMINATED, TERMINATED_EXIT_CODE)
                 failure_class = classify_exit_status(status)
                 if failure_class is None:
                     return self._finish(STATUS_SUCCEEDED, status)
+                # Seed 004, scenario 3: the job failed and the hardware is faulty -> isolate (no restart here);
+                # scenario 4: the hardware is fine -> the exit status decides.
+                if self._hardware_fault() is not None:
+                    _log(f"exit status {status} on faulty hardware: no restart on this node")
+                    return self._finish(STATUS_FAILED, status, hardware=True)
                 if failure_class not in RESTARTABLE_CLASSES:
                     _log(f"exit status {status} is {failure_class}: no restart")
                     return self._finish(STATUS_FAILED, status)
@@ -595,12 +817,30 @@ def build_parser() -> argparse.ArgumentParser:
         prog="runner.py", usage="%(prog)s [options] -- COMMAND [ARGS...]",
         description="Run a training command on a TPU worker: preflight, restarts, SIGTERM, guest attributes.")
     parser.add_argument("--preflight", action="store_true", help="run the preflight checks first (seed 004)")
-    parser.add_argument("--min-free-bytes", type=_non_negative(int), default=DEFAULT_MIN_FREE_BYTES,
-                        help="preflight: free bytes needed in the working directory (default 1 GiB)")
+    parser.add_argument("--hosts", type=lambda t: [h for h in t.split(",") if h], default=None,
+                        help="preflight dns: the job's hosts, comma-separated (default: from the platform's env)")
+    parser.add_argument("--dns-timeout", type=_positive_float, default=DEFAULT_DNS_TIMEOUT_SECONDS,
+                        help="preflight dns: seconds to resolve every host (default 10)")
+    parser.add_argument("--root-dir", default="/", help="preflight disk-size root: the directory measured")
+    parser.add_argument("--min-root-free-bytes", type=_non_negative(int), default=SEED_004_ROOT_BYTES,
+                        help="preflight disk-size root: free bytes needed (default 32 GB, seed 004)")
+    parser.add_argument("--min-shm-free-bytes", type=_non_negative(int), default=SEED_004_SHM_BYTES,
+                        help="preflight disk-size shm: free bytes of /dev/shm needed (default 1 GB, seed 004)")
+    parser.add_argument("--cache-dir", default="/cache", help="preflight disk-size cache: the directory measured")
+    parser.add_argument("--min-cache-free-bytes", type=_non_negative(int), default=SEED_004_CACHE_BYTES,
+                        help="preflight disk-size cache: free bytes needed (default 32 GB, seed 004)")
     parser.add_argument("--checkpoint-dir", default=None,
                         help="preflight: a local directory that must be writable (gs:// is skipped)")
     parser.add_argument("--min-open-files", type=_non_negative(int), default=DEFAULT_MIN_OPEN_FILES,
-                        help="preflight: RLIMIT_NOFILE soft limit needed (default 1024)")
+                        help="preflight ulimit without InfiniBand: RLIMIT_NOFILE soft limit needed (default 1024)")
+    parser.add_argument("--infiniband", choices=("auto", "yes", "no"), default="auto",
+                        help="preflight ulimit: check seed 004's InfiniBand limits (auto: when a device is listed)")
+    parser.add_argument("--expect-gpus", type=_non_negative(int), default=0,
+                        help="gpu-check: GPUs this worker must see (default 0: no check)")
+    parser.add_argument("--expect-tpu-chips", type=_non_negative(int), default=0,
+                        help="tpu-check: TPU chips this worker must see (default 0: no check)")
+    parser.add_argument("--hardware-check-seconds", type=_non_negative(float), default=DEFAULT_HARDWARE_CHECK_SECONDS,
+                        help="seconds between device checks while the command runs (default 60; 0: none)")
     parser.add_argument("--max-restarts", type=_non_negative(int), default=DEFAULT_MAX_RESTARTS,
                         help="in-place restarts on transient / worker failures (default 5, seed 000)")
     parser.add_argument("--restart-delay", type=_non_negative(float), default=DEFAULT_RESTART_DELAY_SECONDS,

@@ -8,6 +8,7 @@ SIGTERM cases, which wait for files the child writes.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import signal
@@ -298,44 +299,195 @@ def test_child_ignoring_sigterm_is_killed_after_grace(tmp_path: Path, metadata: 
 # -- (f): preflight ---------------------------------------------------------------------------------------
 
 
+#: Thresholds every machine passes, so that one test fails one item at a time.
+LENIENT = ["--min-root-free-bytes", "0", "--min-shm-free-bytes", "0", "--min-open-files", "1"]
+
+
+def fake_dev(tmp_path: Path, accel: int = 0, nvidia: int = 0, vfio: int = 0) -> Path:
+    """A fake ``/dev`` (``RESILIENT_DEVICE_ROOT``) with TPU chips (``accelN``, ``vfio/N``), GPUs (``nvidiaN``)
+    and a ``shm`` directory."""
+    dev = tmp_path / "dev"
+    (dev / "shm").mkdir(parents=True, exist_ok=True)
+    for n in range(accel):
+        (dev / f"accel{n}").touch()
+    for n in range(nvidia):
+        (dev / f"nvidia{n}").touch()
+    if vfio:
+        (dev / "vfio").mkdir(exist_ok=True)
+        (dev / "vfio" / "vfio").touch()  # the control device: not a chip
+        for n in range(vfio):
+            (dev / "vfio" / str(n)).touch()
+    return dev
+
+
+def checks(options: list[str], **environ: str) -> dict[str, tuple[str, str]]:
+    parsed, _ = runner.parse_command_line([*LENIENT, *options, "--", "true"])
+    return {item: (verdict, detail) for item, verdict, detail in runner.preflight_checks(parsed, environ)}
+
+
 @pytest.mark.parametrize(
-    ("options", "item"),
+    ("options", "env", "item"),
     [
-        (["--min-free-bytes", str(10**18)], "disk-size"),
-        (["--min-open-files", str(2**62)], "ulimit"),
-        (["--checkpoint-dir", "{file}/ckpt"], "checkpoint-dir"),
+        (["--min-root-free-bytes", str(10**18)], {}, "disk-size root"),
+        (["--min-shm-free-bytes", str(10**18)], {}, "disk-size shm"),
+        (["--cache-dir", "{tmp}", "--min-cache-free-bytes", str(10**18)], {}, "disk-size cache"),
+        (["--min-open-files", str(2**62)], {}, "ulimit"),
+        (["--checkpoint-dir", "{file}/ckpt"], {}, "checkpoint-dir"),
+        (["--hosts", "localhost,worker-1.invalid", "--dns-timeout", "5"], {}, "dns"),
+        ([], {"TPU_WORKER_HOSTNAMES": "localhost,worker-1.invalid"}, "dns"),
+        (["--expect-tpu-chips", "4"], {"RESILIENT_DEVICE_ROOT": "{dev3}"}, "tpu-check"),
+        (["--expect-gpus", "1"], {"RESILIENT_DEVICE_ROOT": "{dev3}"}, "gpu-check"),
     ],
 )
 def test_preflight_failure_exits_78_without_running_the_command(
-    tmp_path: Path, metadata: MetadataServer, options: list[str], item: str
+    tmp_path: Path, metadata: MetadataServer, options: list[str], env: dict[str, str], item: str
 ) -> None:
+    """Seed 004: each item of its table fails on its own, logged under its keyword "item"."""
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
-    options = [o.replace("{file}", str(a_file)) for o in options]
+    subs = {"{file}": str(a_file), "{tmp}": str(tmp_path), "{dev3}": str(fake_dev(tmp_path, accel=3))}
+
+    def sub(text: str) -> str:
+        for key, value in subs.items():
+            text = text.replace(key, value)
+        return text
+
     ran = tmp_path / "ran"
-    result = run_runner(["--preflight", *options], script(f"open({str(ran)!r}, 'w').close()"), metadata)
+    result = run_runner(["--preflight", *LENIENT, *map(sub, options)], script(f"open({str(ran)!r}, 'w').close()"),
+                        metadata, **{k: sub(v) for k, v in env.items()})
     assert result.returncode == runner.PREFLIGHT_EXIT_CODE == 78
     assert not ran.exists()
-    assert f"preflight failed: {item}: " in result.stderr
+    failed = [line for line in result.stderr.splitlines() if line.startswith("preflight failed: item ")]
+    assert [line.split(": ")[1] for line in failed] == [f"item {item}"], result.stderr
     assert metadata.statuses() == ["preflight", "preflight_failed"]
     assert metadata.last("exit_code") == "78"
     assert metadata.last("failure_class") == "preflight_failure"
+    assert (metadata.last("hardware") or "").startswith("faulty: ") == (item in runner.DEVICE_ITEMS)
 
 
 def test_preflight_passes_and_logs_each_item(tmp_path: Path, metadata: MetadataServer) -> None:
     ckpt = tmp_path / "ckpt"
-    options = ["--preflight", "--min-free-bytes", "1", "--min-open-files", "1", "--checkpoint-dir", str(ckpt)]
-    result = run_runner(options, script("print('step 1')"), metadata, cwd=tmp_path)
+    options = ["--preflight", *LENIENT, "--checkpoint-dir", str(ckpt), "--hosts", "localhost",
+               "--expect-tpu-chips", "4"]
+    result = run_runner(options, script("print('step 1')"), metadata, cwd=tmp_path,
+                        RESILIENT_DEVICE_ROOT=str(fake_dev(tmp_path, accel=4)))
     assert result.returncode == 0, result.stderr
-    for item in ("disk-size", "checkpoint-dir", "ulimit"):
-        assert f"preflight ok: {item}: " in result.stderr
+    for item in ("dns", "disk-size root", "disk-size shm", "checkpoint-dir", "ulimit", "tpu-check"):
+        assert f"preflight ok: item {item}: " in result.stderr
+    assert "preflight skipped: item disk-size cache: /cache does not exist" in result.stderr
     assert ckpt.is_dir() and not list(ckpt.iterdir())  # the probe file is removed
     assert metadata.statuses() == ["preflight", "running", "succeeded"]
+    assert metadata.last("hardware") is None
 
 
-def test_preflight_skips_gcs_checkpoint_dir() -> None:
-    checks = runner.preflight_checks(os.getcwd(), 0, "gs://bucket/ckpt", 0)
-    assert [(item, ok) for item, ok, _ in checks] == [("disk-size", True), ("checkpoint-dir", True), ("ulimit", True)]
+def test_seed_004_defaults_and_what_is_skipped(tmp_path: Path) -> None:
+    parsed, _ = runner.parse_command_line(["--", "true"])
+    assert (parsed.min_root_free_bytes, parsed.min_shm_free_bytes, parsed.min_cache_free_bytes) == (
+        32 * 10**9, 10**9, 32 * 10**9)  # seed 004: > 32GB, > 1GB, > 32GB
+    found = checks(["--checkpoint-dir", "gs://bucket/ckpt", "--cache-dir", str(tmp_path / "none")])
+    assert found["checkpoint-dir"][0] == found["disk-size cache"][0] == found["dns"][0] == "skipped"
+    assert "gpu-check" not in found and "tpu-check" not in found  # no device expected: no item
+
+
+def test_emulated_disks_stand_in_for_statvfs(tmp_path: Path) -> None:
+    """An emulated VM's disks (``RESILIENT_EMULATED_FREE_BYTES``): the emulator's TPU VMs have their own."""
+    dev = fake_dev(tmp_path)
+    table = json.dumps({"/": 5 * 10**9, str(dev / "shm"): 64 * 2**20, "/cache": 40 * 10**9})
+    found = checks(["--min-root-free-bytes", str(32 * 10**9), "--min-shm-free-bytes", str(10**9)],
+                   RESILIENT_EMULATED_FREE_BYTES=table, RESILIENT_DEVICE_ROOT=str(dev))
+    assert found["disk-size root"] == ("failed", "5.0 GB free in /, need > 32.0 GB")
+    assert found["disk-size shm"][0] == "failed"  # Docker's default 64 MiB /dev/shm
+    assert found["disk-size cache"][0] == "ok"  # an emulated /cache exists
+
+
+@pytest.mark.parametrize(("env", "hosts"), [
+    ({"TPU_WORKER_HOSTNAMES": "10.0.0.2,10.0.0.3"}, ["10.0.0.2", "10.0.0.3"]),
+    ({"CLUSTER_SPEC": json.dumps({"cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
+                                              "workerpool1": ["cmle-training-workerpool1-ab-0:2222",
+                                                              "cmle-training-workerpool1-ab-1:2222"]},
+                                  "task": {"type": "workerpool0", "index": 0}})},
+     ["cmle-training-workerpool0-ab-0", "cmle-training-workerpool1-ab-0", "cmle-training-workerpool1-ab-1"]),
+    ({"TF_CONFIG": json.dumps({"cluster": {"chief": ["[::1]:2222"], "worker": ["w-0:2222"]}})}, ["::1", "w-0"]),
+    ({"TF_CONFIG": "not json"}, []),
+])
+def test_the_job_hosts_come_from_the_platforms_environment(env: dict[str, str], hosts: list[str]) -> None:
+    assert runner.job_hosts(env) == hosts
+
+
+def test_tpu_chips_count_accel_and_vfio_devices_and_gpus_nvidia_ones(tmp_path: Path) -> None:
+    dev = fake_dev(tmp_path, accel=2, vfio=2, nvidia=8)
+    assert runner.count_devices(str(dev), "tpu") == 4  # /dev/vfio/vfio is not a chip
+    assert runner.count_devices(str(dev), "gpu") == 8
+    assert checks(["--expect-tpu-chips", "4", "--expect-gpus", "8"], RESILIENT_DEVICE_ROOT=str(dev))["tpu-check"][0] \
+        == "ok"
+
+
+def test_infiniband_brings_seed_004_limits(tmp_path: Path) -> None:
+    import resource
+
+    found = checks(["--infiniband", "yes"])
+    verdict, detail = found["ulimit"]
+    assert detail.startswith("InfiniBand in use (seed 004 limits)")
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft <= 1_000_000:
+        assert verdict == "failed" and f"open files {soft}, need > 1000000" in detail
+    ib = tmp_path / "infiniband"
+    (ib / "mlx5_0").mkdir(parents=True)
+    assert checks([], RESILIENT_SYS_CLASS_INFINIBAND=str(ib))["ulimit"][1].startswith("InfiniBand in use")
+    assert checks([], RESILIENT_SYS_CLASS_INFINIBAND=str(tmp_path / "none"))["ulimit"][1].startswith("no InfiniBand")
+
+
+def test_a_chip_lost_while_running_stops_the_command_and_reports_the_hardware(tmp_path: Path,
+                                                                               metadata: MetadataServer) -> None:
+    """Seed 004's periodic hardware check: a chip vanishes while training runs -> SIGTERM (the workload may
+    checkpoint), no restart in place, failure class node_unhealthy."""
+    dev = fake_dev(tmp_path, accel=4)
+    started, saved = tmp_path / "started", tmp_path / "saved"
+    command = script(f"""
+        import signal, sys, time
+        def save(signum, frame):
+            open({str(saved)!r}, "w").close()
+            sys.exit(143)
+        signal.signal(signal.SIGTERM, save)
+        open({str(started)!r}, "w").close()
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen(runner_argv(["--expect-tpu-chips", "4", "--hardware-check-seconds", "0.05"], command),
+                            env=runner_env(metadata, RESILIENT_DEVICE_ROOT=str(dev)), stderr=subprocess.PIPE,
+                            text=True)
+    wait_for(started)
+    (dev / "accel2").unlink()
+    _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    assert saved.exists()
+    assert proc.returncode == 143
+    assert "hardware check failed: item tpu-check: 3 of 4 TPU chips visible" in stderr
+    assert metadata.statuses() == ["running", "failed"]
+    assert metadata.last("failure_class") == "node_unhealthy"
+    assert metadata.last("hardware").startswith("faulty: tpu-check: 3 of 4")
+
+
+@pytest.mark.parametrize("hardware_faulty", [True, False], ids=["scenario-3-hardware-faulty", "scenario-4-fine"])
+def test_a_failed_command_on_faulty_hardware_is_not_restarted_here(tmp_path: Path, metadata: MetadataServer,
+                                                                   hardware_faulty: bool) -> None:
+    """Seed 004 scenario 3 (the job failed, the hardware is faulty: isolate) against scenario 4 (the hardware
+    is fine: the exit status decides -- a transient crash is restarted in place, as seed 000 says)."""
+    dev = fake_dev(tmp_path, accel=4)
+    counter = tmp_path / "runs"
+    lose = f"import os; os.unlink({str(dev / 'accel0')!r})" if hardware_faulty else "pass"
+    command = counting(counter, f"""
+        if n == 0:
+            {lose}
+        sys.exit(139 if n == 0 else 0)
+    """)
+    result = run_runner(["--expect-tpu-chips", "4", "--hardware-check-seconds", "0", "--restart-delay", "0"],
+                        command, metadata, RESILIENT_DEVICE_ROOT=str(dev))
+    if hardware_faulty:
+        assert result.returncode == 139 and counter.read_text() == "1"
+        assert metadata.last("failure_class") == "node_unhealthy"
+        assert "no restart on this node" in result.stderr
+    else:
+        assert result.returncode == 0 and counter.read_text() == "2"
+        assert metadata.last("hardware") is None
 
 
 # -- (g), (h): heartbeats and reporting -------------------------------------------------------------------

@@ -26,7 +26,9 @@ get time       ``unavailable`` (a Get call -- or with ``calls: list`` a ListCust
 provisioning   ``stockout`` (one provisioning attempt of the job finds no capacity)
 running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
                platform restarts the worker in place), ``internal_error``, ``hang`` (the
-               processes stop making progress: SIGSTOP)
+               processes stop making progress: SIGSTOP); TPU: ``maintenance``, ``preemption``,
+               ``unhealthy``, ``crash``, ``hang``, ``hardware`` (chips vanish)
+TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item fails): seed 004
 ============== =================================================================================
 
 ``match.nth`` counts, per fault, the matching calls of its RPC for create/get-time faults, and the
@@ -61,7 +63,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_error", "hang", "quota", "unavailable",
-                    "maintenance", "preemption", "unhealthy", "never_provision"]
+                    "maintenance", "preemption", "unhealthy", "never_provision", "hardware", "preflight"]
 CREATE_KINDS = frozenset({"quota"})
 GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
@@ -70,7 +72,13 @@ RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "
 #: of worker ``worker`` (the newest process of its startup script): a crash whose exit code means a signal
 #: (6/134 SIGABRT, 11/139 SIGSEGV, 15/143 SIGTERM) delivers that signal; any other code is a SIGKILL
 #: (the process reports 137), since the emulator cannot make a process exit with a chosen code.
-TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy"})
+TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy", "hardware"})
+#: Faults of a TPU VM's make-up, struck as its workers boot (before the startup script runs), seed 004's
+#: pre-check finds them: ``hardware`` without ``at_step`` / ``after_seconds`` (``chips`` of worker ``worker``'s
+#: TPU device files are missing; with a timing they vanish while it runs, for the periodic check), and
+#: ``preflight`` (the environment fails ``item`` on sound hardware: ``dns`` -- a host of the slice does not
+#: resolve; ``disk-size root`` -- 1 GB free; ``disk-size shm`` -- Docker's 64 MiB ``/dev/shm``).
+TPU_BOOT_KINDS = frozenset({"hardware", "preflight"})
 QUEUED_RESOURCE_KINDS = frozenset({"never_provision"})
 
 
@@ -126,6 +134,9 @@ class Fault(BaseModel):
     grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
     health: Literal["TIMEOUT", "UNHEALTHY_TENSORFLOW"] = "TIMEOUT"
     symptoms: tuple[str, ...] = ()
+    chips: int | None = Field(None, ge=1, description="hardware: TPU chips of the worker lost (null: all)")
+    item: Literal["dns", "disk-size root", "disk-size shm"] = Field(
+        "dns", description="preflight: the pre-check item the VM's environment fails")
     active_seconds: tuple[float, float] | None = Field(
         None, description="[from, until): real seconds since the plan was loaded in which the fault may fire")
 

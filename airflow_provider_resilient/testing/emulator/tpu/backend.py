@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import signal
 import threading
@@ -41,17 +42,21 @@ from ..faults import (
     GET_KINDS,
     PROVISIONING_KINDS,
     QUEUED_RESOURCE_KINDS,
+    TPU_BOOT_KINDS,
     TPU_RUNNING_KINDS,
     Fault,
     FaultBook,
 )
 from ..operations import OperationStore
 from .metadata import MetadataServer
-from .topology import worker_count
+from .topology import chips_per_host, worker_count
 from .workers import Worker
 
 log = logging.getLogger(__name__)
 TPU_SERVICE = "tpu.googleapis.com"
+#: An emulated TPU VM's disks: a 100 GB boot disk with 80 GB free; ``/dev/shm`` half of its memory.
+VM_ROOT_FREE_BYTES = 80 * 1000**3
+VM_SHM_FREE_BYTES = 200 * 1000**3
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV,
                     143: signal.SIGTERM, 15: signal.SIGTERM}
 
@@ -78,6 +83,10 @@ class NodeRun:
     events: list[str] = field(default_factory=list)
     term_deadline: float | None = None
     after_termination: str = "down"  # the phase once the workers are gone: "repairing" or "down"
+    #: The VM's make-up its workers see (seed 004's pre-check reads it): host names of the slice, free bytes
+    #: of its disks by path (``RESILIENT_EMULATED_FREE_BYTES``); boot faults change them.
+    hostnames: list[str] = field(default_factory=list)
+    free_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -135,14 +144,58 @@ class TpuBackend:
             run.node.health = getattr(types.Node.Health, health)
         run.events.append(state if health is None else f"{state}/{health}")
 
+    @staticmethod
+    def device_root(worker: Worker) -> Path:
+        """The worker VM's ``/dev`` (``RESILIENT_DEVICE_ROOT``): ``accelN`` per TPU chip, ``shm``."""
+        return worker.log_path.parent / f"dev-{worker.index}"
+
     def _worker_env(self, run: NodeRun, worker: Worker) -> dict[str, str]:
         env = dict(self.workload_env())
+        dev = self.device_root(worker)
+        free = {"/": VM_ROOT_FREE_BYTES, str(dev / "shm"): VM_SHM_FREE_BYTES}
+        free.update({str(dev / "shm") if path == "/dev/shm" else path: n for path, n in run.free_bytes.items()})
         env.update({"GCE_METADATA_HOST": worker.metadata.address, "TPU_WORKER_ID": str(worker.index),
                     "TPU_NAME": run.name.rsplit("/", 1)[1], "TPU_ACCELERATOR_TYPE": run.node.accelerator_type,
-                    "TPU_WORKER_HOSTNAMES": ",".join(f"worker-{w.index}" for w in run.workers)})
+                    "TPU_WORKER_HOSTNAMES": ",".join(run.hostnames), "RESILIENT_DEVICE_ROOT": str(dev),
+                    "RESILIENT_EMULATED_FREE_BYTES": json.dumps(free)})
         return env
 
+    def _make_devices(self, run: NodeRun) -> None:
+        """Each worker VM's ``/dev``: its TPU chips (``accel0``...) and ``shm``."""
+        chips = chips_per_host(run.node.accelerator_type)
+        for worker in run.workers:
+            dev = self.device_root(worker)
+            (dev / "shm").mkdir(parents=True, exist_ok=True)
+            for n in range(chips):
+                (dev / f"accel{n}").touch()
+
+    def _lose_chips(self, run: NodeRun, fault: Fault) -> None:
+        """``hardware``: ``fault.chips`` TPU chips of worker ``fault.worker`` vanish (all when None)."""
+        worker = run.workers[min(fault.worker, len(run.workers) - 1)]
+        chips = sorted(self.device_root(worker).glob("accel*"))
+        for path in chips[:fault.chips or len(chips)]:
+            path.unlink()
+        run.events.append(f"chips lost on worker {worker.index}")
+
+    def _strike_at_boot(self, run: NodeRun) -> None:
+        """Seed 004's make-up faults, before the startup scripts run: ``hardware`` without a timing and
+        ``preflight``."""
+        for index, fault in self.faults.candidates(TPU_BOOT_KINDS, run.name, 1):
+            if fault.kind == "hardware" and (fault.at_step is not None or fault.after_seconds is not None):
+                continue
+            if not self.faults.fire(index, f"{run.name}:boot:{len(run.events)}"):
+                continue
+            run.events.append(f"fault {fault.kind}")
+            if fault.kind == "hardware":
+                self._lose_chips(run, fault)
+            elif fault.item == "dns":
+                run.hostnames = [*run.hostnames[:-1], f"worker-{len(run.hostnames) - 1}.invalid"]
+            else:
+                run.free_bytes["/" if fault.item == "disk-size root" else "/dev/shm"] = (
+                    1000**3 if fault.item == "disk-size root" else 64 * 2**20)
+
     def _boot(self, run: NodeRun, now: float) -> None:
+        self._strike_at_boot(run)
         script = dict(run.node.metadata).get("startup-script", "")
         for worker in run.workers:
             worker.start(script, self._worker_env(run, worker))
@@ -183,6 +236,8 @@ class TpuBackend:
             run.workers = [Worker(i, MetadataServer(i, self._attributes_of(run, i)), log_dir / f"worker-{i}.log")
                            for i in range(count)]
             self.all_workers.extend(run.workers)
+            run.hostnames = ["127.0.0.1"] * count  # the workers' internal IPs (network_endpoints)
+            self._make_devices(run)
             self._set_state(run, "CREATING")
             run.next_at = self._later(self.clock.monotonic(), self.config.latencies.tpu_create_seconds)
             op_name = self._op_name(parent)
@@ -453,6 +508,8 @@ class TpuBackend:
 
     def _strike(self, run: NodeRun, now: float) -> None:
         for index, fault in self.faults.candidates(TPU_RUNNING_KINDS, run.name, 1):
+            if fault.kind == "hardware" and fault.at_step is None and fault.after_seconds is None:
+                continue  # a boot fault (_strike_at_boot)
             once = (index, len(run.events))
             if once in run.fired or (fault.after_seconds is not None and now - run.ready_at < fault.after_seconds):
                 continue
@@ -501,6 +558,8 @@ class TpuBackend:
             run.node.symptoms = [{"symptom_type": s, "details": "injected", "create_time": self.clock.now()}
                                  for s in fault.symptoms]
             run.events.append(f"health {fault.health}")
+        elif fault.kind == "hardware":
+            self._lose_chips(run, fault)
         elif fault.kind in ("crash", "hang"):
             worker = run.workers[min(fault.worker, len(run.workers) - 1)]
             sig = signal.SIGSTOP if fault.kind == "hang" else _SIGNAL_FOR_EXIT.get(fault.exit_code or 0,

@@ -50,4 +50,17 @@ def worker_count(accelerator_type: str) -> int:
     return size // 8
 
 
-__all__ = ["worker_count"]
+def chips_per_host(accelerator_type: str) -> int:
+    """TPU chips on each worker VM (the device files an emulated VM shows): 4 per host on v2, v3 (8 TensorCores,
+    2 per chip), v4 and v5p; on v5e / v6e a single-host slice has all its chips (1, 4 or 8), larger ones 4 per
+    host.
+
+    Raises:
+        ValueError: as :func:`worker_count`.
+    """
+    hosts = worker_count(accelerator_type)
+    family, size = accelerator_type.rsplit("-", 1)
+    return int(size) // hosts if family in ("v5litepod", "v5e", "v6e") else 4
+
+
+__all__ = ["chips_per_host", "worker_count"]

@@ -22,6 +22,7 @@ The run never talks to the client: it mutates its ``CustomJob`` message under th
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import signal
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 
 TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
 PRIMARY = "workerpool0-0"
+#: An emulated replica's disks (seed 004's ``disk-size`` checks): a 100 GB boot disk with 80 GB free, 50 GB of
+#: ``/dev/shm``.
+REPLICA_ROOT_FREE_BYTES = 80 * 1000**3
+REPLICA_SHM_FREE_BYTES = 50 * 1000**3
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV}
 
 
@@ -156,7 +161,19 @@ class JobRun:
     def _replica(self, plan: ReplicaPlan, restart: int) -> ReplicaProcess:
         header = (f"{self.name} {plan.name} platform attempt {self.platform_attempt}"
                   + (f" restart {restart}" if restart else ""))
-        return ReplicaProcess(plan.name, list(plan.argv), dict(plan.env), self.log_dir / f"{plan.name}.log", header)
+        return ReplicaProcess(plan.name, list(plan.argv), {**dict(plan.env), **self._machine_env(plan)},
+                              self.log_dir / f"{plan.name}.log", header)
+
+    def _machine_env(self, plan: ReplicaPlan) -> dict[str, str]:
+        """The replica's machine as seed 004's checks (worker runner) see it: its own ``/dev``
+        (``RESILIENT_DEVICE_ROOT``: ``nvidiaN`` per GPU of its machine spec, ``shm``) and disks (a 100 GB boot
+        disk with 80 GB free, ``/dev/shm`` of 50 GB: ``RESILIENT_EMULATED_FREE_BYTES``)."""
+        dev = self.log_dir / f"dev-{plan.name}"
+        (dev / "shm").mkdir(parents=True, exist_ok=True)
+        for n in range(plan.gpus):
+            (dev / f"nvidia{n}").touch()
+        free = {"/": REPLICA_ROOT_FREE_BYTES, str(dev / "shm"): REPLICA_SHM_FREE_BYTES}
+        return {"RESILIENT_DEVICE_ROOT": str(dev), "RESILIENT_EMULATED_FREE_BYTES": json.dumps(free)}
 
     def _start_all(self, now: float) -> None:
         self.replicas = {}

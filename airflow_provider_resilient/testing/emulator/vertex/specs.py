@@ -113,6 +113,7 @@ class ReplicaPlan:
     index: int
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    gpus: int = 0  # NVIDIA accelerators of its machine (the emulated VM shows as many /dev/nvidiaN)
 
 
 def _free_port() -> int:
@@ -195,5 +196,7 @@ def plan_replicas(
                 env["AIP_TRIAL_ID"] = trial_id
             env.update(_user_env(pool))
             argv = _argv(pool, extra_args or [])
-            plans.append(ReplicaPlan(f"workerpool{i}-{j}", i, j, tuple(argv), tuple(env.items())))
+            machine = pool.machine_spec
+            gpus = machine.accelerator_count if machine.accelerator_type.name.startswith("NVIDIA_") else 0
+            plans.append(ReplicaPlan(f"workerpool{i}-{j}", i, j, tuple(argv), tuple(env.items()), gpus))
     return plans

@@ -1,0 +1,149 @@
+"""Seed 004's fault-tolerance checks as an operator argument: which checks the worker runner makes, with what
+thresholds, before the training command runs and while it runs.
+
+Seed 004 (ModelArts "训练容错检查", training fault-tolerance checks) names two checks: the environment pre-check
+("环境预检测") and the periodic hardware check ("硬件周期性检查"); "当环境预检查或者硬件周期性检查任一检查项出现
+故障时,隔离故障硬件并重新下发训练作业" -- when either finds a fault, the faulty hardware is isolated and the job
+re-issued. Its items and thresholds ("检测成功要求", what passing requires)::
+
+    dns              every host of the job resolves
+    disk-size root   > 32GB
+    disk-size shm    > 1GB
+    disk-size cache  > 32GB
+    ulimit           with InfiniBand: max locked memory > 16000, open files > 1000000, stack size > 8000,
+                     max user processes > 1000000
+    gpu-check        the GPU is seen
+
+Ours beside them: ``checkpoint-dir`` (a local checkpoint directory is writable), ``tpu-check`` (the TPU chips
+of the worker VM are visible: ``/dev/accel*`` on v2-v4, ``/dev/vfio/N`` on v5e, v5p and v6e), and, without
+InfiniBand, ``ulimit`` as open files >= :attr:`Preflight.min_open_files`.
+
+The defaults are seed 004's, and fit both machines we run on: a Cloud TPU VM (100 GB boot disk, ``/dev/shm``
+half its memory) and a Vertex AI replica (100 GB boot disk by default); neither has ``/cache``, so
+``disk-size cache`` is skipped there unless :attr:`Preflight.cache_dir` names a directory that exists.
+
+Seed 004 runs the checks only when ``fault-tolerance/job-retry-num`` is set (1 to 3 re-issues; "如果不传入则默认
+为0,表示不做重新下发作业,也不会启用环境检测" -- without it, 0: no re-issue and no environment check). Ours are on
+by default: they cost about a second per boot, and a VM with a lost chip otherwise fails minutes later, deep in
+the framework's start-up, with an error no rule can tell from a user's bug. ``preflight=False`` turns them off
+(seed 004's 0); the re-issue count is the policy's ``preflight`` budget (0 to 3, default 3).
+
+Pure: no I/O; importing it imports pydantic only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .common import SpecError
+
+GB = 1000**3  # seed 004 writes "32GB": decimal gigabytes
+
+
+class Preflight(BaseModel):
+    """The worker runner's checks (seed 004) and their thresholds; see the module docstring.
+
+    Attributes:
+        min_root_free_bytes: ``disk-size root``: free bytes of ``/`` must exceed it (seed 004: 32 GB).
+        min_shm_free_bytes: ``disk-size shm``: free bytes of ``/dev/shm`` must exceed it (seed 004: 1 GB).
+        cache_dir: ``disk-size cache``: the cache directory (seed 004: ``/cache``); skipped where it does not
+            exist.
+        min_cache_free_bytes: its free bytes must exceed it (seed 004: 32 GB).
+        min_open_files: ``ulimit`` without InfiniBand: the open-files soft limit must be at least this.
+        infiniband: ``ulimit`` checks seed 004's InfiniBand limits: ``"auto"`` (when
+            ``/sys/class/infiniband`` lists a device), ``"yes"``, ``"no"``.
+        dns_timeout_seconds: ``dns``: seconds for every host of the job to resolve.
+        device_check: ``tpu-check`` / ``gpu-check``: the worker VM's TPU chips (or GPUs) must be visible, before
+            the command and every ``hardware_check_seconds`` while it runs.
+        hardware_check_seconds: seconds between device checks while the command runs (0: only before it and
+            when it fails).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_root_free_bytes: int = Field(32 * GB, ge=0)
+    min_shm_free_bytes: int = Field(1 * GB, ge=0)
+    cache_dir: str = Field("/cache", min_length=1)
+    min_cache_free_bytes: int = Field(32 * GB, ge=0)
+    min_open_files: int = Field(1024, ge=0)
+    infiniband: Literal["auto", "yes", "no"] = "auto"
+    dns_timeout_seconds: float = Field(10.0, gt=0)
+    device_check: bool = True
+    hardware_check_seconds: float = Field(60.0, ge=0)
+
+    def runner_args(self, *, expect_tpu_chips: int = 0, expect_gpus: int = 0) -> list[str]:
+        """The worker runner's options for these checks (``--preflight ...``); ``expect_tpu_chips`` /
+        ``expect_gpus``: the devices each worker VM must see (0: no device check)."""
+        args = ["--preflight", "--dns-timeout", repr(float(self.dns_timeout_seconds)),
+                "--min-root-free-bytes", str(self.min_root_free_bytes),
+                "--min-shm-free-bytes", str(self.min_shm_free_bytes),
+                "--cache-dir", self.cache_dir, "--min-cache-free-bytes", str(self.min_cache_free_bytes),
+                "--min-open-files", str(self.min_open_files), "--infiniband", self.infiniband,
+                "--hardware-check-seconds", repr(float(self.hardware_check_seconds))]
+        if self.device_check and expect_tpu_chips:
+            args += ["--expect-tpu-chips", str(int(expect_tpu_chips))]
+        if self.device_check and expect_gpus:
+            args += ["--expect-gpus", str(int(expect_gpus))]
+        return args
+
+
+#: Ends the runner's text in the wrapper's heredoc (the runner's text must not hold it).
+RUNNER_HEREDOC = "RESILIENT_RUNNER_EOF"
+
+
+def wrap_container_command(command: list[str], args: list[str], *, runner_source: str,
+                           runner_args: list[str]) -> list[str]:
+    """A Vertex AI replica's container command that runs seed 004's checks first: ``/bin/sh -c`` writes the
+    worker runner (standard library only; the image needs ``python3``) to ``$TMPDIR`` and runs ``runner.py
+    <runner_args> --max-restarts 0 -- <command> <args>`` -- no restart in place: Vertex AI restarts replicas
+    itself (seed 003). A failed check exits 78, which Vertex AI reports as "The replica workerpool0-0 exited
+    with a non-zero status of 78" and the policy reads as ``preflight_failure`` (a new job on new machines);
+    otherwise the exit status is the command's, so every other rule reads it as before.
+
+    Raises:
+        ValueError: an empty ``command`` (an image's ENTRYPOINT cannot be wrapped), or a runner text holding
+            :data:`RUNNER_HEREDOC`.
+    """
+    if not command:
+        raise ValueError("preflight needs container_spec.command: an image's ENTRYPOINT cannot be wrapped")
+    if RUNNER_HEREDOC in runner_source:
+        raise ValueError(f"the runner source contains the heredoc marker {RUNNER_HEREDOC}")
+    script = (f'f="${{TMPDIR:-/tmp}}/resilient-runner-$$.py"\ncat > "$f" <<\'{RUNNER_HEREDOC}\'\n'
+              f"{runner_source.rstrip()}\n{RUNNER_HEREDOC}\nexec python3 \"$f\" \"$@\"\n")
+    return ["/bin/sh", "-c", script, "resilient-runner", *runner_args, "--max-restarts", "0", "--",
+            *command, *args]
+
+
+def preflight_of(value: object, field: str = "preflight") -> Preflight | None:
+    """The checks an operator's ``preflight`` argument asks for: ``True`` -- seed 004's defaults; ``False`` /
+    ``None`` -- none (seed 004's ``job-retry-num`` 0); a :class:`Preflight`; or a mapping of its fields.
+
+    Raises:
+        SpecError: naming ``field.<name>`` and the fix, one line per bad field (an unknown name too).
+    """
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Preflight()
+    if isinstance(value, Preflight):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError(field, f"give True (seed 004's checks), False (none), a Preflight or a dict of its fields, "
+                               f"got {type(value).__name__}")
+    try:
+        return Preflight(**{str(k): v for k, v in value.items()})
+    except ValidationError as exc:
+        errors = [SpecError(f"{field}.{'.'.join(str(p) for p in e['loc'])}", _fix(e)) for e in exc.errors()]
+        raise SpecError.of_many(errors) from None
+
+
+def _fix(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return f"unknown check setting; the settings are {', '.join(Preflight.model_fields)}"
+    return f"{error['msg']} (got {error.get('input')!r})"
+
+
+__all__ = ["GB", "RUNNER_HEREDOC", "Preflight", "preflight_of", "wrap_container_command"]
