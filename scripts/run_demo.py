@@ -32,6 +32,7 @@ DEMO_DIR = Path(os.environ.get("RESILIENT_DEMO_DIR", ROOT / ".demo"))
 DAG_ID = "example_vertex_ai_resilient_training"
 TPU_DAG_ID = "example_tpu_resilient_training"
 CHECKS_DAG_ID = "example_tpu_fault_tolerance_checks"
+LEGACY_DAG_ID = "example_ai_platform_legacy_training"
 
 
 def airflow_env() -> dict[str, str]:
@@ -101,6 +102,8 @@ PHASES = [
     (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
     (CHECKS_DAG_ID, "tpu_preflight.yaml", "seed 004's fault-tolerance checks: a TPU chip missing at boot, "
                                          "then one lost while training"),
+    (LEGACY_DAG_ID, "ai_platform_legacy.yaml", "a DAG written for AI Platform Training, on Vertex AI, through a "
+                                               "crash and internal errors"),
 ]
 
 

@@ -18,6 +18,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_example(tmp_path: Path, dag_id: str) -> str:
+    """``run_demo.py --dag dag_id`` in a fresh demo directory; its stdout (the run must exit 0)."""
+    env = {**os.environ, "RESILIENT_DEMO_DIR": str(tmp_path / "demo")}
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py"), "--dag", dag_id],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def uninterrupted_accuracy(tmp_path: Path, epochs: int) -> float:
+    """The held-out accuracy of the demo workload trained ``epochs`` epochs without a failure."""
+    baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs",
+                               str(epochs), "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
+                              capture_output=True, text=True, timeout=300, check=True)
+    return float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))
+
+
 def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     env = {**os.environ, "RESILIENT_DEMO_DIR": str(tmp_path / "demo")}
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py")], capture_output=True, text=True,
@@ -68,10 +85,7 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     assert re.search(r"=== TPU GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", tpu), tpu[-2000:]
     assert "=== CHECKPOINTING: checkpoints every" in vertex and "seed 002: about every 3600 s" in vertex
 
-    baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "30",
-                               "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
-                              capture_output=True, text=True, timeout=300, check=True)
-    uninterrupted = float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))
+    uninterrupted = uninterrupted_accuracy(tmp_path, 30)
     assert abs(accuracy - uninterrupted) <= 0.01
     assert abs(tpu_accuracy - uninterrupted) <= 0.01
 
@@ -81,20 +95,26 @@ def test_the_fault_tolerance_checks_example_isolates_both_faulty_nodes(tmp_path:
     missing never runs the job (its pre-check fails), the node that loses one while training is stopped by the
     periodic check; each is isolated -- deleted, a new one created -- and the third trains to the end from the
     latest checkpoint, to the accuracy of an uninterrupted run."""
-    env = {**os.environ, "RESILIENT_DEMO_DIR": str(tmp_path / "demo")}
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py"), "--dag",
-                          "example_tpu_fault_tolerance_checks"], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    rows = [line.split() for line in out.stdout.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
+    stdout = run_example(tmp_path, "example_tpu_fault_tolerance_checks")
+    rows = [line.split() for line in stdout.splitlines() if re.match(r"^\d+\s+example-tpu", line)]
     assert [(r[0], r[-1]) for r in rows] == [("1", "recreate_node"), ("2", "recreate_node"), ("3", "-")]
     assert "preflight_failure exit 78" in " ".join(rows[0]) and "node_unhealthy" in rows[1]
     assert rows[2][3] == "step" and int(rows[2][4]) >= 12 and "succeeded" in rows[2]  # resumed past the fault
-    assert out.stdout.count("CreateNode") == out.stdout.count("DeleteNode") == 3
+    assert stdout.count("CreateNode") == stdout.count("DeleteNode") == 3
     log = (tmp_path / "demo" / "example_tpu_fault_tolerance_checks.log").read_text(errors="replace")
     assert "preflight failed: item tpu-check: 3 of 4 TPU chips visible" in log, log[-3000:]
-    accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", out.stdout).group(1))
-    baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "24",
-                               "--checkpoint-every", "3", "--checkpoint-dir", str(tmp_path / "baseline")],
-                              capture_output=True, text=True, timeout=300, check=True)
-    assert abs(accuracy - float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))) <= 0.01
+    accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", stdout).group(1))
+    assert abs(accuracy - uninterrupted_accuracy(tmp_path, 24)) <= 0.01
+
+
+def test_the_legacy_ai_platform_example_trains_through_its_faults(tmp_path: Path):
+    """``run_demo.py --dag example_ai_platform_legacy_training``: the Google provider's own example call of the
+    removed ``MLEngineStartTrainingJobOperator``, import line changed, runs its package on (emulated) Vertex AI
+    through a crash and internal errors, each new attempt resuming from the latest checkpoint under ``jobDir``."""
+    stdout = run_example(tmp_path, "example_ai_platform_legacy_training")
+    rows = [line.split() for line in stdout.splitlines() if re.match(r"^\d+\s+\d{10,}", line)]
+    assert [(r[0], r[-1]) for r in rows] == [("1", "resubmit"), ("2", "resubmit"), ("3", "-")]
+    assert "transient_crash exit 139" in " ".join(rows[0]) and "internal_error" in rows[1]
+    assert all(r[3] == "step" and int(r[4]) >= 9 for r in rows[1:])  # never from scratch again
+    accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", stdout).group(1))
+    assert abs(accuracy - uninterrupted_accuracy(tmp_path, 30)) <= 0.01

@@ -1,0 +1,557 @@
+"""Legacy AI Platform Training job specs (``ml.googleapis.com/v1`` ``TrainingInput``) as Vertex AI CustomJobs.
+
+AI Platform Training was shut down on 2025-01-31 and the Airflow Google provider removed
+``MLEngineStartTrainingJobOperator`` (15.0.0); teams still hold DAGs and ``config.yaml`` files written for it.
+:func:`translate_training_input` turns a ``TrainingInput`` (camelCase as in the ``ml v1`` REST reference, the
+snake_case keys gcloud also accepted, counts as the int64 strings the API sent) into the arguments of a Vertex AI
+CustomJob, or refuses -- before anything is submitted -- every field it cannot carry over, one line each naming
+the field and what to use instead. Every field's fate is in :data:`FIELD_FATES` (the README prints it).
+
+The translation (our choices, documented where AI Platform's own documentation is not in reach):
+
+* **Replicas -> worker pools.** master -> pool 0 (1 replica), workers -> pool 1 (``workerCount``), parameter
+  servers -> pool 2 (``parameterServerCount``), evaluators -> pool 3 (``evaluatorCount``); unused pools in
+  between are left empty (``{}``), as Vertex AI wants. A worker / parameter server / evaluator without its own
+  ``imageUri`` runs the master's (AI Platform: "If ... has not been set, AI Platform uses the value of
+  ``masterConfig.imageUri``").
+* **Machines.** A Compute Engine type (``n1-standard-8``) is kept, with its ``acceleratorConfig``. The legacy
+  names become :data:`LEGACY_MACHINES`: AI Platform described ``complex_model_m`` as "roughly twice the cores and
+  memory of complex_model_s" and ``standard_gpu`` as "equivalent to standard, plus a single NVIDIA Tesla K80"
+  (ml v1 discovery document); the Compute Engine shapes are the ones its machine-types page gave. Two changes
+  are forced by Vertex AI: it has no ``n1-highcpu-8`` (``complex_model_s`` runs on ``n1-highcpu-16``), and the
+  K80 has reached end of support ("Deprecated: Nvidia Tesla K80 GPU has reached end of support" --
+  ``aiplatform_v1.AcceleratorType``), so the K80 types run on as many NVIDIA T4s -- except
+  ``complex_model_l_gpu``: no n1 host takes 8 T4s, so it is refused with a replacement to choose.
+  ``cloud_tpu`` -> ``cloud-tpu`` with 8 TPU v2 cores (or its ``acceleratorConfig``), ``TPU_V2_POD`` /
+  ``TPU_V3_POD`` -> ``TPU_V2`` / ``TPU_V3`` with the count.
+* **Scale tiers** (:data:`SCALE_TIERS`): BASIC -> one ``standard``; BASIC_GPU -> one ``standard_gpu``; BASIC_TPU ->
+  one ``cloud_tpu``; STANDARD_1 -> a ``complex_model_s`` master, 4 ``complex_model_s`` workers and 3 ``standard``
+  parameter servers; PREMIUM_1 -> a ``complex_model_l`` master, 19 ``complex_model_l`` workers and 11
+  ``large_model`` parameter servers (AI Platform's documented tiers; it warned they "may change over time": pin
+  a shape with CUSTOM). CUSTOM uses ``masterType`` etc. Lower case (``custom``) is accepted, as gcloud did.
+* **Runtime -> container.** ``runtimeVersion`` with ``pythonVersion`` 3.7 -> Vertex AI's pre-built TensorFlow
+  training container of that version (:data:`RUNTIME_CONTAINERS`; ``tf-gpu`` for a pool with GPUs): they carry the
+  scikit-learn and XGBoost the runtime carried. A scikit-learn or XGBoost job, or a newer TensorFlow, takes
+  ``executor_image_uri``. Python 2.7 and 3.5 have no container; runtime 2.10 had none either.
+* **Python package** (``packageUris`` + ``pythonModule`` + ``args``) -> ``python_package_spec``; AI Platform passed
+  ``jobDir`` to the program as ``--job-dir``: the translation appends it to the args (unless they hold it).
+  **Custom container** (``imageUri``) -> ``container_spec`` with ``containerCommand`` (required here: Vertex AI
+  jobs of this provider never rely on an image's ENTRYPOINT) and ``containerArgs`` or ``args``.
+* **TF_CONFIG.** Vertex AI names the primary ``chief``. AI Platform named it ``master`` in custom containers
+  unless ``useChiefInTfConfig`` (and in runtime 1.15 and earlier; runtime 2.1 and later said ``chief``). A custom
+  container without ``useChiefInTfConfig`` gets its ``TF_CONFIG`` rewritten back to ``master`` before the command
+  starts (:func:`tf_config_master_command`). A runtime-1.15 package job sees ``chief``, which TensorFlow 1.15's
+  ``RunConfig`` reads as the chief too.
+* **hyperparameters**: a study whose every parameter has one feasible value (``maxTrials: 1`` jobs used to pass
+  fixed flags) runs as one job with those flags (``--name=value``, as AI Platform passed them); a real study is
+  refused until the provider's tuning-job operator takes it.
+* ``jobDir`` -> ``base_output_directory``; ``scheduling.maxRunningTime`` -> ``scheduling.timeout``;
+  ``scheduling.maxWaitTime`` -> the policy's queue timeout (a job QUEUED longer is cancelled and failed over);
+  ``diskConfig`` -> ``disk_spec``; ``serviceAccount``, ``network``, ``region``, ``enableWebAccess`` carried as
+  they are. ``scheduling.priority`` (no Vertex AI equivalent) and ``encryptionConfig`` (not carried by this
+  provider yet) are refused; ``tpuTfVersion`` is dropped (a Vertex AI TPU image carries its own TensorFlow).
+
+Pure: pydantic only, no Airflow, no Google imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import SpecError
+
+#: Vertex AI's pre-built training containers (``us-docker.pkg.dev/vertex-ai/training/<name>:latest``).
+CONTAINER_REPOSITORY = "us-docker.pkg.dev/vertex-ai/training"
+
+#: AI Platform runtime versions that have a Vertex AI TensorFlow training container for Python 3.7 (the only
+#: Python those runtimes ran from 1.15 on), by runtime -> the container's version part (``tf-cpu.2-11``).
+RUNTIME_CONTAINERS: Mapping[str, str] = {v: v.replace(".", "-") for v in (
+    "1.15", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.11")}
+
+#: Legacy machine name -> (Compute Engine machine type, accelerator type or None, accelerators per replica);
+#: see the module docstring for the two forced changes (no n1-highcpu-8, no K80).
+LEGACY_MACHINES: Mapping[str, tuple[str, str | None, int]] = {
+    "standard": ("n1-standard-4", None, 0),
+    "large_model": ("n1-highmem-8", None, 0),
+    "complex_model_s": ("n1-highcpu-16", None, 0),  # n1-highcpu-8 on AI Platform; Vertex AI has none
+    "complex_model_m": ("n1-highcpu-16", None, 0),
+    "complex_model_l": ("n1-highcpu-32", None, 0),
+    "standard_gpu": ("n1-standard-8", "NVIDIA_TESLA_T4", 1),  # 1 K80 on AI Platform
+    "complex_model_m_gpu": ("n1-standard-16", "NVIDIA_TESLA_T4", 4),  # 4 K80s on AI Platform
+    "standard_p100": ("n1-standard-8", "NVIDIA_TESLA_P100", 1),
+    "complex_model_m_p100": ("n1-standard-16", "NVIDIA_TESLA_P100", 4),
+    "standard_v100": ("n1-standard-8", "NVIDIA_TESLA_V100", 1),
+    "large_model_v100": ("n1-highmem-8", "NVIDIA_TESLA_V100", 1),
+    "complex_model_m_v100": ("n1-standard-16", "NVIDIA_TESLA_V100", 4),
+    "complex_model_l_v100": ("n1-standard-32", "NVIDIA_TESLA_V100", 8),
+    "cloud_tpu": ("cloud-tpu", "TPU_V2", 8),
+}
+#: Legacy names refused, with what to use instead.
+REFUSED_MACHINES: Mapping[str, str] = {
+    "complex_model_l_gpu": "it had 8 NVIDIA Tesla K80s, which Vertex AI no longer offers, and no n1 host takes 8 T4s: "
+                           "use masterType n1-standard-32 with acceleratorConfig {type: NVIDIA_TESLA_V100, count: 8} "
+                           "(or 4 NVIDIA_TESLA_T4)",
+}
+#: Compute Engine machine families AI Platform accepted by name (n1-standard-4 ... n1-highcpu-96); others pass on
+#: to Vertex AI's own validation.
+_CE_TYPE_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
+
+#: Scale tier -> (master, (workers, count), (parameter servers, count)), legacy machine names.
+SCALE_TIERS: Mapping[str, tuple[str, tuple[str, int] | None, tuple[str, int] | None]] = {
+    "BASIC": ("standard", None, None),
+    "BASIC_GPU": ("standard_gpu", None, None),
+    "BASIC_TPU": ("cloud_tpu", None, None),
+    "STANDARD_1": ("complex_model_s", ("complex_model_s", 4), ("standard", 3)),
+    "PREMIUM_1": ("complex_model_l", ("complex_model_l", 19), ("large_model", 11)),
+}
+#: ml v1 accelerator names Vertex AI spells otherwise.
+_ACCELERATOR_RENAMES = {"TPU_V2_POD": "TPU_V2", "TPU_V3_POD": "TPU_V3", "NVIDIA_TESLA_K80": "NVIDIA_TESLA_T4"}
+
+#: Every field of ``TrainingInput`` (and of the messages it holds) and what becomes of it:
+#: ``(field, fate, where it goes or why not)``; fate is "carried", "translated", "refused" or "dropped".
+FIELD_FATES: tuple[tuple[str, str, str], ...] = (
+    ("scaleTier", "translated", "worker pools and machines (SCALE_TIERS)"),
+    ("masterType", "translated", "worker_pool_specs[0].machine_spec (LEGACY_MACHINES, or the Compute Engine type)"),
+    ("masterConfig", "translated", "worker_pool_specs[0]: see ReplicaConfig"),
+    ("workerType", "translated", "worker_pool_specs[1].machine_spec"),
+    ("workerConfig", "translated", "worker_pool_specs[1]"),
+    ("workerCount", "translated", "worker_pool_specs[1].replica_count"),
+    ("parameterServerType", "translated", "worker_pool_specs[2].machine_spec"),
+    ("parameterServerConfig", "translated", "worker_pool_specs[2]"),
+    ("parameterServerCount", "translated", "worker_pool_specs[2].replica_count"),
+    ("evaluatorType", "translated", "worker_pool_specs[3].machine_spec"),
+    ("evaluatorConfig", "translated", "worker_pool_specs[3]"),
+    ("evaluatorCount", "translated", "worker_pool_specs[3].replica_count"),
+    ("packageUris", "carried", "python_package_spec.package_uris of every pool"),
+    ("pythonModule", "carried", "python_package_spec.python_module"),
+    ("args", "carried", "python_package_spec.args / container_spec.args (+ --job-dir for a package)"),
+    ("hyperparameters", "translated", "fixed values only: one job with --name=value args; a real study is refused"),
+    ("region", "carried", "the CustomJob's location"),
+    ("jobDir", "translated", "job_spec.base_output_directory, and --job-dir in a package's args"),
+    ("runtimeVersion", "translated", "python_package_spec.executor_image_uri (RUNTIME_CONTAINERS)"),
+    ("pythonVersion", "translated", "picks the container; only 3.7 has one"),
+    ("scheduling", "translated", "see Scheduling"),
+    ("network", "carried", "job_spec.network"),
+    ("serviceAccount", "carried", "job_spec.service_account"),
+    ("useChiefInTfConfig", "translated", "false (default) with a custom container: TF_CONFIG says master, as before"),
+    ("encryptionConfig", "refused", "CMEK is not carried by this provider yet: remove it, or submit with the Google "
+                                    "provider's CreateCustomJobOperator(encryption_spec_key_name=...)"),
+    ("enableWebAccess", "carried", "job_spec.enable_web_access"),
+    ("ReplicaConfig.acceleratorConfig", "translated", "machine_spec.accelerator_type / accelerator_count"),
+    ("ReplicaConfig.imageUri", "carried", "container_spec.image_uri (workers inherit the master's)"),
+    ("ReplicaConfig.containerCommand", "carried", "container_spec.command (required: no ENTRYPOINT)"),
+    ("ReplicaConfig.containerArgs", "carried", "container_spec.args"),
+    ("ReplicaConfig.diskConfig", "translated", "disk_spec.boot_disk_type / boot_disk_size_gb"),
+    ("ReplicaConfig.tpuTfVersion", "dropped", "a Vertex AI TPU image carries its own TensorFlow"),
+    ("AcceleratorConfig.type", "translated", "machine_spec.accelerator_type (K80 -> T4, *_POD -> TPU_V2/V3)"),
+    ("AcceleratorConfig.count", "carried", "machine_spec.accelerator_count"),
+    ("DiskConfig.bootDiskType", "carried", "disk_spec.boot_disk_type"),
+    ("DiskConfig.bootDiskSizeGb", "carried", "disk_spec.boot_disk_size_gb"),
+    ("Scheduling.maxRunningTime", "translated", "job_spec.scheduling.timeout"),
+    ("Scheduling.maxWaitTime", "translated", "resilience_policy.queue_timeout_seconds"),
+    ("Scheduling.priority", "refused", "Vertex AI has no job priority: remove it"),
+    ("EncryptionConfig.kmsKeyName", "refused", "see encryptionConfig"),
+)
+
+_TRAINING_FIELDS = {f for f, _, _ in FIELD_FATES if "." not in f}
+_REPLICA_FIELDS = {"acceleratorConfig", "imageUri", "containerCommand", "containerArgs", "diskConfig", "tpuTfVersion"}
+#: The replica roles, in worker pool order (pool 0 to 3).
+_ROLES = ("master", "worker", "parameterServer", "evaluator")
+
+TF_CONFIG_MASTER_SCRIPT = (
+    'if [ -n "$TF_CONFIG" ]; then TF_CONFIG="$(python3 -c \'import json, os\n'
+    'c = json.loads(os.environ["TF_CONFIG"])\n'
+    'cluster = c.get("cluster") or {}\n'
+    'if "chief" in cluster: cluster["master"] = cluster.pop("chief")\n'
+    'task = c.get("task") or {}\n'
+    'if task.get("type") == "chief": task["type"] = "master"\n'
+    'print(json.dumps(c))\')" && export TF_CONFIG; fi\n'
+    'exec "$@"\n')
+
+
+def tf_config_master_command(command: list[str]) -> list[str]:
+    """``command`` run after ``TF_CONFIG``'s ``chief`` (Vertex AI's name for the primary replica) is renamed
+    ``master``, as AI Platform named it in custom containers without ``useChiefInTfConfig`` (a ``/bin/sh``
+    prefix; the image needs ``python3``)."""
+    return ["/bin/sh", "-c", TF_CONFIG_MASTER_SCRIPT, "tf-config-master", *command]
+
+
+@dataclass(frozen=True)
+class LegacyTranslation:
+    """A ``TrainingInput`` as the arguments of :class:`~..operators.vertex_ai.ResilientCustomJobOperator`.
+
+    Attributes:
+        region: the job's region.
+        worker_pool_specs: the pools (dict form; empty pools as ``{}``).
+        base_output_dir: from ``jobDir``.
+        timeout_seconds: ``scheduling.timeout`` (from ``maxRunningTime``), None: Vertex AI's default (7 days).
+        queue_timeout_seconds: from ``maxWaitTime``, None: the policy's.
+        service_account, network: as given.
+        enable_web_access: ``enableWebAccess``.
+        notes: what changed on the way (a K80 now a T4 ...), one line each, for the task log.
+    """
+
+    region: str | None
+    worker_pool_specs: list[dict[str, Any]]
+    base_output_dir: str | None = None
+    timeout_seconds: float | None = None
+    queue_timeout_seconds: float | None = None
+    service_account: str | None = None
+    network: str | None = None
+    enable_web_access: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _normalized(value: Any) -> Any:
+    """snake_case keys -> camelCase (gcloud's YAML accepted both), recursively."""
+    if isinstance(value, Mapping):
+        return {_camel(str(k)) if "_" in str(k) else str(k): _normalized(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalized(v) for v in value]
+    return value
+
+
+def _count(value: Any, where: str, problems: list[SpecError]) -> int:
+    """An int64 count as the API took it: a number or its string (``"4"``)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        problems.append(SpecError(where, f"{value!r}: give a whole number >= 0"))
+        return 0
+    return int(value)
+
+
+def _flag(value: Any, where: str, problems: list[SpecError]) -> bool:
+    """A boolean as the API took it: true/false or their strings (``"True"``)."""
+    if isinstance(value, bool) or value is None:
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    problems.append(SpecError(where, f"{value!r}: give true or false"))
+    return False
+
+
+def _strings(value: Any, where: str, problems: list[SpecError]) -> list[str]:
+    """A list of strings (numbers taken as their text); anything else is a problem and gives []."""
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    problems.append(SpecError(where, f"{value!r}: give a list of strings, one per item (e.g. ['--epochs', '10'])"))
+    return []
+
+
+def _text(value: Any, where: str, problems: list[SpecError]) -> str | None:
+    """A string, or None when absent; anything else is a problem."""
+    if value is None or isinstance(value, str):
+        return value
+    problems.append(SpecError(where, f"{value!r}: give a string"))
+    return None
+
+
+def duration_of(value: Any, where: str, problems: list[SpecError]) -> float | None:
+    """A google-duration (``"7200s"``, ``"1.5s"``) or a number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    if isinstance(value, str) and (m := re.fullmatch(r"(\d+(?:\.\d{1,9})?)s", value.strip())):
+        return float(m[1])
+    problems.append(SpecError(where, f"{value!r}: give a duration in seconds like '7200s'"))
+    return None
+
+
+def _machine(name: Any, config: Mapping[str, Any], where: str, problems: list[SpecError],
+             notes: list[str]) -> dict[str, Any]:
+    """``machine_spec`` of a legacy machine name or Compute Engine type with the config's ``acceleratorConfig``."""
+    accelerator = config.get("acceleratorConfig") or {}
+    if not isinstance(name, str) or not name:
+        problems.append(SpecError(where, f"{name!r}: give a machine type, e.g. 'n1-standard-8' or 'standard_gpu'"))
+        return {}
+    if name in REFUSED_MACHINES:
+        problems.append(SpecError(where, f"{name!r}: {REFUSED_MACHINES[name]}"))
+        return {}
+    if name in LEGACY_MACHINES:
+        machine_type, kind, count = LEGACY_MACHINES[name]
+        if accelerator and name != "cloud_tpu":
+            problems.append(SpecError(f"{where.rsplit('Type', 1)[0]}Config.acceleratorConfig",
+                                      f"applies to Compute Engine machine types only; {name!r} has its accelerators "
+                                      "built in: remove it, or name a Compute Engine type such as 'n1-standard-8'"))
+        if name in ("standard_gpu", "complex_model_m_gpu"):
+            notes.append(f"{where} {name!r}: {count} NVIDIA Tesla K80 on AI Platform -> {count} NVIDIA_TESLA_T4 "
+                         "(Vertex AI no longer offers the K80)")
+        if name == "complex_model_s":
+            notes.append(f"{where} 'complex_model_s': n1-highcpu-8 on AI Platform -> n1-highcpu-16 (Vertex AI has "
+                         "no n1-highcpu-8)")
+    elif _CE_TYPE_RE.match(name):
+        machine_type, kind, count = name, None, 0
+    else:
+        problems.append(SpecError(where, f"{name!r} is neither a Compute Engine machine type nor one of AI Platform's "
+                                         f"names ({', '.join(sorted([*LEGACY_MACHINES, *REFUSED_MACHINES]))})"))
+        return {}
+    if accelerator:
+        if not isinstance(accelerator, Mapping):
+            problems.append(SpecError(f"{where}.acceleratorConfig", "give {type: ..., count: ...}"))
+        else:
+            kind = _text(accelerator.get("type"), f"{where}.acceleratorConfig.type", problems) or None
+            count = _count(accelerator.get("count"), f"{where}.acceleratorConfig.count", problems) or (
+                8 if kind and kind.startswith("TPU") else 1)
+            if kind in _ACCELERATOR_RENAMES:
+                notes.append(f"{where} accelerator {kind} -> {_ACCELERATOR_RENAMES[kind]}")
+                kind = _ACCELERATOR_RENAMES[kind]
+    spec: dict[str, Any] = {"machine_type": machine_type}
+    if kind:
+        spec.update(accelerator_type=kind, accelerator_count=count)
+    return spec
+
+
+def _image(runtime: Any, python: Any, gpu: bool, tpu: bool, executor_image_uri: str | None,
+           problems: list[SpecError]) -> str:
+    """The pre-built container of ``runtimeVersion`` / ``pythonVersion`` (or ``executor_image_uri``)."""
+    if executor_image_uri:
+        return executor_image_uri
+    if runtime is None:
+        problems.append(SpecError("trainingInput.runtimeVersion", "give the runtime version (e.g. '2.11') or "
+                                  "masterConfig.imageUri, or pass executor_image_uri"))
+        return ""
+    runtime = str(runtime)
+    if python is not None and str(python) != "3.7":
+        problems.append(SpecError("trainingInput.pythonVersion", f"{python!r}: Vertex AI has no container for Python "
+                                  f"{python}; port the code to Python 3.7 and runtimeVersion >= 1.15"))
+        return ""
+    version = RUNTIME_CONTAINERS.get(runtime)
+    if version is None:
+        fix = "use '2.11'" if runtime == "2.10" else f"the runtimes with one are {', '.join(RUNTIME_CONTAINERS)}"
+        problems.append(SpecError("trainingInput.runtimeVersion", f"{runtime!r} has no Vertex AI training container: "
+                                  f"{fix}, or pass executor_image_uri (e.g. a scikit-learn or XGBoost container)"))
+        return ""
+    if tpu:
+        problems.append(SpecError("trainingInput.runtimeVersion", f"Vertex AI has no TPU container of runtime "
+                                  f"{runtime}: pass executor_image_uri (e.g. {CONTAINER_REPOSITORY}/tf-tpu.2-15.cp310"
+                                  ":latest), or run the workload with ResilientTPUWorkloadOperator"))
+        return ""
+    return f"{CONTAINER_REPOSITORY}/tf-{'gpu' if gpu else 'cpu'}.{version}:latest"
+
+
+def _fixed_hyperparameters(spec: Any, problems: list[SpecError]) -> list[str]:
+    """``--name=value`` of a study with one feasible value per parameter; else a problem."""
+    if not isinstance(spec, Mapping):
+        problems.append(SpecError("trainingInput.hyperparameters", "give a HyperparameterSpec mapping"))
+        return []
+    params = spec.get("params")
+    if not isinstance(params, list) or not params:
+        problems.append(SpecError("trainingInput.hyperparameters.params", "give the list of ParameterSpecs"))
+        return []
+    args, open_params = [], []
+    for i, param in enumerate(params):
+        where = f"trainingInput.hyperparameters.params[{i}]"
+        if not isinstance(param, Mapping) or not isinstance(param.get("parameterName"), str) or not param.get(
+                "parameterName"):
+            problems.append(SpecError(where, "give parameterName (a string) and type"))
+            continue
+        kind, name = str(param.get("type") or ""), param["parameterName"]
+        values: list[Any] = []
+        if kind in ("CATEGORICAL", "DISCRETE"):
+            given = param.get("categoricalValues" if kind == "CATEGORICAL" else "discreteValues")
+            values = given if isinstance(given, list) else []
+        elif kind in ("DOUBLE", "INTEGER"):
+            try:
+                low, high = float(param.get("minValue")), float(param.get("maxValue"))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                problems.append(SpecError(where, "give numeric minValue and maxValue"))
+                continue
+            if low == high:
+                values = [int(low) if kind == "INTEGER" else low]
+        if len(values) == 1:
+            args.append(f"--{name}={values[0]}")
+        else:
+            open_params.append(name)
+    if open_params:
+        problems.append(SpecError("trainingInput.hyperparameters", f"a study over {', '.join(open_params)} is a "
+                                  "hyperparameter tuning job, which this operator does not run yet: remove "
+                                  "hyperparameters to run one trial, or fix each parameter to one value"))
+    return args
+
+
+def translate_training_input(training_input: Mapping[str, Any], *, executor_image_uri: str | None = None
+                             ) -> LegacyTranslation:
+    """Translate a legacy ``TrainingInput`` (see the module docstring).
+
+    Args:
+        training_input: the ``trainingInput`` of an ``ml v1`` Job (camelCase or snake_case keys; counts as numbers
+            or int64 strings; ``scaleTier`` in any case).
+        executor_image_uri: the container to run a package in instead of the runtime's TensorFlow container
+            (a scikit-learn or XGBoost job, a newer TensorFlow).
+
+    Returns:
+        The CustomJob's arguments (:class:`LegacyTranslation`).
+
+    Raises:
+        SpecError: every field that cannot be carried over, one line each (``trainingInput.<field>: <why and the
+            fix>``), before anything is submitted.
+    """
+    problems: list[SpecError] = []
+    notes: list[str] = []
+    if not isinstance(training_input, Mapping):
+        raise SpecError("trainingInput", f"give the TrainingInput mapping, got {type(training_input).__name__}")
+    body = _normalized(training_input)
+    for key in sorted(set(body) - _TRAINING_FIELDS):
+        problems.append(SpecError(f"trainingInput.{key}", f"not a TrainingInput field; the fields are "
+                                                          f"{', '.join(sorted(_TRAINING_FIELDS))}"))
+    # The old operator always sent scaleTier (null when not given); a master type without a tier means CUSTOM.
+    tier = (_text(body.get("scaleTier"), "trainingInput.scaleTier", problems) or (
+        "CUSTOM" if body.get("masterType") else "BASIC")).upper()
+    if tier not in (*SCALE_TIERS, "CUSTOM"):
+        problems.append(SpecError("trainingInput.scaleTier", f"{body['scaleTier']!r}: one of "
+                                                             f"{', '.join([*SCALE_TIERS, 'CUSTOM'])}"))
+        tier = "BASIC"
+    types: dict[str, Any] = {}
+    counts: dict[str, int] = {"master": 1}
+    if tier == "CUSTOM":
+        if not body.get("masterType"):
+            problems.append(SpecError("trainingInput.masterType", "is required with scaleTier CUSTOM, e.g. "
+                                                                  "'n1-standard-8'"))
+        for role in _ROLES:
+            types[role] = body.get(f"{role}Type")
+            if role != "master":
+                counts[role] = _count(body.get(f"{role}Count"), f"trainingInput.{role}Count", problems)
+                if counts[role] and not types[role]:
+                    problems.append(SpecError(f"trainingInput.{role}Type", f"is required with {role}Count > 0"))
+    else:
+        master, workers, servers = SCALE_TIERS[tier]
+        types["master"] = master
+        for role, spec in (("worker", workers), ("parameterServer", servers)):
+            if spec is not None:
+                types[role], counts[role] = spec
+        for role in _ROLES:
+            for key in (f"{role}Type", f"{role}Count") if role != "master" else ("masterType",):
+                if body.get(key) not in (None, "", 0, "0"):
+                    problems.append(SpecError(f"trainingInput.{key}", f"applies with scaleTier CUSTOM only (the tier "
+                                              f"is {tier}): set scaleTier CUSTOM or remove it"))
+    configs = {role: body.get(f"{role}Config") or {} for role in _ROLES}
+    for role, config in configs.items():
+        if not isinstance(config, Mapping):
+            problems.append(SpecError(f"trainingInput.{role}Config", "give a ReplicaConfig mapping"))
+            configs[role] = {}
+            continue
+        for key in sorted(set(config) - _REPLICA_FIELDS):
+            known = ", ".join(sorted(_REPLICA_FIELDS))
+            problems.append(SpecError(f"trainingInput.{role}Config.{key}", f"not a ReplicaConfig field ({known})"))
+    images = {role: _text(c.get("imageUri"), f"trainingInput.{role}Config.imageUri", problems)
+              for role, c in configs.items()}
+    master_image = images["master"]
+    custom = any(images.values())
+    if custom and body.get("runtimeVersion") is not None:
+        problems.append(SpecError("trainingInput.runtimeVersion", "and masterConfig.imageUri exclude each other (a "
+                                                                  "custom container brings its runtime): remove one"))
+    if not custom and not (body.get("packageUris") and body.get("pythonModule")):
+        problems.append(SpecError("trainingInput.packageUris", "and pythonModule are required without a custom "
+                                                               "container (masterConfig.imageUri)"))
+    chief = _flag(body.get("useChiefInTfConfig"), "trainingInput.useChiefInTfConfig", problems)
+    extra_args: list[str] = []
+    if body.get("hyperparameters") is not None:
+        extra_args = _fixed_hyperparameters(body["hyperparameters"], problems)
+        if extra_args:
+            notes.append("hyperparameters: every parameter has one value -> one job with " + " ".join(extra_args))
+    args = _strings(body.get("args"), "trainingInput.args", problems)
+    job_dir = body.get("jobDir")
+    if job_dir is not None and not (isinstance(job_dir, str) and job_dir.startswith("gs://")):
+        problems.append(SpecError("trainingInput.jobDir", f"{job_dir!r}: give a gs:// path"))
+        job_dir = None
+    pools: list[dict[str, Any]] = []
+    for role in _ROLES:
+        if role != "master" and not counts.get(role):
+            pools.append({})
+            continue
+        config = configs[role]
+        machine = _machine(types.get(role), config, f"trainingInput.{role}Type", problems, notes)
+        pool: dict[str, Any] = {"machine_spec": machine, "replica_count": counts.get(role, 1)}
+        image = images[role] or master_image
+        if image:
+            own = "containerCommand" if config.get("containerCommand") else None
+            source = config if own else configs["master"]
+            command = _strings(source.get("containerCommand"), f"trainingInput.{role if own else 'master'}Config."
+                                                               "containerCommand", problems)
+            if not command:
+                problems.append(SpecError(f"trainingInput.{role}Config.containerCommand", "give the container's "
+                                          "command (its ENTRYPOINT, e.g. ['python3', '-m', 'trainer.task']): this "
+                                          "provider does not rely on an image's ENTRYPOINT"))
+            container_args = _strings(config.get("containerArgs"), f"trainingInput.{role}Config.containerArgs",
+                                      problems) or [*args, *extra_args]
+            if not chief:
+                command, container_args = tf_config_master_command([*command, *container_args]), []
+            pool["container_spec"] = {"image_uri": str(image), "command": command, "args": container_args}
+        else:
+            gpu = str(machine.get("accelerator_type") or "").startswith("NVIDIA")
+            tpu = str(machine.get("accelerator_type") or "").startswith("TPU")
+            package_args = [*args, *extra_args]
+            if job_dir and not any(a == "--job-dir" or a.startswith("--job-dir=") for a in package_args):
+                package_args += ["--job-dir", str(job_dir)]
+            pool["python_package_spec"] = {
+                "executor_image_uri": _image(body.get("runtimeVersion"), body.get("pythonVersion"), gpu, tpu,
+                                             executor_image_uri, problems),
+                "package_uris": _strings(body.get("packageUris"), "trainingInput.packageUris", problems),
+                "python_module": _text(body.get("pythonModule"), "trainingInput.pythonModule", problems) or "",
+                "args": package_args}
+        disk = config.get("diskConfig")
+        if disk is not None and not isinstance(disk, Mapping):
+            problems.append(SpecError(f"trainingInput.{role}Config.diskConfig", "give {bootDiskType, bootDiskSizeGb}"))
+        elif disk:
+            pool["disk_spec"] = {k: v for k, v in (("boot_disk_type", disk.get("bootDiskType")),
+                                                   ("boot_disk_size_gb", disk.get("bootDiskSizeGb"))) if v is not None}
+        if config.get("tpuTfVersion"):
+            notes.append(f"trainingInput.{role}Config.tpuTfVersion dropped: a Vertex AI TPU image carries its own "
+                         "TensorFlow")
+        pools.append(pool)
+    while pools and not pools[-1]:
+        pools.pop()
+    scheduling = body.get("scheduling") or {}
+    if not isinstance(scheduling, Mapping):
+        problems.append(SpecError("trainingInput.scheduling", "give {maxRunningTime, maxWaitTime}"))
+        scheduling = {}
+    for key in sorted(set(scheduling) - {"maxRunningTime", "maxWaitTime", "priority"}):
+        problems.append(SpecError(f"trainingInput.scheduling.{key}", "not a Scheduling field (maxRunningTime, "
+                                                                     "maxWaitTime, priority)"))
+    if scheduling.get("priority") not in (None, 0, "0"):
+        problems.append(SpecError("trainingInput.scheduling.priority", "Vertex AI has no job priority: remove it"))
+    if body.get("encryptionConfig"):
+        problems.append(SpecError("trainingInput.encryptionConfig", dict((f, w) for f, _, w in FIELD_FATES)[
+            "encryptionConfig"]))
+    timeout = duration_of(scheduling.get("maxRunningTime"), "trainingInput.scheduling.maxRunningTime", problems)
+    queue = duration_of(scheduling.get("maxWaitTime"), "trainingInput.scheduling.maxWaitTime", problems)
+    web = _flag(body.get("enableWebAccess"), "trainingInput.enableWebAccess", problems)
+    for key in ("region", "serviceAccount", "network"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            problems.append(SpecError(f"trainingInput.{key}", f"{body[key]!r}: give a string"))
+    if problems:  # a problem of the job, found once per pool, is said once
+        raise SpecError.of_many(list({str(p): p for p in problems}.values()))
+    return LegacyTranslation(region=body.get("region"), worker_pool_specs=pools, base_output_dir=job_dir,
+                             timeout_seconds=timeout, queue_timeout_seconds=queue,
+                             service_account=body.get("serviceAccount"), network=body.get("network"),
+                             enable_web_access=web, notes=notes)
+
+
+def fate_table() -> str:
+    """:data:`FIELD_FATES` as a Markdown table (the README's)."""
+    rows = ["| TrainingInput field | fate | on Vertex AI |", "| --- | --- | --- |"]
+    rows += [f"| `{f}` | {fate} | {where} |" for f, fate, where in FIELD_FATES]
+    return "\n".join(rows)
+
+
+def job_summary(translation: LegacyTranslation) -> str:
+    """One JSON line of the pools, for a dry run's log."""
+    return json.dumps(translation.worker_pool_specs, sort_keys=True)
+
+
+__all__ = ["CONTAINER_REPOSITORY", "FIELD_FATES", "LEGACY_MACHINES", "REFUSED_MACHINES", "RUNTIME_CONTAINERS",
+           "SCALE_TIERS", "LegacyTranslation", "duration_of", "fate_table", "tf_config_master_command",
+           "translate_training_input"]

@@ -1,0 +1,1 @@
+"""A training package written for AI Platform Training (``python -m trainer.task``)."""

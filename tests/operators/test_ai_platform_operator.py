@@ -1,0 +1,129 @@
+"""``ResilientAIPlatformTrainingJobOperator`` end to end on the emulator: a DAG written for AI Platform Training --
+the Google provider's own example call of ``MLEngineStartTrainingJobOperator``, import line changed -- runs its
+training package (built and uploaded as gcloud's ``--package-path`` did, fetched by the emulated Vertex AI from
+``package_uris``) through seed 000/001's failures, resuming from the latest checkpoint; and what it refuses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_resilient.operators.ai_platform import ResilientAIPlatformTrainingJobOperator
+from airflow_provider_resilient.policy import Backoff, RetryPolicy
+
+from .test_vertex_operator_unit import context
+
+TRAINER = Path(__file__).parents[2] / "dags" / "workloads" / "legacy_trainer"
+TRAINER_URI = "gs://airflow-system-tests-resources/ml-engine/trainer-0.2.tar.gz"  # the provider example's
+JOB_DIR = "gs://bucket-example-gcp-mlengine/job-dir"
+FAST = RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1),
+                   failover_backoff=Backoff(initial_seconds=0.05, max_seconds=0.1))
+
+
+def upload_trainer(emulator: Any) -> None:
+    """``trainer-0.2.tar.gz`` (``dags/workloads/legacy_trainer/build.py``) into the emulated Cloud Storage."""
+    import runpy
+
+    for bucket in ("airflow-system-tests-resources", "bucket-example-gcp-mlengine"):
+        emulator.storage.create_bucket(bucket)
+    emulator.storage_filesystem().pipe_file(TRAINER_URI[5:], runpy.run_path(str(TRAINER / "build.py"))["sdist"]())
+
+
+def the_providers_example(**overrides: Any) -> ResilientAIPlatformTrainingJobOperator:
+    """apache/airflow tests/system/providers/google/cloud/ml_engine/example_mlengine.py@00c4d758, the training
+    call verbatim but for the class (and runtime 2.11 with our short epochs and backoffs)."""
+    arguments: dict[str, Any] = dict(
+        task_id="training", project_id="example-project", region="us-central1",
+        job_id="training-job-20260101T000000-digits", runtime_version="2.11", python_version="3.7",
+        job_dir=JOB_DIR, package_uris=[TRAINER_URI], training_python_module="trainer.task",
+        training_args=["--epochs", "24", "--epoch-seconds", "0.02"], labels={"job_type": "training"},
+        resilience_policy=FAST, poll_interval=0.05, min_defer_seconds=0.0, deferrable=False)
+    arguments.update(overrides)
+    return ResilientAIPlatformTrainingJobOperator(**arguments)
+
+
+def replica_logs(emulator: Any) -> str:
+    return "\n".join(p.read_text() for p in sorted(emulator.work_dir.rglob("workerpool0-0.log")))
+
+
+def test_the_providers_example_runs_through_seed_000_failures_and_resumes(resilient_emulator):
+    upload_trainer(resilient_emulator)
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 9, "times": 4, "match": {"nth": 1}})
+    ctx = context()
+    result = the_providers_example().execute(ctx)
+    attempts = result["attempts"]
+    assert [(i["failure"]["failure_class"], i["decision"]["action"]) for a in attempts for i in a["incidents"]] == [
+        ("transient_crash", "resubmit")]  # the platform restarted it in place first (seed 000), then gave up
+    assert attempts[1]["resumed_from_step"] >= 9 and result["checkpoint"]["step"] == 24
+    logs = replica_logs(resilient_emulator)
+    # The package came from package_uris, fetched and unpacked by the emulated Vertex AI -- not from this tree.
+    sources = set(re.findall(r"trainer from (\S+)", logs))
+    assert sources and all("/packages/" in s and str(TRAINER) not in s for s in sources), sources
+    assert "TF_CONFIG task: chief 0" in logs  # runtime 2.1 and later: 'chief', as AI Platform said too
+    from airflow_provider_resilient.clients import vertex_job_client
+
+    job = vertex_job_client("us-central1").get_custom_job(name=result["job_name"])
+    assert job.display_name == "training-job-20260101T000000-digits" and job.labels["job_type"] == "training"
+
+
+def test_a_whole_training_input_with_a_custom_container_keeps_master_in_tf_config(resilient_emulator):
+    """A ``config.yaml`` body: CUSTOM tier, a custom container (with its command), 2 workers; TF_CONFIG names the
+    primary ``master``, as AI Platform did for custom containers without ``useChiefInTfConfig``."""
+    import sys
+
+    show = "import json, os; t = json.loads(os.environ['TF_CONFIG'])['task']; print('task', t['type'], t['index'])"
+    body = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4", "workerCount": "2",
+            "masterConfig": {"imageUri": "gcr.io/example-project/trainer:latest",
+                             "containerCommand": [sys.executable, "-c", show]}}
+    result = ResilientAIPlatformTrainingJobOperator(
+        task_id="t", project_id="example-project", region="us-central1", job_id="custom", training_input=body,
+        base_output_dir="gs://unit-bucket/custom", resilience_policy=FAST, poll_interval=0.05,
+        min_defer_seconds=0.0).execute(context())
+    assert result["state"] == "JOB_STATE_SUCCEEDED"
+    assert "task master 0" in replica_logs(resilient_emulator)
+
+
+def test_dry_run_submits_nothing(resilient_emulator):
+    result = the_providers_example(mode="DRY_RUN").execute(context())
+    pool = result["custom_job"]["job_spec"]["worker_pool_specs"][0]
+    assert result["state"] == "DRY_RUN" and pool["python_package_spec"]["executor_image_uri"].endswith(
+        "/tf-cpu.2-11:latest")
+    assert pool["python_package_spec"]["args"][-2:] == ["--job-dir", JOB_DIR]
+    assert resilient_emulator.calls.list("CreateCustomJob") == []
+
+
+@pytest.mark.parametrize(("overrides", "lines"), [
+    ({"runtime_version": "1.15", "python_version": "2.7"}, ["trainingInput.pythonVersion: '2.7'"]),
+    ({"runtime_version": "2.10"}, ["trainingInput.runtimeVersion: '2.10' has no Vertex AI training container: "
+                                   "use '2.11'"]),
+    ({"scale_tier": "BASIC", "master_type": "complex_model_l_gpu"},
+     ["trainingInput.masterType: applies with scaleTier CUSTOM only"]),
+    ({"scale_tier": "CUSTOM", "master_type": "complex_model_l_gpu"},
+     ["trainingInput.masterType: 'complex_model_l_gpu': it had 8 NVIDIA Tesla K80s"]),
+    ({"scheduling": {"priority": 10}, "hyperparameters": {"params": [{"parameterName": "lr", "type": "DOUBLE",
+                                                                       "minValue": 0.01, "maxValue": 0.1}]}},
+     ["trainingInput.hyperparameters: a study over lr", "trainingInput.scheduling.priority: Vertex AI has no job "
+                                                        "priority"]),
+    ({"training_input": {"scaleTier": "BASIC", "stagingBucket": "gs://b"}}, ["trainingInput.stagingBucket: not a "
+                                                                               "TrainingInput field"]),
+    ({"mode": "TEST"}, ["mode: 'TEST': one of PRODUCTION, DRY_RUN"]),
+])
+def test_what_cannot_be_carried_over_is_refused_before_anything_is_submitted(overrides, lines):
+    with pytest.raises(AirflowFailException) as raised:
+        the_providers_example(**overrides)
+    for line in lines:
+        assert line in str(raised.value), str(raised.value)
+
+
+def test_templated_arguments_are_judged_after_rendering():
+    op = the_providers_example(runtime_version="{{ params.runtime }}")  # parses: judged once rendered
+    op.runtime_version = "2.10"
+    with pytest.raises(AirflowFailException, match=r"use '2\.11'"):
+        op._validate()
+    op.runtime_version = "2.11"
+    op._validate()
+    assert op.worker_pool_specs[0]["python_package_spec"]["executor_image_uri"].endswith("tf-cpu.2-11:latest")
