@@ -169,5 +169,11 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             return {"state": "DRY_RUN", "custom_job": job}
         return super().execute(context)
 
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        """Resume after a deferral in a fresh operator: translate the (rendered) arguments again first -- a
+        templated job was never translated in this process, and the next attempt is built from the pools."""
+        self._validate()
+        return super().execute_complete(context, event)
+
 
 __all__ = ["LEGACY_ARGUMENTS", "MODES", "ResilientAIPlatformTrainingJobOperator"]

@@ -127,3 +127,22 @@ def test_templated_arguments_are_judged_after_rendering():
     op.runtime_version = "2.11"
     op._validate()
     assert op.worker_pool_specs[0]["python_package_spec"]["executor_image_uri"].endswith("tf-cpu.2-11:latest")
+
+
+def test_a_deferred_templated_job_resubmits_from_a_fresh_operator(resilient_emulator):
+    """Deferrable (the old operator's ``deferrable=True``) with a templated argument: Airflow resumes the task in
+    a fresh operator, rendered but never translated in that process -- the attempt after the crash must still be
+    the translated job, not an empty one."""
+    from .test_tpu_operator import run_deferred
+
+    upload_trainer(resilient_emulator)
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 9, "times": 4, "match": {"nth": 1}})
+
+    def rendered() -> ResilientAIPlatformTrainingJobOperator:
+        op = the_providers_example(runtime_version="{{ params.runtime }}", deferrable=True)
+        op.runtime_version = "2.11"  # what Airflow's render_template_fields does before execute / execute_complete
+        return op
+
+    result = run_deferred(rendered, context())
+    assert [a["incidents"][0]["decision"]["action"] for a in result["attempts"][:-1]] == ["resubmit"]
+    assert result["attempts"][1]["resumed_from_step"] >= 9 and result["checkpoint"]["step"] == 24
