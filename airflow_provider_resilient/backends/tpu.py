@@ -18,7 +18,7 @@ from ..policy import Failure, FailureClass, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
-from ..worker import KEY_HARDWARE, KEY_PREFLIGHT, STATUS_PREFLIGHT_FAILED
+from ..worker import KEY_ERROR, KEY_HARDWARE, KEY_PREFLIGHT, STATUS_PREFLIGHT_FAILED
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -332,11 +332,12 @@ class TPUNodeBackend:
                                          timestamp=now), now, live=True)
             if status in BAD_STATUSES:
                 code = int(report.get("exit_code") or 1)
-                why = str(report.get(KEY_PREFLIGHT) or "") if status == STATUS_PREFLIGHT_FAILED else ""
+                why = (f"preflight {report.get(KEY_PREFLIGHT)}" if status == STATUS_PREFLIGHT_FAILED
+                       and report.get(KEY_PREFLIGHT) else str(report.get(KEY_ERROR) or ""))
                 failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
                                               worker_restarts=int(report.get("restarts") or 0),
                                               message=f"worker {worker} {status} with exit {code}"
-                                                      + (f": preflight {why}" if why else ""), timestamp=now)
+                                                      + (f": {why}" if why else ""), timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now, live=True)
         running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}

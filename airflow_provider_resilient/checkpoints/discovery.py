@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -145,6 +145,7 @@ def scan_checkpoints(
     marker: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     fs: Any = None,
+    exclude: Collection[int] = (),
 ) -> CheckpointScan:
     """The newest complete checkpoint directly under ``prefix`` and the torn saves newer than it.
 
@@ -155,6 +156,7 @@ def scan_checkpoints(
             a step directory without it is never chosen, whatever its format.
         storage_options: passed to fsspec (e.g. ``{"token": "anon"}`` or a project for gcsfs).
         fs: an fsspec filesystem to use instead of resolving ``prefix`` (then ``prefix`` is a path in it).
+        exclude: steps never chosen (checkpoints demoted by the supervisor: complete, but they would not load).
 
     Raises:
         ValueError: when ``prefix`` is empty.
@@ -165,6 +167,8 @@ def scan_checkpoints(
 
     files, dirs = _split(path, _listing(fs, path))
     best = _latest_tensorflow(fs, path, files, marker)
+    if best is not None and best.step in exclude:
+        best = None  # a demoted TensorFlow checkpoint: the older step directories may still serve
     torn: list[TornSave] = []
 
     candidates = sorted(((step, name) for name in dirs if (step := parse_step(name)) is not None),
@@ -172,6 +176,9 @@ def scan_checkpoints(
     for step, name in candidates:
         if best is not None and step <= best.step:
             break
+        if step in exclude:
+            log.info("Skipping checkpoint %s: demoted (it would not load)", _uri(fs, f"{path}/{name}"))
+            continue
         step_path = f"{path}/{name}"
         verdict, inner_files = _judge(fs, step_path, name, marker)
         if verdict.complete:

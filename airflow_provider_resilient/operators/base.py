@@ -15,7 +15,7 @@ continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) thr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -300,18 +300,19 @@ class SupervisedOperator(BaseOperator):
                 f"another run writes checkpoint_dir {location}: give each run its own (put {{{{ run_id }}}} in the "
                 f"path) or stop that run -- {who}")), self._clock())
         try:
-            checkpoint = self._latest_checkpoint(location) if location else None
+            checkpoint = self._latest_checkpoint(location, state.demoted) if location else None
         except _OnlyTornCheckpoints as torn:
             return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=str(torn)),
                                 self._clock())
         uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
         resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
-                            failure_class=action.failure_class)
+                            failure_class=action.failure_class, demoted=state.demoted)
         return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
 
-    def _latest_checkpoint(self, location: str) -> Any:
-        """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`), or None.
-        Saves that exist but are all torn are said loudly and follow ``torn_checkpoints``.
+    def _latest_checkpoint(self, location: str, demoted: Collection[int] = ()) -> Any:
+        """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`) that is not
+        ``demoted`` (steps that would not load), or None. Saves that exist but are all torn are said loudly and
+        follow ``torn_checkpoints``.
 
         Raises:
             AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
@@ -321,7 +322,7 @@ class SupervisedOperator(BaseOperator):
         from ..checkpoints import scan_checkpoints
 
         try:
-            scan = scan_checkpoints(location, marker=self.checkpoint_marker)
+            scan = scan_checkpoints(location, marker=self.checkpoint_marker, exclude=demoted)
         except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
             raise AirflowException(f"cannot list checkpoints under {location}: {exc}") from exc
         if scan.latest is None and scan.torn:

@@ -99,6 +99,14 @@ class FailureClass(enum.StrEnum):
     CANCELLED = "cancelled"
     """Someone cancelled the job or stopped / deleted the node. Never retried."""
 
+    CHECKPOINT_RESTORE = "checkpoint_restore"
+    """A checkpoint that looks complete but will not load: an attempt that resumed from step N failed before
+    it made any progress past N, with a restore error in its message, with a permanent error (a traceback
+    right after loading), or for the second time in a row from N. Never produced by a classifier: the
+    supervisor (:func:`..supervisor.machine.step`) reads it from the attempt's resume point and progress,
+    demotes step N -- it is never resumed from again -- and the next attempt resumes from the newest complete
+    checkpoint before it."""
+
     UNKNOWN = "unknown"
     """Nothing above matched. The default rule retries it once from the checkpoint, then gives up."""
 

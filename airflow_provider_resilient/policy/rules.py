@@ -301,6 +301,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          source="seed 004: isolate the faulty node and re-issue the job (a worker that never reported)"),
     Rule("queue-timeout", A.FAIL, frozenset({FC.QUEUE_TIMEOUT}), fail_over=True,
          source="seed 004: queuing over 30 minutes exits; fail over when fallbacks exist"),
+    Rule("checkpoint-restore", A.RESUBMIT, frozenset({FC.CHECKPOINT_RESTORE}), budget="demote_checkpoint",
+         source="ours (issue 14): demote the checkpoint that will not load; resume from the one before it"),
     Rule("unknown", A.RESUBMIT, frozenset(), budget="unknown",
          source="documented default: an unrecognised failure is retried once from the checkpoint"),
 )
@@ -320,6 +322,7 @@ DEFAULT_BUDGETS: Mapping[str, Budget] = {
     "preemption": Budget(max_retries=3),
     "preflight": Budget(max_retries=3),
     "silent_worker": Budget(max_retries=2),
+    "demote_checkpoint": Budget(max_retries=2, reset_on_progress=False),
     "unknown": Budget(max_retries=1),
 }
 

@@ -41,6 +41,8 @@ ENV_RESUME_FROM = "RESILIENT_RESUME_FROM"
 ENV_RESUME_STEP = "RESILIENT_RESUME_STEP"
 ENV_ATTEMPT = "RESILIENT_ATTEMPT"
 ENV_FAILURE_CLASS = "RESILIENT_FAILURE_CLASS"
+#: Checkpoint steps demoted by the supervisor (comma-separated): complete, but they would not load.
+ENV_DEMOTED_STEPS = "RESILIENT_DEMOTED_STEPS"
 ENV_CHECKPOINT_DIR = "RESILIENT_CHECKPOINT_DIR"
 
 
@@ -154,9 +156,13 @@ def job_labels(dag_id: str, task_id: str, run_id: str, map_index: int, attempt: 
 
 
 def resume_env(*, attempt: int, checkpoint_dir: str, resume_uri: str | None, resume_step: int | None,
-               failure_class: str | None) -> dict[str, str]:
-    """The RESILIENT_* variables of one attempt (only those with a value)."""
+               failure_class: str | None, demoted: Sequence[int] = ()) -> dict[str, str]:
+    """The RESILIENT_* variables of one attempt (only those with a value). ``demoted``: checkpoint steps the
+    supervisor demoted (complete, but they would not load) -> ``RESILIENT_DEMOTED_STEPS`` (comma-separated):
+    a workload that finds its own newest checkpoint (after a platform restart) skips them."""
     env = {ENV_ATTEMPT: str(attempt), ENV_CHECKPOINT_DIR: checkpoint_dir}
+    if demoted:
+        env[ENV_DEMOTED_STEPS] = ",".join(str(s) for s in sorted(demoted))
     if resume_uri:
         env[ENV_RESUME_FROM] = resume_uri
         env[ENV_RESUME_STEP] = str(resume_step if resume_step is not None else "")

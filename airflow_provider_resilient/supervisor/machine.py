@@ -53,6 +53,7 @@ new segment: no incident, no budget spent, and it resumes from the latest comple
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -63,6 +64,7 @@ from ..policy import (
     Decision,
     DecisionAction,
     Failure,
+    FailureClass,
     RetryPolicy,
     decide,
     record_incident,
@@ -230,6 +232,8 @@ class RunState:
         wake_at: when the current sleep ends (or, while ending, the backoff's end), seconds since the epoch.
         watch: what the observer (:mod:`.observe`) remembers of the attempt being watched: progress
             clocks, audit entries seen. The shells update it after every look (:meth:`observed`).
+        demoted: checkpoint steps that looked complete but would not load (:func:`demotion`): never resumed
+            from again, whatever the segment.
     """
 
     phase: Phase = Phase.NEW
@@ -239,6 +243,7 @@ class RunState:
     next_submit: Submit | None = None
     wake_at: float | None = None
     watch: WatchMemory = field(default_factory=WatchMemory)
+    demoted: tuple[int, ...] = ()
 
     def observed(self, memory: WatchMemory) -> RunState:
         """This state with the observer's new ``memory`` (after a look at the running attempt)."""
@@ -415,8 +420,59 @@ def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
 
 
 def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
-    decision = decide(state.segment, event.failure, event.now, policy=ctx.policy, seed=ctx.seed)
-    return _after_decision(state, event.failure, decision, event.now, live=event.live)
+    failure = event.failure
+    if (step_ := demotion(state, failure, ctx.policy)) is not None:
+        failure = replace(failure, failure_class=FailureClass.CHECKPOINT_RESTORE, message=(
+            f"step {step_} demoted: it looks complete but will not load -- no progress after resuming from it "
+            f"({failure.failure_class.value}: {failure.message})"))
+        state = replace(state, demoted=(*state.demoted, step_))
+    decision = decide(state.segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    return _after_decision(state, failure, decision, event.now, live=event.live)
+
+
+#: The workload's own failures (not the platform's, not capacity): what a checkpoint that will not load causes.
+WORKLOAD_FAILURES = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.PERMANENT_USER_ERROR, FailureClass.UNKNOWN,
+                               FailureClass.HANG, FailureClass.WORKER_FAILURE})
+#: Words of a failure message that name a restore (a traceback's exception, a framework's error).
+RESTORE_WORDS = re.compile(r"checkpoint|restor|unpickl|deserializ|corrupt|safetensors|orbax|load_state_dict|"
+                           r"EOFError|truncated", re.IGNORECASE)
+
+
+def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_POLICY) -> int | None:
+    """The checkpoint step to demote for ``failure`` of the running attempt, or None (issue 14: "a checkpoint
+    that looks complete but will not load").
+
+    The attempt resumed from step N (``resumed_from_step``), failed with one of :data:`WORKLOAD_FAILURES`, and
+    the observer saw no progress past N in it (``state.watch``: no step > N); then N is demoted when
+
+    * the failure's message names a restore (:data:`RESTORE_WORDS`: an unpickling error, a corrupt file ...),
+    * it is a permanent error (a traceback right after loading) while the attempt was watched (its progress
+      known), or
+    * the attempt before it resumed from N too and also failed that way: twice in a row from N (a newer
+      checkpoint would have been resumed from, had the first made any).
+
+    At most the policy's ``demote_checkpoint`` budget per segment (2 by default); past it the failure goes to
+    its own rule. Pure.
+    """
+    segment = state.segment
+    if not segment or failure.failure_class not in WORKLOAD_FAILURES:
+        return None
+    step_ = segment[-1].resumed_from_step
+    if step_ is None or step_ in state.demoted:
+        return None
+    watched = state.watch.resource is not None and state.watch.resource == state.job_name and bool(state.watch.clocks)
+    if watched and any(c.step is not None and c.step > step_ for _, c in state.watch.clocks):
+        return None
+    budget = policy.effective_budgets["demote_checkpoint"].max_retries or 0
+    used = sum(1 for a in segment for i in a.incidents if i.failure.failure_class == FailureClass.CHECKPOINT_RESTORE)
+    if used >= budget:
+        return None
+    before = segment[-2] if len(segment) >= 2 else None
+    again = before is not None and before.resumed_from_step == step_ and bool(before.incidents) and (
+        before.incidents[-1].failure.failure_class in WORKLOAD_FAILURES)
+    restore = bool(RESTORE_WORDS.search(failure.message or ""))
+    permanent = failure.failure_class == FailureClass.PERMANENT_USER_ERROR and watched
+    return step_ if restore or permanent or again else None
 
 
 def _woke_up(state: RunState, event: WokeUp, ctx: _Context) -> Step:
@@ -500,6 +556,8 @@ def state_to_json(state: RunState) -> dict[str, Any]:
         data["wake_at"] = state.wake_at
     if watch := state.watch.to_json():
         data["watch"] = watch
+    if state.demoted:
+        data["demoted"] = list(state.demoted)
     return data
 
 
@@ -528,11 +586,13 @@ def state_from_json(data: Any) -> RunState:
         next_submit=Submit(**submit) if submit else None,
         wake_at=data.get("wake_at"),
         watch=WatchMemory.from_json(data.get("watch")),
+        demoted=tuple(int(s) for s in data.get("demoted") or ()),
     )
 
 
 __all__ = [
     "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
     "Phase", "RunState", "Sleep", "Started", "Step",
-    "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
+    "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "demotion", "state_from_json", "state_to_json",
+    "step",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .runner import (
     DEFAULT_NAMESPACE,
+    KEY_ERROR,
     KEY_EXIT_CODE,
     KEY_FAILURE_CLASS,
     KEY_HARDWARE,
@@ -45,6 +46,7 @@ def runner_source() -> str:
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "KEY_ERROR",
     "KEY_EXIT_CODE",
     "KEY_FAILURE_CLASS",
     "KEY_HARDWARE",

@@ -36,8 +36,9 @@ Theory of operation:
    hardware faulty: isolate and re-issue); on sound hardware the exit status decides (scenario 4).
 2. Run. The command runs as a child in its own session / process group, with the environment passed
    through plus ``RESILIENT_WORKER_RESTARTS=<restarts so far>`` (and ``PYTHONUNBUFFERED=1`` unless
-   already set, so step lines arrive as they are printed). Its stderr is inherited; its stdout is read
-   line by line, copied to ours (flushed) and matched against ``--step-pattern``.
+   already set, so step lines arrive as they are printed). Its stdout is read line by line, copied to ours
+   (flushed) and matched against ``--step-pattern``; its stderr is copied to ours too, its last line kept for
+   the ``error`` report.
 3. Restart in place. The exit status is classified exactly like
    ``airflow_provider_resilient.policy.classify.classify_exit_status`` (a test checks every code):
    6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
@@ -91,6 +92,8 @@ reporting error never stops the runner; it prints one warning. Keys (namespace d
   after each run.
 * ``worker_id``: ``$TPU_WORKER_ID``, when set.
 * ``preflight``: ``failed: item <item>: <detail>``, the first preflight item that failed.
+* ``error``: on a failed end, the last line the command wrote to stderr (a traceback's exception, e.g.
+  ``_pickle.UnpicklingError: invalid load key``), at most 300 characters; the operator puts it in the failure.
 * ``hardware``: ``faulty: <item>: <detail>`` once a device check failed (preflight or while running).
 
 Example: ``python3 runner.py --preflight --checkpoint-dir gs://b/ckpt -- python3 train.py`` on a
@@ -166,6 +169,8 @@ KEY_STEP = "step"
 KEY_WORKER_ID = "worker_id"
 #: ``failed: item <item>: <detail>``: the first preflight item that failed.
 KEY_PREFLIGHT = "preflight"
+#: The last line the command wrote to stderr before it failed (a traceback's exception), at most 300 characters.
+KEY_ERROR = "error"
 #: ``faulty: <item>: <detail>`` once a device check (``gpu-check`` / ``tpu-check``) failed.
 KEY_HARDWARE = "hardware"
 #: The preflight items that look at the hardware itself (the rest look at the environment).
@@ -565,6 +570,7 @@ class Runner:
         self._published_step: str | None = None
         self._step_lock = threading.Lock()
         self._hardware_failed = False
+        self._last_error = ""
 
     def request_stop(self) -> None:
         self._stop_requested = True
@@ -592,21 +598,38 @@ class Runner:
 
     # child process
 
-    def _pump(self, stream: IO[bytes]) -> None:
-        out = getattr(sys.stdout, "buffer", None)
+    @staticmethod
+    def _copy(stream: IO[bytes], out: object, on_line: Callable[[str], None]) -> None:
+        """Copy ``stream`` line by line to ``out`` (a binary stream, flushed), handing each line to ``on_line``;
+        keep draining when ``out`` is gone, so the child never blocks on a full pipe."""
         for raw in iter(stream.readline, b""):
             try:
                 if out is not None:
-                    out.write(raw)
-                    out.flush()
+                    out.write(raw)  # type: ignore[attr-defined]
+                    out.flush()  # type: ignore[attr-defined]
             except (OSError, ValueError):
-                pass  # our stdout is gone; keep draining so the child never blocks
-            match = self.step_re.search(raw.decode("utf-8", "replace"))
+                pass
+            on_line(raw.decode("utf-8", "replace"))
+        stream.close()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        """The child's stdout: copied to ours, each line matched against ``--step-pattern``."""
+        def step_of(line: str) -> None:
+            match = self.step_re.search(line)
             if match:
                 value = match.group(1) if self.step_re.groups else match.group(0)
                 with self._step_lock:
                     self._step = value.strip()
-        stream.close()
+
+        self._copy(stream, getattr(sys.stdout, "buffer", None), step_of)
+
+    def _pump_errors(self, stream: IO[bytes]) -> None:
+        """The child's stderr: copied to ours, its last non-empty line kept (the exception of a traceback)."""
+        def keep(line: str) -> None:
+            if line.strip():
+                self._last_error = line.strip()[:300]
+
+        self._copy(stream, getattr(sys.stderr, "buffer", None), keep)
 
     def _killpg(self, pgid: int, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -618,7 +641,8 @@ class Runner:
         env[RESTARTS_ENV] = str(restarts)
         env.setdefault("PYTHONUNBUFFERED", "1")
         try:
-            proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, env=env, start_new_session=True)
+            proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    start_new_session=True)
         except FileNotFoundError as exc:
             _log(f"cannot start {self.command[0]!r}: {exc}")
             return NOT_FOUND_EXIT_CODE
@@ -629,11 +653,15 @@ class Runner:
             _log(f"cannot start {self.command[0]!r}: {exc}")
             return START_FAILED_EXIT_CODE
         pump = threading.Thread(target=self._pump, args=(proc.stdout,), name="runner-stdout", daemon=True)
+        errors = threading.Thread(target=self._pump_errors, args=(proc.stderr,), name="runner-stderr", daemon=True)
+        self._last_error = ""
         pump.start()
+        errors.start()
         returncode = self._wait(proc)
-        # Leftovers of the group would hold the accelerator and the stdout pipe: end them.
+        # Leftovers of the group would hold the accelerator and the pipes: end them.
         self._killpg(proc.pid, signal.SIGKILL)
         pump.join(timeout=5)
+        errors.join(timeout=5)
         return normalize_exit_status(returncode)
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int:
@@ -668,6 +696,8 @@ class Runner:
         """Report the end: ``exit_code``, its class (``node_unhealthy`` when ``hardware``: the device check
         failed), then ``status``."""
         failure_class = NODE_UNHEALTHY if hardware else classify_exit_status(exit_code)
+        if failure_class is not None and self._last_error:
+            self._report(**{KEY_ERROR: self._last_error})
         if failure_class is not None:
             self._report(**{KEY_EXIT_CODE: exit_code, KEY_FAILURE_CLASS: failure_class})
         else:

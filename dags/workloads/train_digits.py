@@ -11,7 +11,8 @@ Resuming: from the newer of ``RESILIENT_RESUME_FROM`` (a step directory URI, wit
 or the step parsed from its name: the newest complete checkpoint when the provider submitted this attempt)
 and the newest ``step_N`` with ``COMMITTED`` directly under the checkpoint directory -- the platform's own
 restarts within an attempt (Vertex AI retrying exit 139, a TPU VM back from maintenance) reuse the
-attempt's variables, while this run may have checkpointed further since. Each epoch
+attempt's variables, while this run may have checkpointed further since. Steps listed in
+``RESILIENT_DEMOTED_STEPS`` (checkpoints the provider found would not load) are skipped. Each epoch
 shuffles with ``RandomState(seed * 1000 + epoch)``, so a resumed run ends bit-for-bit like an
 uninterrupted one.
 
@@ -97,7 +98,11 @@ def latest_committed(fs: Any, root: str) -> tuple[int, str] | None:
         match = STEP_DIR_RE.match(name)
         if match and entry.get("type") == "directory":
             steps.append((int(match[1]), f"{root}/{name}"))
+    demoted = {int(s) for s in os.environ.get("RESILIENT_DEMOTED_STEPS", "").split(",") if s.strip().isdigit()}
     for step, path in sorted(steps, reverse=True):
+        if step in demoted:
+            print(f"skipping demoted checkpoint {uri(fs, path)}: it would not load", flush=True)
+            continue
         if fs.exists(f"{path}/{MARKER}"):
             return step, path
         print(f"skipping torn checkpoint {uri(fs, path)}: no {MARKER}", flush=True)

@@ -40,7 +40,7 @@ ZONE = f"projects/{PROJECT}/locations/us-central2-b"
 TIMEOUT = 60.0  # seconds: a bound on every wait for the emulator or a trigger, never a measured time
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 #: The node ids of attempts 1 and 2 (``node_id_for``: DAG, task and a hash of the run).
-A1, A2 = (node_id_for(None, "adhoc_airflow", "train", RUN_ID, -1, n) for n in (1, 2))
+A1, A2, A3 = (node_id_for(None, "adhoc_airflow", "train", RUN_ID, -1, n) for n in (1, 2, 3))
 
 
 class Killed(BaseException):
@@ -699,3 +699,41 @@ def test_bad_secret_env_is_refused_without_showing_its_value(secret_env, field):
     with pytest.raises(AirflowFailException) as refused:
         operator("echo", env={"MODE": "train"}, secret_env=secret_env)
     assert f"{field}:" in str(refused.value)
+
+
+# ------------------------------------------------------------------ a checkpoint that will not load (issue 14)
+def test_a_checkpoint_that_looks_complete_but_will_not_load_is_demoted(resilient_emulator):
+    """The newest checkpoint (step 6, COMMITTED) is corrupted after its marker was written: the attempt that
+    resumes from it dies while loading it (an UnpicklingError: exit 1, which alone would be a user's error). The
+    supervisor demotes step 6 -- recorded in the run state, never chosen again -- and the next attempt resumes
+    from step 3, then trains to the end."""
+    from airflow_provider_resilient.specs.common import ENV_DEMOTED_STEPS
+
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 7, "grace_seconds": 0.2,
+                                  "match": {"nth": 1}})
+    storage = resilient_emulator.storage_filesystem()
+    corrupted: list[str] = []
+    op = operator(train(12))
+    real_sleep = op._sleep
+
+    def sleep(seconds: float) -> None:  # the backoff after attempt 1: the newest save goes bad
+        newest = "tpu-ckpt/run/checkpoints/step_6"
+        if not corrupted and storage.exists(f"{newest}/COMMITTED"):
+            storage.pipe_file(f"{newest}/model.pkl", b"\x00 not a pickle")
+            corrupted.append(newest)
+        real_sleep(seconds)
+
+    op._sleep = sleep  # type: ignore[method-assign]
+    ctx = context()
+    result = op.execute(ctx)
+    assert corrupted, "attempt 1 never saved step 6"
+    attempts = result["attempts"]
+    assert [a.get("resumed_from_step") for a in attempts] == [None, 6, 3]
+    assert decisions(result) == [("maintenance_event", "recreate_node"), ("checkpoint_restore", "resubmit")]
+    assert "step 6 demoted" in attempts[1]["incidents"][0]["failure"]["message"]
+    assert ctx["task_state_store"].data[STATE_KEY]["demoted"] == [6]
+    assert result["checkpoint"]["step"] == 12
+    log = (resilient_emulator.work_dir / "tpu" / A3 / "worker-0.log").read_text()
+    assert f"{ENV_DEMOTED_STEPS}" not in log and "skipping demoted checkpoint" in log  # the workload skipped it too
+    assert created(resilient_emulator) == [A1, A2, A3] == deleted(resilient_emulator) and nodes_left() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -430,3 +431,77 @@ def test_a_stored_ending_of_the_previous_release_is_a_clears():
               "segment_start": 0, "job_name": "jobs/1"}
     state, action = step(state_from_json(stored), Ended(T0))
     assert action == Submit(2, -1) and state.history[0].ended_by == "clear"
+
+
+# ------------------------------------------------------------------ demoted checkpoints (issue 14)
+def resumed(step_: int | None, attempt_state: RunState, job: str, at: float, seen: int | None = None) -> RunState:
+    """``attempt_state`` (submitting; running: the first attempt, from scratch) with the attempt created,
+    resuming from ``step_``, and -- ``seen`` -- the observer's memory of it: the newest step it saw (None:
+    watched, no step yet)."""
+    from airflow_provider_resilient.supervisor.observe import Clock, WatchMemory
+
+    state = attempt_state
+    if state.phase == "submitting":
+        state, _ = step(state, Submitted(job, at, resumed_from_step=step_,
+                                         resumed_from_uri=f"gs://b/step_{step_}" if step_ else None))
+    return state.observed(WatchMemory(state.job_name, (("checkpoints", Clock(seen, at)),)))
+
+
+def to_next_submit(state: RunState, failure: Failure, at: float) -> tuple[RunState, Any]:
+    """Fail the running attempt with ``failure`` and carry the decision out up to the next Submit."""
+    state, action = step(state, JobFailed(failure, at))
+    if isinstance(action, Sleep):
+        state, action = step(state, WokeUp(at + action.seconds))
+    return state, action
+
+
+def test_a_restore_error_right_after_resuming_demotes_the_step_and_resubmits():
+    """A checkpoint that looks complete but will not load: the attempt that resumed from step 18 failed before
+    any progress with an unpickling error -- even as a permanent error, the run goes on from an older one."""
+    state, _ = to_next_submit(resumed(None, running(), "jobs/1", T0, seen=18), CRASH, T0 + 10)
+    state = resumed(18, state, "jobs/2", T0 + 20, seen=None)
+    broken = Failure(FailureClass.PERMANENT_USER_ERROR, Platform.TPU, exit_code=1,
+                     message="_pickle.UnpicklingError: invalid load key, '\\x00'.")
+    state, action = to_next_submit(state, broken, T0 + 30)
+    assert isinstance(action, Submit) and action.attempt == 3 and state.demoted == (18,)
+    incident = state.history[1].incidents[-1]
+    assert incident.failure.failure_class == FailureClass.CHECKPOINT_RESTORE
+    assert "step 18 demoted" in incident.failure.message and "UnpicklingError" in incident.failure.message
+    assert incident.decision.rule == "checkpoint-restore"
+    assert reload(state).demoted == (18,)  # kept with the run state
+    assert any("checkpoint_restore" in row for row in history_table(state.history))  # the history says it
+
+
+def test_twice_in_a_row_from_the_same_step_demotes_it():
+    state, _ = to_next_submit(resumed(None, running(), "jobs/1", T0, seen=9), CRASH, T0 + 5)
+    state = resumed(9, state, "jobs/2", T0 + 6, seen=None)
+    state, action = to_next_submit(state, CRASH, T0 + 10)
+    assert state.demoted == () and isinstance(action, Submit)  # once could be bad luck
+    state = resumed(9, state, "jobs/3", T0 + 20, seen=9)
+    state, action = to_next_submit(state, CRASH, T0 + 30)
+    assert state.demoted == (9,) and state.history[-1].incidents[-1].failure.failure_class == "checkpoint_restore"
+
+
+@pytest.mark.parametrize(("seen", "failure", "why"), [
+    (21, USER, "progress past the step: the checkpoint loaded"),
+    (None, Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI), "not the workload's failure"),
+    (None, CRASH, "a transient crash once, with no restore error"),
+])
+def test_no_demotion_without_the_signs(seen, failure, why):
+    state, _ = to_next_submit(resumed(None, running(), "jobs/1", T0, seen=18), CRASH, T0 + 5)
+    state = resumed(18, state, "jobs/2", T0 + 6, seen=seen)
+    state, _ = step(state, JobFailed(failure, T0 + 10))
+    assert state.demoted == (), why
+
+
+def test_a_run_from_scratch_is_never_demoted_and_the_budget_bounds_it():
+    state, _ = step(resumed(None, running(), "jobs/1", T0, seen=None), JobFailed(USER, T0 + 1))
+    assert state.demoted == () and state.phase == "failed"  # a plain user error, as before
+    # Each demotion spends the demote_checkpoint budget (2): a third bad checkpoint is a plain failure.
+    state, at = running(), T0
+    state, _ = to_next_submit(resumed(None, state, "jobs/1", at, seen=30), CRASH, at + 1)
+    broken = Failure(FailureClass.PERMANENT_USER_ERROR, Platform.VERTEX_AI, message="corrupt checkpoint")
+    for n, start in enumerate((30, 27, 24), start=2):
+        state = resumed(start, state, f"jobs/{n}", at + 10 * n, seen=None)
+        state, action = to_next_submit(state, broken, at + 10 * n + 1)
+    assert state.demoted == (30, 27) and isinstance(action, Fail) and action.decision == "fail"

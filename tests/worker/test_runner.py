@@ -638,3 +638,14 @@ def test_secrets_are_read_with_the_vms_token_into_the_command_and_never_printed(
     finally:
         secret_manager.stop()
         vm.stop()
+
+
+def test_a_failed_command_reports_its_last_stderr_line(metadata: MetadataServer) -> None:
+    """The exception of a traceback reaches the operator's failure (guest attribute ``error``), and the stderr
+    still reaches the worker log."""
+    result = run_runner([], script("import pickle; pickle.loads(b'\\\\x00 not a pickle')"), metadata)
+    assert result.returncode == 1
+    assert "Traceback (most recent call last)" in result.stderr
+    assert metadata.last("error").startswith("_pickle.UnpicklingError: invalid load key")
+    ok = run_runner([], script("import sys; print('fine', file=sys.stderr)"))
+    assert ok.returncode == 0 and "fine" in ok.stderr
