@@ -445,7 +445,8 @@ def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_PO
     The attempt resumed from step N (``resumed_from_step``), failed with one of :data:`WORKLOAD_FAILURES`, and
     the observer saw no progress past N in it (``state.watch``: no step > N); then N is demoted when
 
-    * the failure's message names a restore (:data:`RESTORE_WORDS`: an unpickling error, a corrupt file ...),
+    * the failure's message names a restore (:data:`RESTORE_WORDS`: an unpickling error, a corrupt file ...;
+      not a hang's, which is the observer's own text),
     * it is a permanent error (a traceback right after loading) while the attempt was watched (its progress
       known), or
     * the attempt before it resumed from N too and also failed that way: twice in a row from N (a newer
@@ -470,7 +471,8 @@ def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_PO
     before = segment[-2] if len(segment) >= 2 else None
     again = before is not None and before.resumed_from_step == step_ and bool(before.incidents) and (
         before.incidents[-1].failure.failure_class in WORKLOAD_FAILURES)
-    restore = bool(RESTORE_WORDS.search(failure.message or ""))
+    # A hang's message is the observer's own ("no new checkpoint past step N"), not the workload's words.
+    restore = failure.failure_class != FailureClass.HANG and bool(RESTORE_WORDS.search(failure.message or ""))
     permanent = failure.failure_class == FailureClass.PERMANENT_USER_ERROR and watched
     return step_ if restore or permanent or again else None
 

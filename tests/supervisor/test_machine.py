@@ -486,6 +486,8 @@ def test_twice_in_a_row_from_the_same_step_demotes_it():
     (21, USER, "progress past the step: the checkpoint loaded"),
     (None, Failure(FailureClass.CAPACITY_STOCKOUT, Platform.VERTEX_AI), "not the workload's failure"),
     (None, CRASH, "a transient crash once, with no restore error"),
+    (None, Failure(FailureClass.HANG, Platform.VERTEX_AI, message="no new checkpoint past step 18 for 1800 s"),
+     "a hang once: its message is the observer's, not a restore error"),
 ])
 def test_no_demotion_without_the_signs(seen, failure, why):
     state, _ = to_next_submit(resumed(None, running(), "jobs/1", T0, seen=18), CRASH, T0 + 5)
