@@ -203,10 +203,10 @@ class TPUNodeBackend:
         self.queue_deadline: float | None = None
         self._granted: str | None = None
 
-
     def live_owned(self) -> list[OwnedResource]:
         """The provider's live nodes in the run's zone and its fallbacks' (:func:`live_nodes`)."""
         return live_nodes(self._tpu(), self.project_id, [self.zone, *self.fallback_zones])
+
     def _tpu(self) -> Any:
         return self.hooks()[0]
 

@@ -89,13 +89,18 @@ def _end(attempt: Attempt, end: float) -> float:
     return max(decided, default=end)
 
 
-def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (), *, end: float) -> Ledger:
+def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (), *, end: float,
+                   saves: Sequence[CheckpointSave] = ()) -> Ledger:
     """The ledger of a run.
 
     Args:
         history: the attempts, oldest first (``started_at`` set on each that ran).
         steps: step observations over the whole run, any order.
         end: when the run ended (or now, for a running one), seconds since the epoch.
+        saves: the run's complete checkpoints (:func:`..checkpoints.list_checkpoint_saves`): each is a step the
+            workload reached, written where no process can lose it -- the step reports a SIGKILLed triggerer's
+            trigger had seen die with it -- and joins ``steps`` (saves from before the run's first attempt are
+            another run's and are left out).
 
     Raises:
         ValueError: when no attempt has a ``started_at``.
@@ -106,7 +111,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     start = min(a.started_at for a in ran if a.started_at is not None)
     total = max(0.0, end - start)
     buckets = dict.fromkeys(BUCKETS, 0.0)
-    reports = sorted(steps, key=lambda r: r.time)
+    seen = {(r.time, r.step) for r in steps} | {(s.completed_at, s.step) for s in saves if s.completed_at >= start}
+    reports = [StepReport(t, n) for t, n in sorted(seen)]
     best_step = -1  # the furthest step reached by any earlier attempt
     for index, attempt in enumerate(ran):
         assert attempt.started_at is not None

@@ -149,13 +149,16 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
         if translation.queue_timeout_seconds is not None:
             self.resilience_policy = replace(self.resilience_policy,
                                              queue_timeout_seconds=translation.queue_timeout_seconds)
-        for note in translation.notes:
-            self.log.info("AI Platform -> Vertex AI: %s", note)
 
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
+        """The translated CustomJob of one attempt (:meth:`~.vertex_ai.ResilientCustomJobOperator._custom_job`);
+        what changed on the way is logged with the first (not as the DAG is parsed)."""
         job = super()._custom_job(spec)
         if self._translation is not None and self._translation.enable_web_access:
             job["job_spec"]["enable_web_access"] = True
+        if self._translation is not None and spec.attempt == 1:
+            for note in self._translation.notes:
+                self.log.info("AI Platform -> Vertex AI: %s", note)
         return job
 
     # ------------------------------------------------------------------ Airflow entry points

@@ -558,17 +558,9 @@ class SupervisedOperator(BaseOperator):
 
         context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
         if any(a.started_at is not None for a in state.history):
-            from ..goodput import StepReport
-
             now = self._clock()
             saves = self._checkpoint_saves()
-            # Each complete checkpoint of this run is a step the workload reached, written down where no
-            # process can lose it: the steps a SIGKILLed triggerer's trigger had seen die with it, and without
-            # the saves the ledger would count the work after the last step it still knows as lost.
-            began = min(a.started_at for a in state.history if a.started_at is not None)
-            seen = {(r.time, r.step) for r in self._step_reports()} | {
-                (c.completed_at, c.step) for c in saves or () if c.completed_at >= began}
-            ledger = goodput_ledger(state.history, [StepReport(t, n) for t, n in sorted(seen)], end=now)
+            ledger = goodput_ledger(state.history, self._step_reports(), end=now, saves=saves or ())
             summary: dict[str, Any] = dict(ledger.as_dict())
             self.log.info("Goodput: %s", ledger.summary())
             if saves is not None:

@@ -59,13 +59,6 @@ from .base import SupervisedOperator, has_template, mask_sensitive_env
 
 log = logging.getLogger(__name__)
 
-
-def _runner_source() -> str:
-    """The worker runner's text (:func:`~..worker.runner_source`), imported when a job is built."""
-    from ..worker import runner_source
-
-    return runner_source()
-
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_custom_job"
 
@@ -281,11 +274,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
         """The CustomJob body of one attempt (:func:`~..specs.vertex.build_custom_job`): the operator's pools
         and scheduling, the attempt's labels and ``RESILIENT_*`` environment, on its fallback."""
+        from ..worker import runner_source  # read only when the checks wrap the command
+
+        checks = preflight_of(self.preflight)
         return build_custom_job(
             display_name=self.display_name, worker_pool_specs=self._pools(), labels=dict(spec.labels),
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
-            network=self.network, fallback=spec.fallback, env=dict(spec.env), preflight=preflight_of(self.preflight),
-            runner_source=_runner_source())
+            network=self.network, fallback=spec.fallback, env=dict(spec.env), preflight=checks,
+            runner_source=runner_source() if checks else "")
 
     def _recover(self, context: Any, state: RunState) -> RunState:
         """Rebuild the run from this task instance's jobs when the task state store holds none

@@ -56,13 +56,14 @@ Pure: pydantic only, no Airflow, no Google imports.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .common import SpecError
+from .vertex import duration_seconds
+from .vertex_pools import MACHINE_TYPE_RE
 
 #: Vertex AI's pre-built training containers (``us-docker.pkg.dev/vertex-ai/training/<name>:latest``).
 CONTAINER_REPOSITORY = "us-docker.pkg.dev/vertex-ai/training"
@@ -96,9 +97,6 @@ REFUSED_MACHINES: Mapping[str, str] = {
                            "use masterType n1-standard-32 with acceleratorConfig {type: NVIDIA_TESLA_V100, count: 8} "
                            "(or 4 NVIDIA_TESLA_T4)",
 }
-#: Compute Engine machine families AI Platform accepted by name (n1-standard-4 ... n1-highcpu-96); others pass on
-#: to Vertex AI's own validation.
-_CE_TYPE_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
 
 #: Scale tier -> (master, (workers, count), (parameter servers, count)), legacy machine names.
 SCALE_TIERS: Mapping[str, tuple[str, tuple[str, int] | None, tuple[str, int] | None]] = {
@@ -258,14 +256,15 @@ def _text(value: Any, where: str, problems: list[SpecError]) -> str | None:
     return None
 
 
-def duration_of(value: Any, where: str, problems: list[SpecError]) -> float | None:
-    """A google-duration (``"7200s"``, ``"1.5s"``) or a number of seconds."""
+def _duration(value: Any, where: str, problems: list[SpecError]) -> float | None:
+    """A google-duration (``"7200s"``) or a number of seconds (:func:`~.vertex.duration_seconds`), or None."""
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    if isinstance(value, str) and (m := re.fullmatch(r"(\d+(?:\.\d{1,9})?)s", value.strip())):
-        return float(m[1])
+    try:
+        if not isinstance(value, bool) and (seconds := duration_seconds(value)) >= 0:
+            return seconds
+    except ValueError:
+        pass
     problems.append(SpecError(where, f"{value!r}: give a duration in seconds like '7200s'"))
     return None
 
@@ -292,7 +291,7 @@ def _machine(name: Any, config: Mapping[str, Any], where: str, problems: list[Sp
         if name == "complex_model_s":
             notes.append(f"{where} 'complex_model_s': n1-highcpu-8 on AI Platform -> n1-highcpu-16 (Vertex AI has "
                          "no n1-highcpu-8)")
-    elif _CE_TYPE_RE.match(name):
+    elif re.match(MACHINE_TYPE_RE, name):  # a Compute Engine type: Vertex AI's own validation judges it
         machine_type, kind, count = name, None, 0
     else:
         problems.append(SpecError(where, f"{name!r} is neither a Compute Engine machine type nor one of AI Platform's "
@@ -526,8 +525,8 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
     if body.get("encryptionConfig"):
         problems.append(SpecError("trainingInput.encryptionConfig", dict((f, w) for f, _, w in FIELD_FATES)[
             "encryptionConfig"]))
-    timeout = duration_of(scheduling.get("maxRunningTime"), "trainingInput.scheduling.maxRunningTime", problems)
-    queue = duration_of(scheduling.get("maxWaitTime"), "trainingInput.scheduling.maxWaitTime", problems)
+    timeout = _duration(scheduling.get("maxRunningTime"), "trainingInput.scheduling.maxRunningTime", problems)
+    queue = _duration(scheduling.get("maxWaitTime"), "trainingInput.scheduling.maxWaitTime", problems)
     web = _flag(body.get("enableWebAccess"), "trainingInput.enableWebAccess", problems)
     for key in ("region", "serviceAccount", "network"):
         if body.get(key) is not None and not isinstance(body[key], str):
@@ -547,11 +546,6 @@ def fate_table() -> str:
     return "\n".join(rows)
 
 
-def job_summary(translation: LegacyTranslation) -> str:
-    """One JSON line of the pools, for a dry run's log."""
-    return json.dumps(translation.worker_pool_specs, sort_keys=True)
-
-
 __all__ = ["CONTAINER_REPOSITORY", "FIELD_FATES", "LEGACY_MACHINES", "REFUSED_MACHINES", "RUNTIME_CONTAINERS",
-           "SCALE_TIERS", "LegacyTranslation", "duration_of", "fate_table", "tf_config_master_command",
+           "SCALE_TIERS", "LegacyTranslation", "fate_table", "tf_config_master_command",
            "translate_training_input"]

@@ -38,9 +38,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..worker import runner
 from .common import SpecError
 
-GB = 1000**3  # seed 004 writes "32GB": decimal gigabytes
+# The thresholds are the worker runner's own defaults (seed 004's, decimal gigabytes: it writes "32GB").
+GB = runner.GB
 
 
 class Preflight(BaseModel):
@@ -64,15 +66,15 @@ class Preflight(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_root_free_bytes: int = Field(32 * GB, ge=0)
-    min_shm_free_bytes: int = Field(1 * GB, ge=0)
+    min_root_free_bytes: int = Field(runner.SEED_004_ROOT_BYTES, ge=0)
+    min_shm_free_bytes: int = Field(runner.SEED_004_SHM_BYTES, ge=0)
     cache_dir: str = Field("/cache", min_length=1)
-    min_cache_free_bytes: int = Field(32 * GB, ge=0)
-    min_open_files: int = Field(1024, ge=0)
+    min_cache_free_bytes: int = Field(runner.SEED_004_CACHE_BYTES, ge=0)
+    min_open_files: int = Field(runner.DEFAULT_MIN_OPEN_FILES, ge=0)
     infiniband: Literal["auto", "yes", "no"] = "auto"
-    dns_timeout_seconds: float = Field(10.0, gt=0)
+    dns_timeout_seconds: float = Field(runner.DEFAULT_DNS_TIMEOUT_SECONDS, gt=0)
     device_check: bool = True
-    hardware_check_seconds: float = Field(60.0, ge=0)
+    hardware_check_seconds: float = Field(runner.DEFAULT_HARDWARE_CHECK_SECONDS, ge=0)
 
     def runner_args(self, *, expect_tpu_chips: int = 0, expect_gpus: int = 0) -> list[str]:
         """The worker runner's options for these checks (``--preflight ...``); ``expect_tpu_chips`` /

@@ -131,3 +131,29 @@ def test_steps_reached_just_before_an_event_are_work_until_the_first_wait():
     assert ledger.recovery == pytest.approx(4)  # T0+16 .. T0+20
     assert ledger.checkpoint_restore == pytest.approx(5 + 2)  # start-up; T0+20 .. T0+22 still at step 10
     assert ledger.other == pytest.approx(0)
+
+
+def test_checkpoint_saves_stand_in_for_lost_step_reports():
+    """A failed attempt whose step reports were lost (a SIGKILLed triggerer): its complete checkpoints still
+    place the work, so only the time after the last save counts as lost; a save from before the run is not its."""
+    from airflow_provider_resilient.checkpoints.formats import CheckpointSave
+    from airflow_provider_resilient.policy import (
+        Attempt,
+        Decision,
+        DecisionAction,
+        Failure,
+        FailureClass,
+        Incident,
+        Platform,
+    )
+
+    t0 = 1_800_000_000.0
+    crash = Failure(FailureClass.TRANSIENT_CRASH, Platform.TPU, timestamp=t0 + 100)
+    decision = Decision(DecisionAction.RESUBMIT, "transient-crash", "r", decided_at=t0 + 100)
+    history = (Attempt(1, "a1", started_at=t0, ended_at=t0 + 100, incidents=(Incident(crash, decision),)),
+               Attempt(2, "a2", started_at=t0 + 110, ended_at=t0 + 200, resumed_from_step=90))
+    saves = [CheckpointSave(5, t0 - 50, 0.1), CheckpointSave(30, t0 + 30, 0.1), CheckpointSave(90, t0 + 90, 0.1)]
+    blind = goodput_ledger(history, [], end=t0 + 200)
+    seen = goodput_ledger(history, [], end=t0 + 200, saves=saves)
+    assert blind.basis == "attempts" and blind.wasted_progress == pytest.approx(100)
+    assert seen.basis == "steps" and seen.wasted_progress == pytest.approx(10)  # from step 90's save to the crash
