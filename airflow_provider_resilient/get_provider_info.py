@@ -40,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
             },
         ],
         "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai",
+                                                                       f"{PKG}.operators.vertex_ai_tuning",
                                                                        f"{PKG}.operators.ai_platform"]},
                       {"integration-name": TPU, "python-modules": [f"{PKG}.operators.tpu"]}],
         "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]},

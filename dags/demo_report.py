@@ -53,3 +53,49 @@ def report_task(output: str, label: str = "") -> Any:
         return report_run(result, output, label=label)
 
     return report
+
+
+def print_study(result: dict[str, Any], goodput: dict[str, Any] | None) -> float:
+    """Print a tuning study's attempt history, every trial (attempt, trial id, parameters, state, metric), the
+    counts and the best trial, and the best trial's held-out accuracy read from its ``metrics.json``; return it."""
+    import fsspec
+
+    from airflow_provider_resilient.goodput import Ledger
+    from airflow_provider_resilient.policy import history_table
+
+    print("=== ATTEMPT HISTORY ===")
+    for line in history_table(result["attempts"]):
+        print(line)
+    if goodput:
+        print(f"=== GOODPUT: {Ledger.from_dict(goodput).summary()} ===")
+    print("=== TRIALS ===")
+    print("attempt  trial  parameters                state       metric   failure")
+    for trial in result["trials"]:
+        params = ", ".join(f"{k}={v}" for k, v in trial["parameters"].items())
+        metric = f"{trial['metric']:.4f}" if trial["metric"] is not None else "-"
+        print(f"{trial['attempt']:<8} {trial['trial_id']:<6} {params:<25} {trial['state']:<11} {metric:<8} "
+              f"{trial['failure_class'] or ''}")
+    best = result["best_trial"]
+    print(f"=== STUDY: {result['trials_run']} trials run, {result['trials_succeeded']} succeeded, "
+          f"{result['trials_failed_permanently']} failed permanently, {result['trials_rerun']} re-run ===")
+    seconds = result["trial_seconds"]
+    print(f"=== TRIAL TIME: {seconds['kept']:.0f} s kept, {seconds['lost']:.0f} s lost to failed or stopped trials "
+          f"(goodput {100 * seconds['goodput']:.1f}%) ===")
+    print(f"=== BEST TRIAL: {best['parameters']} {result['metric_id']} {best['metric']:.4f} (trial {best['trial_id']} "
+          f"of attempt {best['attempt']}, {best['job_name']}) ===")
+    with fsspec.open(f"{best['model_dir']}/metrics.json") as metrics_file:
+        accuracy = float(json.load(metrics_file)["test_accuracy"])
+    print(f"=== FINAL HELD-OUT ACCURACY: {accuracy:.4f} (checkpoint {best['checkpoint']['uri']}) ===")
+    return accuracy
+
+
+def study_report_task() -> Any:
+    """The tuning example's ``report`` task: :func:`print_study` of the ``train`` task's result and goodput."""
+    from airflow.sdk import get_current_context, task
+
+    @task(task_id="report")
+    def report(result: dict[str, Any]) -> float:
+        goodput = get_current_context()["ti"].xcom_pull(task_ids="train", key="goodput")
+        return print_study(result, goodput)
+
+    return report

@@ -11,7 +11,7 @@
    node has a maintenance event it recovers from, then one that terminates it; the node is re-created
    and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
 
-With ``--dag example_tpu_fault_tolerance_checks`` it runs that example instead, with
+With ``--dag DAG_ID`` it runs that example of :data:`PHASES` instead, e.g. ``example_tpu_fault_tolerance_checks`` with
 ``dags/faults/tpu_preflight.yaml`` (seed 004's checks: a chip missing at boot, then one lost while training).
 
 Exits 0 when the training finished and its accuracy was reported.
@@ -33,6 +33,7 @@ DAG_ID = "example_vertex_ai_resilient_training"
 TPU_DAG_ID = "example_tpu_resilient_training"
 CHECKS_DAG_ID = "example_tpu_fault_tolerance_checks"
 LEGACY_DAG_ID = "example_ai_platform_legacy_training"
+TUNING_DAG_ID = "example_vertex_ai_hyperparameter_tuning"
 
 
 def airflow_env() -> dict[str, str]:
@@ -78,6 +79,9 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         for name in sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1])):
             events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "PENDING", "RUNNING")]
             print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}: " + "; ".join(events))
+        for name in sorted(emulator.vertex.tuning, key=lambda n: int(n.rsplit("/", 1)[1])):
+            events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "RUNNING")]
+            print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]} (tuning): " + "; ".join(events))
         resumes = workload_resumes(emulator)
         if resumes:
             print("What the workload said (replica logs; one line per run of a replica, in order):")
@@ -104,6 +108,8 @@ PHASES = [
                                          "then one lost while training"),
     (LEGACY_DAG_ID, "ai_platform_legacy.yaml", "a DAG written for AI Platform Training, on Vertex AI, through a "
                                                "crash and internal errors"),
+    (TUNING_DAG_ID, "vertex_tuning.yaml", "a learning-rate study through a crashed trial and internal errors, "
+                                          "no finished trial run again"),
 ]
 
 
@@ -140,25 +146,32 @@ _RUN_HEADER = re.compile(r"^===== \S+ (?P<replica>\S+) platform attempt (?P<atte
 
 
 def workload_resumes(emulator: Any) -> list[str]:
-    """One line per run of a replica of every CustomJob (creation order, then start order): where the
-    workload itself says it started and the newest checkpoint it saved, e.g.
+    """One line per run of a replica of every CustomJob and of every tuning trial (creation order, then start
+    order): where the workload itself says it started and the newest checkpoint it saved, e.g.
     ``  workload: us-central1/1000000000000042000 workerpool0-0 platform attempt 2: resuming from step 9;
-    saved up to step 15``. ``tests/test_demo.py`` reads these lines."""
+    saved up to step 15`` (a trial's: ``us-central1/1000000000000042001 trial 1 workerpool0-0 ...``).
+    ``tests/test_demo.py`` reads these lines."""
     vertex = emulator.vertex
-    lines = []
+    logs = []
     for name in sorted(vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1])):
         job = f"{name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}"
-        for plan in vertex.runs[name].plans:
-            text = emulator.replica_log(name, plan.name)
-            headers = list(_RUN_HEADER.finditer(text))
-            for index, header in enumerate(headers):
-                body = text[header.end():headers[index + 1].start() if index + 1 < len(headers) else len(text)]
-                resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
-                saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)$", body, re.MULTILINE)]
-                restart = f" restart {header['restart']}" if header["restart"] else ""
-                lines.append(f"  workload: {job} {header['replica']} platform attempt {header['attempt']}{restart}: "
-                             f"resuming from step {resumed[1] if resumed else '?'}; "
-                             f"saved up to step {max(saved) if saved else '-'}")
+        logs.extend((job, emulator.replica_log(name, plan.name)) for plan in vertex.runs[name].plans)
+    for name in sorted(vertex.tuning, key=lambda n: int(n.rsplit("/", 1)[1])):
+        job = f"{name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]}"
+        for path in sorted(vertex.log_dir(name).glob("trial-*/workerpool0-0.log"),
+                           key=lambda p: int(p.parent.name.split("-")[1])):
+            logs.append((f"{job} trial {path.parent.name.split('-')[1]}", path.read_text(errors="replace")))
+    lines = []
+    for job, text in logs:
+        headers = list(_RUN_HEADER.finditer(text))
+        for index, header in enumerate(headers):
+            body = text[header.end():headers[index + 1].start() if index + 1 < len(headers) else len(text)]
+            resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
+            saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)$", body, re.MULTILINE)]
+            restart = f" restart {header['restart']}" if header["restart"] else ""
+            lines.append(f"  workload: {job} {header['replica']} platform attempt {header['attempt']}{restart}: "
+                         f"resuming from step {resumed[1] if resumed else '?'}; "
+                         f"saved up to step {max(saved) if saved else '-'}")
     return lines
 
 

@@ -118,3 +118,26 @@ def test_the_legacy_ai_platform_example_trains_through_its_faults(tmp_path: Path
     assert all(r[3] == "step" and int(r[4]) >= 9 for r in rows[1:])  # never from scratch again
     accuracy = float(re.search(r"FINAL HELD-OUT ACCURACY: ([0-9.]+)", stdout).group(1))
     assert abs(accuracy - uninterrupted_accuracy(tmp_path, 30)) <= 0.01
+
+
+def test_the_tuning_example_finishes_its_study_without_running_a_finished_trial_again(tmp_path: Path):
+    """``run_demo.py --dag example_vertex_ai_hyperparameter_tuning``: a 5-point learning-rate grid through a trial
+    that crashes past step 9 and one that meets internal errors. Attempt 2 runs only the two failed points and the
+    one never reached; the crashed point resumes from its own checkpoint; the best trial's accuracy is that of an
+    uninterrupted run at its learning rate."""
+    stdout = run_example(tmp_path, "example_vertex_ai_hyperparameter_tuning")
+    trials = [line.split() for line in stdout.splitlines() if re.match(r"^\d+\s+\d+\s+learning_rate=", line)]
+    first = sorted(t[2] for t in trials if t[0] == "1" and t[3] == "SUCCEEDED")
+    second = sorted(t[2] for t in trials if t[0] == "2")
+    assert not set(first) & set(second) and len(first) + len(second) == 5  # every point once, none again
+    assert all(t[3] == "SUCCEEDED" for t in trials if t[0] == "2")
+    assert "0 re-run" in stdout
+    resumes = re.findall(r"workload: \S+ trial \d+ workerpool0-0 platform attempt \d+: resuming from step (\d+)",
+                         stdout)
+    assert any(int(step) >= 9 for step in resumes)  # the crashed point went on from its checkpoint
+    best = re.search(r"BEST TRIAL: \{'learning_rate': ([0-9.e-]+)\} accuracy ([0-9.]+)", stdout)
+    baseline = subprocess.run([sys.executable, str(ROOT / "dags" / "workloads" / "train_digits.py"), "--epochs", "18",
+                               "--checkpoint-every", "3", "--learning-rate", best[1], "--checkpoint-dir",
+                               str(tmp_path / "baseline")], capture_output=True, text=True, timeout=300, check=True)
+    expected = float(re.search(r"final test accuracy: ([0-9.]+)", baseline.stdout).group(1))
+    assert abs(float(best[2]) - expected) <= 1e-4

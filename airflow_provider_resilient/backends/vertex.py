@@ -28,13 +28,26 @@ TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STA
 STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
 
 
+#: The kinds of resource :func:`release_all` cancels.
+JOB_KINDS = frozenset({"custom_job", "hyperparameter_tuning_job"})
+
+
+def job_kind(name: str) -> str:
+    """``hyperparameter_tuning_job`` or ``custom_job``, by the resource name."""
+    from ..hooks.vertex_ai import is_tuning_job
+
+    return "hyperparameter_tuning_job" if is_tuning_job(name) else "custom_job"
+
+
 def live_resources(job: str | None, cancel_on_kill: bool = True) -> list[OwnedResource]:
-    """A run's live CustomJob as the supervisor's release rules read it (kept without ``cancel_on_kill``)."""
-    return [OwnedResource(job, "custom_job", None, keep=not cancel_on_kill)] if job else []
+    """A run's live CustomJob (or HyperparameterTuningJob) as the supervisor's release rules read it (kept
+    without ``cancel_on_kill``)."""
+    return [OwnedResource(job, job_kind(job), None, keep=not cancel_on_kill)] if job else []
 
 
 def live_jobs(hook: Any, project_id: str, regions: Sequence[str]) -> list[OwnedResource]:
-    """The live CustomJobs the provider created in ``regions`` (one ListCustomJobs each, :func:`list_filter`),
+    """The live CustomJobs and HyperparameterTuningJobs the provider created in ``regions`` (one ListCustomJobs and
+    one ListHyperparameterTuningJobs each, :func:`list_filter`),
     each with the task instance that created it and the checkpoint directory its workload writes (from the
     primary replica's environment) -- what the reconciler and the two-writers check read.
 
@@ -47,32 +60,36 @@ def live_jobs(hook: Any, project_id: str, regions: Sequence[str]) -> list[OwnedR
 
     found = []
     for region in dict.fromkeys(regions):
-        for job in hook.list_custom_jobs(project_id, region, list_filter()):
+        jobs = [*hook.list_custom_jobs(project_id, region, list_filter()),
+                *hook.list_hyperparameter_tuning_jobs(project_id, region, list_filter())]
+        for job in jobs:
             env = primary_env(job)
-            found.append(OwnedResource(job.name, "custom_job", owner_from(env),
+            found.append(OwnedResource(job.name, job_kind(job.name), owner_from(env),
                                        checkpoint_dir=env.get(ENV_CHECKPOINT_DIR) or None))
     return found
 
 
 def release_all(hook: Any, releases: Sequence[Release]) -> None:
-    """Carry out the supervisor's ``Release`` commands of CustomJobs -- the one way the provider cancels a job:
+    """Carry out the supervisor's ``Release`` commands of CustomJobs and HyperparameterTuningJobs -- the one way the
+    provider cancels a job:
     at the end of an attempt (:meth:`VertexCustomJobBackend.end`, which then waits), in an operator's or a
     trigger's ``on_kill`` and in the reconciler. It requests each cancel (a job already over is fine) and does
     not wait: the platform ends the job (``CancelCustomJob`` is asynchronous).
 
     Args:
         hook: a :class:`~..hooks.vertex_ai.ResilientVertexAIHook` (its ``api_retry_seconds`` bounds the retries).
-        releases: ``custom_job`` releases.
+        releases: ``custom_job`` or ``hyperparameter_tuning_job`` releases.
 
     Raises:
         ValueError: a release of another kind of resource.
         google.api_core.exceptions.GoogleAPICallError: a call failed past the hook's retries.
     """
     for release in releases:
-        if release.resource.kind != "custom_job":
-            raise ValueError(f"release_all: a Vertex AI backend releases CustomJobs, not a {release.resource.kind}")
+        if release.resource.kind not in JOB_KINDS:
+            raise ValueError(f"release_all: a Vertex AI backend releases CustomJobs and HyperparameterTuningJobs, "
+                             f"not a {release.resource.kind}")
         log.info("Cancelling %s: %s", release.resource.name, release.why)
-        hook.cancel_custom_job(release.resource.name)
+        hook.cancel_job(release.resource.name)
 
 
 def job_summary(job: Any) -> dict[str, Any]:
@@ -234,6 +251,18 @@ class VertexCustomJobBackend:
             return -1
         return next((i for i, f in enumerate(self.fallbacks) if f.region == region), -1)
 
+    # ------------------------------------------------------------------ the platform's calls for this kind of job
+    def _list_jobs(self, region: str, filter_text: str) -> list[Any]:
+        """ListCustomJobs in ``region`` with ``filter_text`` (a subclass lists its own kind of job)."""
+        return list(self.hook.list_custom_jobs(self.project_id, region, filter_text))
+
+    def _get_job(self, name: str) -> Any:
+        return self.hook.get_custom_job(name)
+
+    def _create_job(self, region: str, spec: AttemptSpec, find_filter: str) -> Any:
+        """Create the attempt's job (the hook finds one a lost reply created by ``find_filter``)."""
+        return self.hook.create_custom_job(self.project_id, region, self.custom_job(spec), find_filter=find_filter)
+
     # ------------------------------------------------------------------ Backend
     def find(self, spec: AttemptSpec) -> Submitted | None:
         """The job carrying the attempt's labels in its region (one ListCustomJobs call), watched instead of
@@ -244,7 +273,7 @@ class VertexCustomJobBackend:
         if known_absent:
             return None
         region = self.region_for(spec.fallback)
-        existing = self.hook.list_custom_jobs(self.project_id, region, labels_filter(spec.own_labels))
+        existing = self._list_jobs(region, labels_filter(spec.own_labels))
         if not existing:
             return None
         job = existing[0]
@@ -263,8 +292,7 @@ class VertexCustomJobBackend:
 
         region = self.region_for(spec.fallback)
         try:
-            job = self.hook.create_custom_job(self.project_id, region, self.custom_job(spec),
-                                              find_filter=labels_filter(spec.own_labels))
+            job = self._create_job(region, spec, labels_filter(spec.own_labels))
         except gexc.GoogleAPICallError as exc:
             failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
                                             exc.message, platform=Platform.VERTEX_AI, timestamp=self.clock())
@@ -279,7 +307,7 @@ class VertexCustomJobBackend:
         """One GetCustomJob: the job's outcome once it is terminal, or when ``judge`` finds it failed while it
         runs (QUEUED or PENDING past the queue timeout, RUNNING without checkpoint progress past
         ``hang_timeout``: ``live=True``, the supervisor ends it); None while it just runs."""
-        summary = job_summary(self.hook.get_custom_job(name))
+        summary = job_summary(self._get_job(name))
         if summary["state"] in TERMINAL_STATES:
             return self.event(summary)
         listed = self.checkpoint_dir if wants_checkpoints(summary, self.hang_timeout) else None
@@ -315,7 +343,7 @@ class VertexCustomJobBackend:
     def _cancel_and_wait(self, name: str, why: str) -> Any:
         from concurrent.futures import TimeoutError as FutureTimeout
 
-        release_all(self.hook, [Release(OwnedResource(name, "custom_job", None), why)])
+        release_all(self.hook, [Release(OwnedResource(name, job_kind(name), None), why)])
         try:
             job = self.hook.wait_for_end(name, timeout=CANCEL_WAIT_SECONDS,
                                          interval=min(self.poll_interval, CANCEL_POLL_SECONDS))
@@ -342,7 +370,7 @@ class VertexCustomJobBackend:
         find = labels_filter(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
         jobs: dict[int, Any] = {}
         for region in dict.fromkeys([self.region, *(f.region for f in self.fallbacks if f.region)]):
-            for job in self.hook.list_custom_jobs(self.project_id, region, find):
+            for job in self._list_jobs(region, find):
                 number = str(job.labels.get(LABEL_ATTEMPT, ""))
                 if number.isdigit() and (int(number) not in jobs or job.create_time > jobs[int(number)].create_time):
                     jobs[int(number)] = job

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..clients import vertex_job_async_client, vertex_job_client
@@ -30,22 +30,33 @@ log = logging.getLogger(__name__)
 VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
                         "google.cloud.aiplatform_v1.services.job_service.transports.grpc_asyncio")
 JOB_NAME_RE = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/]+)$")
+#: A HyperparameterTuningJob's resource name.
+TUNING_JOB_NAME_RE = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/hyperparameterTuningJobs/(?P<id>[^/]+)$")
+
+
+def is_tuning_job(name: str) -> bool:
+    """Whether ``name`` is a HyperparameterTuningJob's resource name (else a CustomJob's)."""
+    return bool(TUNING_JOB_NAME_RE.match(name))
 
 
 def region_of(job_name: str) -> str:
-    """``us-central1`` of ``projects/p/locations/us-central1/customJobs/123``.
+    """``us-central1`` of ``projects/p/locations/us-central1/customJobs/123`` (or of a HyperparameterTuningJob's
+    name, ``.../hyperparameterTuningJobs/123``).
 
     Raises:
-        ValueError: when ``job_name`` is not a CustomJob resource name.
+        ValueError: when ``job_name`` is neither a CustomJob's nor a HyperparameterTuningJob's resource name.
     """
-    match = JOB_NAME_RE.match(job_name)
+    match = JOB_NAME_RE.match(job_name) or TUNING_JOB_NAME_RE.match(job_name)
     if not match:
         raise ValueError(f"{job_name!r} is not a CustomJob name (projects/P/locations/R/customJobs/ID)")
     return match["region"]
 
 
 class ResilientVertexAIHook(GoogleApiHook):
-    """Vertex AI CustomJob calls with retries of transient errors (arguments: see :class:`GoogleApiHook`)."""
+    """Vertex AI CustomJob and HyperparameterTuningJob calls with retries of transient errors (arguments: see
+    :class:`GoogleApiHook`). :meth:`get_job`, :meth:`cancel_job` and :meth:`wait_for_end` take either kind's
+    resource name."""
 
     def client(self, region: str) -> Any:
         """A cached ``JobServiceClient`` for ``region``."""
@@ -58,17 +69,24 @@ class ResilientVertexAIHook(GoogleApiHook):
                           find_filter: str | None = None) -> Any:
         """Create a CustomJob. With ``find_filter`` (the attempt's labels), a retry after a transient error
         first looks for the job the lost call may have created, and returns it instead of creating another."""
-        parent = f"projects/{project_id}/locations/{region}"
+        return self._create_once(
+            lambda: self.client(region).create_custom_job(parent=f"projects/{project_id}/locations/{region}",
+                                                          custom_job=custom_job, retry=None),
+            (lambda: self.list_custom_jobs(project_id, region, find_filter)) if find_filter else None)
+
+    def _create_once(self, create: Callable[[], Any], find: Callable[[], list[Any]] | None) -> Any:
+        """``create()`` with the hook's retries; before each retry, ``find()`` (the attempt's jobs by its labels)
+        returns the job a lost reply created, if there is one, instead of creating another."""
         first = True
         for attempt in self._retrying(creating=True):
             with attempt:
-                if not first and find_filter:
-                    existing = self.list_custom_jobs(project_id, region, find_filter)
+                if not first and find is not None:
+                    existing = find()
                     if existing:
                         log.info("Found %s created by an earlier call whose reply was lost", existing[0].name)
                         return existing[0]
                 first = False
-                return self.client(region).create_custom_job(parent=parent, custom_job=custom_job, retry=None)
+                return create()
         raise AssertionError("unreachable")  # pragma: no cover
 
     def get_custom_job(self, name: str) -> Any:
@@ -86,8 +104,56 @@ class ResilientVertexAIHook(GoogleApiHook):
                 return list(pager)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    # ------------------------------------------------------------------ HyperparameterTuningJob calls
+    def create_hyperparameter_tuning_job(self, project_id: str, region: str, tuning_job: dict[str, Any],
+                                         find_filter: str | None = None) -> Any:
+        """Create a HyperparameterTuningJob; a retry after a transient error first looks for the job the lost
+        call may have created (``find_filter``: the attempt's labels), as :meth:`create_custom_job` does."""
+        return self._create_once(
+            lambda: self.client(region).create_hyperparameter_tuning_job(
+                parent=f"projects/{project_id}/locations/{region}", hyperparameter_tuning_job=tuning_job, retry=None),
+            (lambda: self.list_hyperparameter_tuning_jobs(project_id, region, find_filter)) if find_filter else None)
+
+    def get_hyperparameter_tuning_job(self, name: str) -> Any:
+        for attempt in self._retrying():
+            with attempt:
+                return self.client(region_of(name)).get_hyperparameter_tuning_job(name=name, retry=None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def list_hyperparameter_tuning_jobs(self, project_id: str, region: str, filter_text: str) -> list[Any]:
+        """Every HyperparameterTuningJob of ``projects/project_id/locations/region`` matching ``filter_text``,
+        trials included (the listing returns whole jobs)."""
+        parent = f"projects/{project_id}/locations/{region}"
+        for attempt in self._retrying():
+            with attempt:
+                pager = self.client(region).list_hyperparameter_tuning_jobs(
+                    request={"parent": parent, "filter": filter_text}, retry=None)
+                return list(pager)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get_job(self, name: str) -> Any:
+        """GetCustomJob or GetHyperparameterTuningJob, by the kind of ``name``."""
+        return self.get_hyperparameter_tuning_job(name) if is_tuning_job(name) else self.get_custom_job(name)
+
+    def cancel_job(self, name: str) -> None:
+        """Cancel a CustomJob or a HyperparameterTuningJob (by the kind of ``name``); one already in a terminal
+        state (FAILED_PRECONDITION) or gone is fine."""
+        from google.api_core import exceptions as gexc
+
+        for attempt in self._retrying():
+            with attempt:
+                try:
+                    if is_tuning_job(name):
+                        self.client(region_of(name)).cancel_hyperparameter_tuning_job(name=name, retry=None)
+                    else:
+                        self.client(region_of(name)).cancel_custom_job(name=name, retry=None)
+                except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                    log.info("Not cancelling %s: %s", name, exc.message)
+                return
+
     def wait_for_end(self, name: str, *, timeout: float, interval: float) -> Any:
-        """Read ``name`` every ``interval`` seconds until its state is terminal; the terminal CustomJob.
+        """Read ``name`` (a CustomJob or a HyperparameterTuningJob) every ``interval`` seconds until its state is
+        terminal; the terminal job.
 
         Raises:
             concurrent.futures.TimeoutError: it is still not terminal after ``timeout`` seconds.
@@ -98,7 +164,7 @@ class ResilientVertexAIHook(GoogleApiHook):
 
         deadline = time.monotonic() + timeout
         while True:
-            job = self.get_custom_job(name)
+            job = self.get_job(name)
             if job.state.name in TERMINAL_STATES:
                 return job
             if time.monotonic() > deadline:
@@ -107,16 +173,8 @@ class ResilientVertexAIHook(GoogleApiHook):
             self._sleep(interval)
 
     def cancel_custom_job(self, name: str) -> None:
-        """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine."""
-        from google.api_core import exceptions as gexc
-
-        for attempt in self._retrying():
-            with attempt:
-                try:
-                    self.client(region_of(name)).cancel_custom_job(name=name, retry=None)
-                except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                    log.info("Not cancelling %s: %s", name, exc.message)
-                return
+        """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine (:meth:`cancel_job`)."""
+        self.cancel_job(name)
 
 
 class AsyncResilientVertexAIHook(AsyncGoogleApiHook):
@@ -143,6 +201,16 @@ class AsyncResilientVertexAIHook(AsyncGoogleApiHook):
         async for attempt in self._retrying():
             with attempt:
                 return await self.client(region_of(name)).get_custom_job(name=name, retry=None)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def get_job(self, name: str) -> Any:
+        """GetCustomJob or GetHyperparameterTuningJob, by the kind of ``name``."""
+        if not is_tuning_job(name):
+            return await self.get_custom_job(name)
+        await self.open()
+        async for attempt in self._retrying():
+            with attempt:
+                return await self.client(region_of(name)).get_hyperparameter_tuning_job(name=name, retry=None)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def list_custom_jobs(self, project_id: str, region: str, filter_text: str, *,

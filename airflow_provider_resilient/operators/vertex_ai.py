@@ -245,7 +245,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         if summary is None:
             if isinstance(event, dict) and event.get("status") == "error":
                 self.log.warning("The trigger could not read the job: %s", event.get("message"))
-            summary = self._job_summary(self._hook().get_custom_job(state.job_name))
+            summary = self._job_summary(self._hook().get_job(state.job_name))
         return self._drive(context, state, self._outcome(summary))
 
     def on_kill(self) -> None:
@@ -374,6 +374,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
             AirflowFailException: one line per problem (but those of ``skip``: templated arguments, judged after
                 rendering), naming the field, the value and the fix.
         """
+        problems = self._problems()
+        left = SpecError.of_many(problems).without(skip) if problems else None
+        if left is not None:
+            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
+
+    def _problems(self) -> list[SpecError]:
+        """Every problem of the arguments (empty: none), templated ones included."""
         problems = preflight_problems(self._pools(), self.preflight)
         if not self.checkpoint_dir and not self.base_output_dir:
             problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
@@ -387,9 +394,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                 extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""))
         except SpecError as exc:
             problems.insert(0, exc)
-        left = SpecError.of_many(problems).without(skip) if problems else None
-        if left is not None:
-            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
+        return problems
 
 
 __all__ = ["STATE_KEY", "ResilientCustomJobOperator"]

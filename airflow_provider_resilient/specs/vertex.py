@@ -254,8 +254,8 @@ def preflight_problems(worker_pool_specs: Any, preflight: object) -> list[SpecEr
 
 def primary_env(job: Any) -> dict[str, str]:
     """The environment of a created CustomJob's primary pool (container or Python package spec), as a dict;
-    {} for a job without pools."""
-    pools = job.job_spec.worker_pool_specs
+    {} for a job without pools. For a HyperparameterTuningJob, that of its ``trial_job_spec``."""
+    pools = (job.trial_job_spec if hasattr(job, "trial_job_spec") else job.job_spec).worker_pool_specs
     if not pools:
         return {}
     spec = pools[0].container_spec if "container_spec" in pools[0] else pools[0].python_package_spec

@@ -364,7 +364,7 @@ class CustomJobTrigger(BaseTrigger):
         from google.api_core import exceptions as gexc
 
         try:
-            job = await hook.get_custom_job(self.job_name)
+            job = await hook.get_job(self.job_name)
         except gexc.GoogleAPICallError as exc:
             return {"status": "error", "message": f"cannot read {self.job_name}: {exc}"}, None
         return self._judge(job), job

@@ -16,6 +16,11 @@ attempt's variables, while this run may have checkpointed further since. Steps l
 shuffles with ``RandomState(seed * 1000 + epoch)``, so a resumed run ends bit-for-bit like an
 uninterrupted one.
 
+A tuning trial (the platform set ``CLOUD_ML_HP_METRIC_FILE``) gets ``--learning_rate=V``; run by the provider
+(``RESILIENT_CHECKPOINT_DIR`` set) it checkpoints under ``<RESILIENT_CHECKPOINT_DIR>/trials/learning_rate=V/`` --
+the provider's trial key, where the same grid point run again after an interruption resumes -- and reports its
+held-out ``accuracy`` as ``cloudml-hypertune`` does (a JSON line appended to that file).
+
     python train_digits.py --epochs 30 --checkpoint-every 3 --checkpoint-dir gs://bucket/run/checkpoints
 """
 
@@ -50,13 +55,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffles (default 0)")
     parser.add_argument("--model-dir", default=os.environ.get("AIP_MODEL_DIR") or None,
                         help="where to write the final model and metrics.json (default: $AIP_MODEL_DIR)")
+    parser.add_argument("--learning-rate", "--learning_rate", dest="learning_rate", type=float, default=1e-3,
+                        help="Adam's initial learning rate (default 0.001; a tuning trial gets --learning_rate=V)")
     args = parser.parse_args(argv)
+    if os.environ.get("CLOUD_ML_HP_METRIC_FILE") and os.environ.get("RESILIENT_CHECKPOINT_DIR"):
+        # A trial of a tuning study run by the provider: its checkpoints live under its parameters, where the
+        # same grid point run again after an interruption finds them (supervisor.study.trial_key).
+        args.checkpoint_dir = (f"{os.environ['RESILIENT_CHECKPOINT_DIR'].rstrip('/')}/trials/"
+                               f"learning_rate={format_value(args.learning_rate)}")
     if not args.checkpoint_dir:
         parser.exit(2, f"{parser.prog}: error: no checkpoint directory: pass --checkpoint-dir "
                        "or set AIP_CHECKPOINT_DIR\n")
     if args.epochs < 0 or args.checkpoint_every < 1:
         parser.error("--epochs must be >= 0 and --checkpoint-every >= 1")
     return args
+
+
+def format_value(value: float) -> str:
+    """A parameter value as the provider's trial key writes it: ``0.001``, ``32`` for 32.0."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def report_metric(tag: str, value: float, step: int) -> None:
+    """Report a tuning trial's metric as ``cloudml-hypertune`` does: a JSON line appended to the file named by
+    ``CLOUD_ML_HP_METRIC_FILE``, the last line being the final measurement (nothing outside a trial)."""
+    path = os.environ.get("CLOUD_ML_HP_METRIC_FILE")
+    if not path:
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    line = {"timestamp": time.time(), "trial": os.environ.get("AIP_TRIAL_ID", "0"), tag: value, "global_step": step}
+    with open(path, "a") as out:
+        out.write(json.dumps(line) + "\n")
+    print(f"reported {tag}={value:.4f} at step {step}", flush=True)
 
 
 def filesystem(uri: str) -> tuple[Any, str]:
@@ -168,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from sklearn.neural_network import MLPClassifier
 
     x_train, x_test, y_train, y_test = load_data()
-    model = MLPClassifier(hidden_layer_sizes=(64,), solver="adam", learning_rate_init=1e-3,
+    model = MLPClassifier(hidden_layer_sizes=(64,), solver="adam", learning_rate_init=args.learning_rate,
                           shuffle=False, random_state=0)  # batch_size "auto": one batch per call
     if point is not None:
         _, ckpt_fs, ckpt_path = point
@@ -211,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         write_files(model_fs, model_path, [(MODEL_FILE, pickle.dumps(model)),
                                            ("metrics.json", json.dumps(metrics).encode())])
     print(f"final test accuracy: {accuracy:.4f}", flush=True)
+    report_metric("accuracy", accuracy, args.epochs)
     return 0
 
 

@@ -117,7 +117,7 @@ def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypa
             self.closed = threading.Event()
             made.append(self)
 
-        def cancel_custom_job(self, name: str) -> None:
+        def cancel_job(self, name: str) -> None:
             answer.wait(60)
 
         def close(self) -> None:
