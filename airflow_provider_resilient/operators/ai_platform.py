@@ -23,7 +23,9 @@ from ..specs.common import SpecError
 from ..specs.legacy import LegacyTranslation, translate_training_input
 from ..supervisor.reconcile import Owner
 from .base import has_template
+from .vertex_ai import STATE_KEY as CUSTOM_JOB_STATE_KEY
 from .vertex_ai import ResilientCustomJobOperator
+from .vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
 
 #: The arguments of ``MLEngineStartTrainingJobOperator`` (and ours beside them) -> their ``TrainingInput`` field.
 LEGACY_ARGUMENTS: Mapping[str, str] = {
@@ -42,7 +44,7 @@ LEGACY_ARGUMENTS: Mapping[str, str] = {
 MODES = ("PRODUCTION", "DRY_RUN")
 
 
-class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
+class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOperator):
     """Run a legacy AI Platform Training job on Vertex AI, through crashes, stockouts and internal errors.
 
     A drop-in for ``airflow.providers.google.cloud.operators.mlengine.MLEngineStartTrainingJobOperator`` (removed in
@@ -60,8 +62,10 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             (CUSTOM tier).
         runtime_version, python_version: pick the pre-built container (e.g. ``"2.11"``, ``"3.7"``).
         job_dir: ``jobDir``: Vertex AI's ``base_output_directory``, and ``--job-dir`` in a package's args.
-        hyperparameters: a HyperparameterSpec dict; only fixed values are taken (see
-            :func:`~..specs.legacy.translate_training_input`).
+        hyperparameters: a HyperparameterSpec dict (camelCase). A parameter with one feasible value becomes a flag;
+            a study over the others runs as a Vertex AI HyperparameterTuningJob with
+            :class:`~.vertex_ai_tuning.ResilientHyperparameterTuningJobOperator`'s guarantees (no finished trial
+            run again, each trial resuming from its own checkpoints, the best trial across attempts returned).
         scheduling: ``{"maxRunningTime": "7200s", "maxWaitTime": "3600s"}``.
         use_chief_in_tf_config, enable_web_access, network, service_account, encryption_config: the
             ``TrainingInput`` fields of the same names.
@@ -74,8 +78,9 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             :class:`~.vertex_ai.ResilientCustomJobOperator` (the resilience policy's ``queue_timeout_seconds``
             becomes ``scheduling.maxWaitTime`` when that is given).
 
-    Returns: as :class:`~.vertex_ai.ResilientCustomJobOperator`; in ``DRY_RUN``, ``{"state": "DRY_RUN",
-    "custom_job": {...}}``.
+    Returns: as :class:`~.vertex_ai.ResilientCustomJobOperator` (a study: as
+    :class:`~.vertex_ai_tuning.ResilientHyperparameterTuningJobOperator`); in ``DRY_RUN``, ``{"state": "DRY_RUN",
+    "custom_job": {...}}`` (a study: ``"hyperparameter_tuning_job"``).
 
     Raises:
         AirflowFailException: a field that cannot be carried over (one line each, ``trainingInput.<field>: ...``,
@@ -83,6 +88,10 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             a permanent failure, or a spent budget.
     """
 
+    #: The CustomJob operator's key (a run in flight keeps its state across the upgrade that made this class a
+    #: tuning operator too).
+    STATE_KEY = CUSTOM_JOB_STATE_KEY
+    ui_color = ResilientCustomJobOperator.ui_color
     template_fields: Sequence[str] = (*ResilientCustomJobOperator.template_fields, "job_id", "training_input",
                                       "executor_image_uri",
                                       *(a for a in LEGACY_ARGUMENTS if a not in ("region", "service_account",
@@ -101,7 +110,7 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             setattr(self, name, value)
         self._translation: LegacyTranslation | None = None
         super().__init__(region=region, display_name=job_id, worker_pool_specs=[], base_output_dir=base_output_dir,
-                         **vertex, **kwargs)
+                         study_spec={}, max_trial_count=1, **vertex, **kwargs)
 
     # ------------------------------------------------------------------ the translation
     def _body(self) -> dict[str, Any]:
@@ -139,9 +148,18 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
         self._apply(translation)
         super()._validate(skip)
 
+    def _is_study(self) -> bool:
+        """Whether the translated ``hyperparameters`` leave a parameter open (a HyperparameterTuningJob)."""
+        return self._translation is not None and self._translation.study is not None
+
     def _apply(self, translation: LegacyTranslation) -> None:
-        """Become the CustomJob of ``translation``."""
+        """Become the CustomJob (or the study) of ``translation``."""
         self._translation = translation
+        if translation.study is not None:
+            self.study_spec = translation.study["study_spec"]
+            self.max_trial_count = translation.study["max_trial_count"]
+            self.parallel_trial_count = translation.study["parallel_trial_count"]
+            self.max_failed_trial_count = translation.study["max_failed_trial_count"]
         self.worker_pool_specs = translation.worker_pool_specs
         self.base_output_dir = self.base_output_dir or translation.base_output_dir
         if translation.timeout_seconds is not None:
@@ -167,7 +185,15 @@ class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
             self._validate()
             owner = Owner(str(getattr(self, "dag_id", "") or ""), self.task_id, str(context.get("run_id") or ""),
                           self._map_index(context))
-            job = self._custom_job(AttemptSpec(attempt=1, task=owner, labels=dict(self.labels or {})))
+            spec = AttemptSpec(attempt=1, task=owner, labels=dict(self.labels or {}))
+            if self._is_study():
+                from ..supervisor.study import owed
+
+                tuning = self._tuning_job(spec, owed(self._study(), []))
+                self.log.info("DRY_RUN: the HyperparameterTuningJob that would be submitted in %s:\n%s", self.region,
+                              tuning)
+                return {"state": "DRY_RUN", "hyperparameter_tuning_job": tuning}
+            job = self._custom_job(spec)
             self.log.info("DRY_RUN: the CustomJob that would be submitted in %s:\n%s", self.region, job)
             return {"state": "DRY_RUN", "custom_job": job}
         return super().execute(context)

@@ -42,9 +42,11 @@ The translation (our choices, documented where AI Platform's own documentation i
   container without ``useChiefInTfConfig`` gets its ``TF_CONFIG`` rewritten back to ``master`` before the command
   starts (:func:`tf_config_master_command`). A runtime-1.15 package job sees ``chief``, which TensorFlow 1.15's
   ``RunConfig`` reads as the chief too.
-* **hyperparameters**: a study whose every parameter has one feasible value (``maxTrials: 1`` jobs used to pass
-  fixed flags) runs as one job with those flags (``--name=value``, as AI Platform passed them); a real study is
-  refused until the provider's tuning-job operator takes it.
+* **hyperparameters**: a parameter with one feasible value (``maxTrials: 1`` jobs used to pass fixed flags) becomes
+  a flag (``--name=value``, as AI Platform passed them); a study over the others becomes a HyperparameterTuningJob
+  run by :class:`~..operators.vertex_ai_tuning.ResilientHyperparameterTuningJobOperator`'s rules (``maxTrials`` ->
+  ``max_trial_count`` ...; the metric is ``hyperparameterMetricTag``, AI Platform's default
+  ``training/hptuning/metric`` without one). ``resumePreviousJobId`` and ``enableTrialEarlyStopping`` are refused.
 * ``jobDir`` -> ``base_output_directory``; ``scheduling.maxRunningTime`` -> ``scheduling.timeout``;
   ``scheduling.maxWaitTime`` -> the policy's queue timeout (a job QUEUED longer is cancelled and failed over);
   ``diskConfig`` -> ``disk_spec``; ``serviceAccount``, ``network``, ``region``, ``enableWebAccess`` carried as
@@ -127,7 +129,8 @@ FIELD_FATES: tuple[tuple[str, str, str], ...] = (
     ("packageUris", "carried", "python_package_spec.package_uris of every pool"),
     ("pythonModule", "carried", "python_package_spec.python_module"),
     ("args", "carried", "python_package_spec.args / container_spec.args (+ --job-dir for a package)"),
-    ("hyperparameters", "translated", "fixed values only: one job with --name=value args; a real study is refused"),
+    ("hyperparameters", "translated", "a HyperparameterTuningJob (ResilientHyperparameterTuningJobOperator); "
+                                      "parameters with one value -> --name=value args of every trial"),
     ("region", "carried", "the CustomJob's location"),
     ("jobDir", "translated", "job_spec.base_output_directory, and --job-dir in a package's args"),
     ("runtimeVersion", "translated", "python_package_spec.executor_image_uri (RUNTIME_CONTAINERS)"),
@@ -153,6 +156,26 @@ FIELD_FATES: tuple[tuple[str, str, str], ...] = (
     ("Scheduling.maxWaitTime", "translated", "resilience_policy.queue_timeout_seconds"),
     ("Scheduling.priority", "refused", "Vertex AI has no job priority: remove it"),
     ("EncryptionConfig.kmsKeyName", "refused", "see encryptionConfig"),
+    ("HyperparameterSpec.goal", "translated", "study_spec.metrics[0].goal (default MAXIMIZE)"),
+    ("HyperparameterSpec.hyperparameterMetricTag", "translated", "study_spec.metrics[0].metric_id (default "
+                                                                 "training/hptuning/metric)"),
+    ("HyperparameterSpec.params", "translated", "study_spec.parameters: see ParameterSpec"),
+    ("HyperparameterSpec.maxTrials", "translated", "max_trial_count across every attempt (default 1)"),
+    ("HyperparameterSpec.maxParallelTrials", "translated", "parallel_trial_count (default 1)"),
+    ("HyperparameterSpec.maxFailedTrials", "translated", "max_failed_trial_count: permanent trial failures only"),
+    ("HyperparameterSpec.algorithm", "carried", "study_spec.algorithm"),
+    ("HyperparameterSpec.enableTrialEarlyStopping", "refused", "automated stopping cannot be carried over to a "
+                                                               "resumed study: remove it"),
+    ("HyperparameterSpec.resumePreviousJobId", "refused", "a study of the shut-down service cannot be resumed: remove "
+                                                          "it (the operator resumes its own study)"),
+    ("ParameterSpec.parameterName", "carried", "parameter_id (the trial still gets --name=value)"),
+    ("ParameterSpec.type", "translated", "DOUBLE/INTEGER -> double/integer_value_spec, DISCRETE/CATEGORICAL -> "
+                                         "discrete/categorical_value_spec; one feasible value -> a flag"),
+    ("ParameterSpec.minValue", "carried", "*_value_spec.min_value"),
+    ("ParameterSpec.maxValue", "carried", "*_value_spec.max_value"),
+    ("ParameterSpec.discreteValues", "carried", "discrete_value_spec.values"),
+    ("ParameterSpec.categoricalValues", "carried", "categorical_value_spec.values"),
+    ("ParameterSpec.scaleType", "translated", "scale_type (NONE -> unset)"),
 )
 
 _TRAINING_FIELDS = {f for f, _, _ in FIELD_FATES if "." not in f}
@@ -191,6 +214,9 @@ class LegacyTranslation:
         service_account, network: as given.
         enable_web_access: ``enableWebAccess``.
         notes: what changed on the way (a K80 now a T4 ...), one line each, for the task log.
+        study: a hyperparameter study (``hyperparameters`` with a parameter of more than one value): the tuning
+            operator's ``study_spec``, ``max_trial_count``, ``parallel_trial_count`` and ``max_failed_trial_count``;
+            None: one job.
     """
 
     region: str | None
@@ -202,6 +228,7 @@ class LegacyTranslation:
     network: str | None = None
     enable_web_access: bool = False
     notes: list[str] = field(default_factory=list)
+    study: dict[str, Any] | None = None
 
 
 def _camel(key: str) -> str:
@@ -341,16 +368,29 @@ def _image(runtime: Any, python: Any, gpu: bool, tpu: bool, executor_image_uri: 
     return f"{CONTAINER_REPOSITORY}/tf-{'gpu' if gpu else 'cpu'}.{version}:latest"
 
 
-def _fixed_hyperparameters(spec: Any, problems: list[SpecError]) -> list[str]:
-    """``--name=value`` of a study with one feasible value per parameter; else a problem."""
+#: AI Platform's metric tag when ``hyperparameterMetricTag`` is not given (its ml v1 documentation).
+DEFAULT_METRIC_TAG = "training/hptuning/metric"
+_SCALES = {"NONE": None, "UNIT_LINEAR_SCALE": "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE": "UNIT_LOG_SCALE",
+           "UNIT_REVERSE_LOG_SCALE": "UNIT_REVERSE_LOG_SCALE"}
+
+
+def _hyperparameters(spec: Any, problems: list[SpecError]) -> tuple[list[str], dict[str, Any] | None]:
+    """(``--name=value`` of the parameters with one feasible value, the study of the others or None).
+
+    The study is the arguments of
+    :class:`~..operators.vertex_ai_tuning.ResilientHyperparameterTuningJobOperator`: ``study_spec`` (the metric
+    ``hyperparameterMetricTag``, default ``training/hptuning/metric``, with ``goal``; each open ParameterSpec as
+    a Vertex AI one; ``algorithm``), ``max_trial_count`` (``maxTrials``, default 1), ``parallel_trial_count``
+    (``maxParallelTrials``, default 1) and ``max_failed_trial_count`` (``maxFailedTrials``, default 0)."""
     if not isinstance(spec, Mapping):
         problems.append(SpecError("trainingInput.hyperparameters", "give a HyperparameterSpec mapping"))
-        return []
+        return [], None
     params = spec.get("params")
     if not isinstance(params, list) or not params:
         problems.append(SpecError("trainingInput.hyperparameters.params", "give the list of ParameterSpecs"))
-        return []
-    args, open_params = [], []
+        return [], None
+    args: list[str] = []
+    open_params: list[dict[str, Any]] = []
     for i, param in enumerate(params):
         where = f"trainingInput.hyperparameters.params[{i}]"
         if not isinstance(param, Mapping) or not isinstance(param.get("parameterName"), str) or not param.get(
@@ -358,10 +398,21 @@ def _fixed_hyperparameters(spec: Any, problems: list[SpecError]) -> list[str]:
             problems.append(SpecError(where, "give parameterName (a string) and type"))
             continue
         kind, name = str(param.get("type") or ""), param["parameterName"]
+        scale = param.get("scaleType")
+        if scale is not None and scale not in _SCALES:
+            problems.append(SpecError(f"{where}.scaleType", f"{scale!r} is not one of {', '.join(_SCALES)}"))
+        vertex: dict[str, Any] = {"parameter_id": name}
+        if _SCALES.get(str(scale)):
+            vertex["scale_type"] = _SCALES[str(scale)]
         values: list[Any] = []
         if kind in ("CATEGORICAL", "DISCRETE"):
             given = param.get("categoricalValues" if kind == "CATEGORICAL" else "discreteValues")
             values = given if isinstance(given, list) else []
+            if not values:
+                listed = "categoricalValues" if kind == "CATEGORICAL" else "discreteValues"
+                problems.append(SpecError(f"{where}.{listed}", "give the list of values"))
+                continue
+            vertex["categorical_value_spec" if kind == "CATEGORICAL" else "discrete_value_spec"] = {"values": values}
         elif kind in ("DOUBLE", "INTEGER"):
             try:
                 low, high = float(param.get("minValue")), float(param.get("maxValue"))  # type: ignore[arg-type]
@@ -370,15 +421,42 @@ def _fixed_hyperparameters(spec: Any, problems: list[SpecError]) -> list[str]:
                 continue
             if low == high:
                 values = [int(low) if kind == "INTEGER" else low]
+            elif kind == "INTEGER":
+                vertex["integer_value_spec"] = {"min_value": int(low), "max_value": int(high)}
+            else:
+                vertex["double_value_spec"] = {"min_value": low, "max_value": high}
+        else:
+            problems.append(SpecError(f"{where}.type", f"{kind or None!r}: give DOUBLE, INTEGER, CATEGORICAL or "
+                                                       "DISCRETE"))
+            continue
         if len(values) == 1:
             args.append(f"--{name}={values[0]}")
         else:
-            open_params.append(name)
-    if open_params:
-        problems.append(SpecError("trainingInput.hyperparameters", f"a study over {', '.join(open_params)} is a "
-                                  "hyperparameter tuning job, which this operator does not run yet: remove "
-                                  "hyperparameters to run one trial, or fix each parameter to one value"))
-    return args
+            open_params.append(vertex)
+    if not open_params:
+        return args, None
+    if spec.get("resumePreviousJobId"):
+        problems.append(SpecError("trainingInput.hyperparameters.resumePreviousJobId", "a Vizier study of the shut-"
+                                  "down service cannot be resumed on Vertex AI: remove it (the operator resumes its "
+                                  "own study across attempts)"))
+    if spec.get("enableTrialEarlyStopping"):
+        problems.append(SpecError("trainingInput.hyperparameters.enableTrialEarlyStopping", "automated stopping "
+                                  "cannot be carried over to a resumed study: remove it"))
+    goal = spec.get("goal") or "MAXIMIZE"
+    if goal not in ("MAXIMIZE", "MINIMIZE"):
+        problems.append(SpecError("trainingInput.hyperparameters.goal", f"{goal!r}: use MAXIMIZE or MINIMIZE"))
+    algorithm = spec.get("algorithm") or "ALGORITHM_UNSPECIFIED"
+    if algorithm not in ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"):
+        problems.append(SpecError("trainingInput.hyperparameters.algorithm", f"{algorithm!r}: use GRID_SEARCH, "
+                                                                             "RANDOM_SEARCH or ALGORITHM_UNSPECIFIED"))
+    tag = spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
+    where = "trainingInput.hyperparameters"
+    study = {"study_spec": {"metrics": [{"metric_id": str(tag), "goal": goal}], "parameters": open_params,
+                            "algorithm": algorithm},
+             "max_trial_count": _count(spec.get("maxTrials"), f"{where}.maxTrials", problems) or 1,
+             "parallel_trial_count": _count(spec.get("maxParallelTrials"), f"{where}.maxParallelTrials", problems) or 1,
+             "max_failed_trial_count": _count(spec.get("maxFailedTrials"), f"{where}.maxFailedTrials", problems)}
+    return args, study
 
 
 def translate_training_input(training_input: Mapping[str, Any], *, executor_image_uri: str | None = None
@@ -457,10 +535,16 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
                                                                "container (masterConfig.imageUri)"))
     chief = _flag(body.get("useChiefInTfConfig"), "trainingInput.useChiefInTfConfig", problems)
     extra_args: list[str] = []
+    study: dict[str, Any] | None = None
     if body.get("hyperparameters") is not None:
-        extra_args = _fixed_hyperparameters(body["hyperparameters"], problems)
+        extra_args, study = _hyperparameters(body["hyperparameters"], problems)
         if extra_args:
-            notes.append("hyperparameters: every parameter has one value -> one job with " + " ".join(extra_args))
+            notes.append("hyperparameters: parameters with one value -> " + " ".join(extra_args))
+        if study:
+            names = ", ".join(p["parameter_id"] for p in study["study_spec"]["parameters"])
+            metric = study["study_spec"]["metrics"][0]["metric_id"]
+            notes.append(f"hyperparameters: a study over {names} -> a HyperparameterTuningJob of "
+                         f"{study['max_trial_count']} trial(s), metric {metric}")
     args = _strings(body.get("args"), "trainingInput.args", problems)
     job_dir = body.get("jobDir")
     if job_dir is not None and not (isinstance(job_dir, str) and job_dir.startswith("gs://")):
@@ -536,7 +620,7 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
     return LegacyTranslation(region=body.get("region"), worker_pool_specs=pools, base_output_dir=job_dir,
                              timeout_seconds=timeout, queue_timeout_seconds=queue,
                              service_account=body.get("serviceAccount"), network=body.get("network"),
-                             enable_web_access=web, notes=notes)
+                             enable_web_access=web, notes=notes, study=study)
 
 
 def fate_table() -> str:

@@ -104,10 +104,14 @@ def test_dry_run_submits_nothing(resilient_emulator):
      ["trainingInput.masterType: applies with scaleTier CUSTOM only"]),
     ({"scale_tier": "CUSTOM", "master_type": "complex_model_l_gpu"},
      ["trainingInput.masterType: 'complex_model_l_gpu': it had 8 NVIDIA Tesla K80s"]),
-    ({"scheduling": {"priority": 10}, "hyperparameters": {"params": [{"parameterName": "lr", "type": "DOUBLE",
-                                                                       "minValue": 0.01, "maxValue": 0.1}]}},
-     ["trainingInput.hyperparameters: a study over lr", "trainingInput.scheduling.priority: Vertex AI has no job "
-                                                        "priority"]),
+    ({"scheduling": {"priority": 10}, "hyperparameters": {"enableTrialEarlyStopping": True, "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}},
+     ["trainingInput.hyperparameters.enableTrialEarlyStopping: automated stopping cannot be carried over",
+      "trainingInput.scheduling.priority: Vertex AI has no job priority"]),
+    ({"hyperparameters": {"algorithm": "GRID_SEARCH", "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}},
+     ["study_spec.parameters[0].double_value_spec: GRID_SEARCH needs every parameter INTEGER, CATEGORICAL or "
+      "DISCRETE"]),
     ({"training_input": {"scaleTier": "BASIC", "stagingBucket": "gs://b"}}, ["trainingInput.stagingBucket: not a "
                                                                                "TrainingInput field"]),
     ({"mode": "TEST"}, ["mode: 'TEST': one of PRODUCTION, DRY_RUN"]),
@@ -146,3 +150,43 @@ def test_a_deferred_templated_job_resubmits_from_a_fresh_operator(resilient_emul
     result = run_deferred(rendered, context())
     assert [a["incidents"][0]["decision"]["action"] for a in result["attempts"][:-1]] == ["resubmit"]
     assert result["attempts"][1]["resumed_from_step"] >= 9 and result["checkpoint"]["step"] == 24
+
+
+def test_a_legacy_hyperparameter_study_runs_as_a_tuning_job_and_no_finished_trial_runs_again(resilient_emulator):
+    """``hyperparameters`` with an open parameter: a HyperparameterTuningJob of the tuning operator's rules; the
+    trial that crashes past the platform's retries is owed and run again from its own checkpoint, the other is not
+    run again, and the best trial is returned by the legacy metric tag."""
+    import sys
+
+    workload = Path(__file__).parents[2] / "dags" / "workloads" / "train_digits.py"
+    body = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "jobDir": JOB_DIR, "region": "us-central1",
+            "useChiefInTfConfig": True,
+            "masterConfig": {"imageUri": "gcr.io/example-project/digits:latest", "containerCommand": [
+                sys.executable, str(workload), "--epochs", "9", "--checkpoint-every", "2", "--epoch-seconds", "0.02"]},
+            "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 2,
+                                "algorithm": "GRID_SEARCH",
+                                "params": [{"parameterName": "learning_rate", "type": "DISCRETE",
+                                            "discreteValues": [0.001, 0.01]},
+                                           {"parameterName": "seed", "type": "INTEGER", "minValue": 0,
+                                            "maxValue": 0}]}}
+    resilient_emulator.storage.create_bucket("bucket-example-gcp-mlengine")
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 4, "times": 4, "step_source": "log",
+                                  "log_pattern": r"saved checkpoint .*step_(\d+)",
+                                  "match": {"display_name": "tuning-digits-trial-1"}})
+    op = ResilientAIPlatformTrainingJobOperator(
+        task_id="training", project_id="example-project", region="us-central1", job_id="tuning-digits",
+        training_input=body, resilience_policy=FAST, poll_interval=0.05, min_defer_seconds=0.0, deferrable=False)
+    result = op.execute(context())
+    assert [(t["attempt"], t["parameters"], t["state"]) for t in result["trials"]] == [
+        (1, {"learning_rate": 0.001}, "INFEASIBLE"), (1, {"learning_rate": 0.01}, "SUCCEEDED"),
+        (2, {"learning_rate": 0.001}, "SUCCEEDED")]
+    assert result["metric_id"] == "accuracy" and result["trials_rerun"] == 0
+    assert result["best_trial"]["checkpoint"]["step"] == 9
+    logs = "\n".join(p.read_text() for p in sorted(resilient_emulator.work_dir.rglob("trial-*/workerpool0-0.log")))
+    assert "--seed=0" in logs or "seed" not in logs  # the fixed parameter is a flag of every trial
+    assert max(int(m) for m in re.findall(r"resuming from step (\d+)", logs)) >= 4
+    dry = ResilientAIPlatformTrainingJobOperator(task_id="dry", project_id="example-project", region="us-central1",
+                                                 job_id="tuning-digits", training_input=body, mode="DRY_RUN")
+    job = dry.execute(context())["hyperparameter_tuning_job"]
+    assert job["max_trial_count"] == 2 and job["study_spec"]["metrics"] == [{"metric_id": "accuracy",
+                                                                              "goal": "MAXIMIZE"}]

@@ -90,8 +90,20 @@ def outcome(body: dict[str, Any]) -> tuple[str, list[str]]:
                         worker_pool_specs=translated.worker_pool_specs, base_output_dir=translated.base_output_dir,
                         labels={}, strategy=None, max_wait_duration=None, timeout=translated.timeout_seconds,
                         fallbacks=(), checkpoint_dir=None)  # what comes out is a CustomJob Vertex AI takes
-    return "ok", [f"{p['machine_spec']['machine_type']}x{p['replica_count']}" if p else "-"
-                  for p in translated.worker_pool_specs]
+    pools = [f"{p['machine_spec']['machine_type']}x{p['replica_count']}" if p else "-"
+             for p in translated.worker_pool_specs]
+    if translated.study is None:
+        return "ok", pools
+    from airflow_provider_resilient.specs.tuning import study_problems
+
+    study = translated.study  # what comes out is a study the tuning operator takes
+    problems = study_problems(study["study_spec"], study["max_trial_count"], study["parallel_trial_count"],
+                              study["max_failed_trial_count"])
+    if problems:
+        return "refused", sorted({e.field for e in problems})
+    spec = study["study_spec"]
+    return "ok", [*pools, f"study of {study['max_trial_count']} over "
+                          f"{','.join(p['parameter_id'] for p in spec['parameters'])} ({spec['algorithm']})"]
 
 
 #: Every sample's outcome, reviewed by hand; why each refusal is right is in the comment. ("-": an empty pool.)
@@ -102,9 +114,11 @@ EXPECTED: dict[str, list[tuple[str, list[str]]]] = {
         ("refused", ["trainingInput.args", "trainingInput.pythonVersion"]),  # ... and Python 3.5
         ("refused", [CONTAINER]),
     ],
-    "census_standard1_hptuning": [("refused", ["trainingInput.hyperparameters"])],  # a real study
+    "census_standard1_hptuning": [("ok", ["n1-highcpu-16x1", "n1-highcpu-16x4", "n1-standard-4x3",
+                                          "study of 4 over first-layer-size,num-layers,scale-factor "
+                                          "(ALGORITHM_UNSPECIFIED)"])],  # a study: a HyperparameterTuningJob
     "criteo_tft_large_ps": [("ok", ["n1-highmem-8x1", "n1-highcpu-16x60", "n1-highmem-8x29"])],
-    "dqn_container_basic_gpu_hptuning": [("refused", ["trainingInput.hyperparameters", CONTAINER])],
+    "dqn_container_basic_gpu_hptuning": [("refused", [CONTAINER])],
     "horovod_custom_container_multi_gpu": [("refused", [CONTAINER, "trainingInput.workerConfig.containerCommand"])],
     "movielens_legacy_gpu_ps": [("ok", ["n1-standard-8x1", "n1-standard-8x2", "n1-highcpu-16x1"])],  # K80 -> T4
     # acceleratorConfig on a legacy machine type: AI Platform's own rule ("only ... a Compute Engine machine type")
@@ -112,7 +126,9 @@ EXPECTED: dict[str, list[tuple[str, list[str]]]] = {
         ("refused", ["trainingInput.masterConfig.acceleratorConfig", CONTAINER,
                      "trainingInput.workerConfig.containerCommand"])],
     "pytorch_container_basic_gpu": [("refused", [CONTAINER])],
-    "resnet_hypertune_custom_container_v100": [("refused", ["trainingInput.hyperparameters", CONTAINER])],
+    # automated stopping cannot be carried over to a resumed study
+    "resnet_hypertune_custom_container_v100": [
+        ("refused", ["trainingInput.hyperparameters.enableTrialEarlyStopping", CONTAINER])],
     "seed_rl_football_legacy_gpu_container": [("refused", [CONTAINER, "trainingInput.workerConfig.containerCommand"])],
     "sklearn_template_standard1": [("refused", ["trainingInput.pythonVersion"])],  # Python 3.5: no container
     "tensorflow_cloud_fit_chief_string_bool": [
@@ -121,13 +137,14 @@ EXPECTED: dict[str, list[tuple[str, list[str]]]] = {
     "tf_structured_basic": [("ok", ["n1-standard-4x1"])],
     "tf_structured_gpu_t4": [("ok", ["n1-standard-8x1"])],
     "tpu_resnet_basic_tpu": [("refused", ["trainingInput.runtimeVersion"])],  # runtime 1.8: no container
-    "tpu_resnet_hptuning_cloud_tpu_worker": [("refused", ["trainingInput.hyperparameters",
+    "tpu_resnet_hptuning_cloud_tpu_worker": [("refused", ["trainingInput.hyperparameters.enableTrialEarlyStopping",
                                                           "trainingInput.runtimeVersion"])],
     "valan_r2r_evaluators_chief": [("refused", ["trainingInput.evaluatorConfig.containerCommand", CONTAINER,
                                                 "trainingInput.workerConfig.containerCommand"])],
     "wals_airflow_contrib_custom_gpu": [("refused", ["trainingInput.runtimeVersion"])],  # the DAG gave none
     "wals_train_json_trailing_commas": [("ok", ["n1-standard-16x1"])],  # complex_model_m_gpu: 4 K80 -> 4 T4
-    "wals_tune_json_string_numbers": [("refused", ["trainingInput.hyperparameters"])],
+    "wals_tune_json_string_numbers": [("ok", ["n1-standard-8x1", "study of 500 over regularization,latent_factors,"
+                                              "unobs_weight,feature_wt_factor (ALGORITHM_UNSPECIFIED)"])],
 }
 
 
@@ -170,7 +187,8 @@ def test_every_training_input_field_has_a_fate():
 
     schemas = json.loads((SAMPLES.parent / "ml_v1_schemas.json").read_text())["schemas"]
     fields = set(schemas["GoogleCloudMlV1__TrainingInput"]["properties"])
-    for message in ("ReplicaConfig", "AcceleratorConfig", "DiskConfig", "Scheduling", "EncryptionConfig"):
+    for message in ("ReplicaConfig", "AcceleratorConfig", "DiskConfig", "Scheduling", "EncryptionConfig",
+                    "HyperparameterSpec", "ParameterSpec"):
         fields |= {f"{message}.{f}" for f in schemas[f"GoogleCloudMlV1__{message}"]["properties"]}
     fated = {f for f, _, _ in FIELD_FATES}
     assert fields - fated == set() and fated - fields == set()
