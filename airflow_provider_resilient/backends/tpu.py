@@ -311,7 +311,8 @@ class TPUNodeBackend:
             if told is not None:
                 when = failure.timestamp
                 if told.timestamp is not None and told.failure_class == failure.failure_class:
-                    when = min(now, told.timestamp)
+                    # (never in the future; the clock is read again: the entry may be younger than this look)
+                    when = min(self.clock(), told.timestamp)
                 failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
             return JobFailed(failure, now, live=True)
         if audits:  # a maintenance event that came and went between two looks
