@@ -263,6 +263,10 @@ class VertexCustomJobBackend:
         """Create the attempt's job (the hook finds one a lost reply created by ``find_filter``)."""
         return self.hook.create_custom_job(self.project_id, region, self.custom_job(spec), find_filter=find_filter)
 
+    def _ended_well(self, job: Any) -> bool:
+        """Whether a terminal job of this run was the run's success (:meth:`rebuild` returns its result)."""
+        return bool(job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"))
+
     # ------------------------------------------------------------------ Backend
     def find(self, spec: AttemptSpec) -> Submitted | None:
         """The job carrying the attempt's labels in its region (one ListCustomJobs call), watched instead of
@@ -391,7 +395,7 @@ class VertexCustomJobBackend:
         state_name = newest.state.name
         if state_name not in TERMINAL_STATES:
             phase, then = Phase.RUNNING, "watching it instead of creating another"
-        elif state_name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
+        elif self._ended_well(newest):
             phase = Phase.SUCCEEDED
             then = (f"rerun_after_success: training again as attempt {last + 1}" if rerun_after_success else
                     "returning its result instead of creating another")

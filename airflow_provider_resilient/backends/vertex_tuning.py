@@ -18,7 +18,7 @@ from typing import Any
 from ..supervisor import JobFailed, JobSucceeded
 from ..supervisor.study import Owed, Study, TrialRecord, classify_trial, outcome, owed
 from .base import AttemptSpec
-from .vertex import TERMINAL_STATES, VertexCustomJobBackend, job_event
+from .vertex import TERMINAL_STATES, VertexCustomJobBackend, job_event, job_summary
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,10 @@ class VertexTuningJobBackend(VertexCustomJobBackend):
         log.info("Attempt %d: %s", spec.attempt, share.note)
         return self.hook.create_hyperparameter_tuning_job(self.project_id, region, self.tuning_job(spec, share),
                                                           find_filter=find_filter)
+
+    def _ended_well(self, job: Any) -> bool:
+        """Whether the study was complete when ``job`` ended (a job that SUCCEEDED short of trials was not)."""
+        return isinstance(self.event(job_summary(job)), JobSucceeded)
 
     # ------------------------------------------------------------------ the study
     def study_trials(self, labels: Mapping[str, str]) -> list[TrialRecord]:

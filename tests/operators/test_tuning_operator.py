@@ -13,7 +13,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_resilient.operators.vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
-from airflow_provider_resilient.policy import Backoff, RetryPolicy
+from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 
 from .test_vertex_operator_unit import context
 
@@ -129,3 +129,47 @@ def test_a_deferred_study_survives_a_crash_and_a_kill_cancels_the_tuning_job(res
     jobs = list(client.list_hyperparameter_tuning_jobs(parent="projects/test-project/locations/us-central1"))
     killed = [j for j in jobs if j.state.name not in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")]
     assert len(killed) == 1 and killed[0].state.name in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+
+
+def test_a_killed_worker_reattaches_and_an_emptied_store_rebuilds_the_study_from_the_platform(resilient_emulator):
+    """The task's process dies while attempt 1 runs: the retried task reattaches to the same tuning job (one
+    create); the task state store emptied after a crashed trial: the run is rebuilt from the jobs by their labels,
+    and the new attempt still asks only for the owed trial."""
+    from airflow_provider_resilient.operators.vertex_ai_tuning import STATE_KEY
+
+    from .test_vertex_operator_unit import Killed
+
+    ctx = context()
+    first = tuning(max_trial_count=2)
+    polls: list[float] = []
+
+    def dying_sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise Killed
+
+    first._sleep = dying_sleep
+    with pytest.raises(Killed):
+        first.execute(ctx)
+    assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"
+    result = tuning(max_trial_count=2).execute(ctx)
+    assert len(resilient_emulator.calls.list("CreateHyperparameterTuningJob")) == 1
+    assert result["trials_succeeded"] == 2 and len(result["attempts"]) == 1
+
+    # A second run: attempt 1's trial 2 crashes for good; the store is emptied before the task is cleared.
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 4, "times": 4, **BY_LOG,
+                                  "match": {"display_name": "tune-digits-trial-2",
+                                            "labels": {"resilient-attempt": "1"}}})
+    ctx = context()
+    ctx["run_id"] = "manual__2026-01-03T00:00:00+00:00"
+    policy = RetryPolicy(backoff=Backoff(initial_seconds=0.05, max_seconds=0.1),
+                         failover_backoff=Backoff(initial_seconds=0.05, max_seconds=0.1),
+                         budgets={"transient_crash": Budget(max_retries=0)})  # the run fails at the crash
+    second = {"max_trial_count": 2, "base_output_dir": "gs://tune-bucket/run2"}  # each run its own checkpoints
+    with pytest.raises(AirflowFailException, match="transient"):
+        tuning(resilience_policy=policy, **second).execute(ctx)
+    ctx["task_state_store"].data.clear()
+    result = tuning(**second).execute(ctx)  # cleared: rebuilt from the platform's jobs
+    assert [(t["attempt"], t["parameters"]["learning_rate"], t["state"]) for t in result["trials"]] == [
+        (1, 0.0003, "SUCCEEDED"), (1, 0.001, "INFEASIBLE"), (2, 0.001, "SUCCEEDED")]
+    assert result["trials_rerun"] == 0
