@@ -137,18 +137,11 @@ def test_a_killed_worker_reattaches_and_an_emptied_store_rebuilds_the_study_from
     and the new attempt still asks only for the owed trial."""
     from airflow_provider_resilient.operators.vertex_ai_tuning import STATE_KEY
 
-    from .test_vertex_operator_unit import Killed
+    from .test_vertex_operator_unit import Killed, dies_at_poll
 
     ctx = context()
     first = tuning(max_trial_count=2)
-    polls: list[float] = []
-
-    def dying_sleep(seconds: float) -> None:
-        polls.append(seconds)
-        if len(polls) == 3:
-            raise Killed
-
-    first._sleep = dying_sleep
+    first._sleep = dies_at_poll(3)
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,17 +65,22 @@ def operator(code: str = "print('ok')", **kwargs: Any) -> ResilientCustomJobOper
     return ResilientCustomJobOperator(**defaults)
 
 
-def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
-    ctx = context()
-    first = operator("import time; time.sleep(2)")
-    polls = []
+def dies_at_poll(n: int) -> Callable[[float], None]:
+    """An operator's ``_sleep`` whose ``n``-th call is the worker process dying (:class:`Killed`)."""
+    polls: list[float] = []
 
     def dying_sleep(seconds: float) -> None:
         polls.append(seconds)
-        if len(polls) == 3:
+        if len(polls) == n:
             raise Killed
 
-    first._sleep = dying_sleep
+    return dying_sleep
+
+
+def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
+    ctx = context()
+    first = operator("import time; time.sleep(2)")
+    first._sleep = dies_at_poll(3)
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"
