@@ -9,6 +9,7 @@ from .ledger import (
     advise_checkpointing,
     goodput_ceiling,
     goodput_ledger,
+    handed_interval,
     young_daly_interval,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "advise_checkpointing",
     "goodput_ceiling",
     "goodput_ledger",
+    "handed_interval",
     "young_daly_interval",
 ]

@@ -293,3 +293,23 @@ def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointS
     else:
         verdict = "about right"
     return CheckpointAdvice(interval, cost, mtbf, running, interruptions, optimum, verdict)
+
+
+def handed_interval(advice: CheckpointAdvice, cap: float | None = None) -> float | None:
+    """The checkpoint interval (seconds) handed to the next attempt as ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``:
+    Young/Daly's optimum ``sqrt(2 C MTBF)`` from the run's own observed save cost and interruptions
+    (:func:`advise_checkpointing`), at most seed 000's "at least every 4 hours" (:data:`SEED_000_INTERVAL`) and
+    ``cap`` (the operator's ``checkpoint_interval_cap``, seconds; None: no cap of the user's).
+
+    None -- the workload keeps its own interval -- until at least two saves and one interruption were seen:
+    without an interruption the optimum is only a lower bound (failures are rarer than the running time so far),
+    and handing it would make the job checkpoint more often than it should.
+
+    Raises:
+        ValueError: ``cap`` is not positive.
+    """
+    if cap is not None and cap <= 0:
+        raise ValueError(f"the checkpoint interval cap must be > 0 seconds, got {cap}")
+    if advice.optimum is None or advice.mtbf is None:
+        return None
+    return min(advice.optimum, SEED_000_INTERVAL, cap if cap is not None else math.inf)

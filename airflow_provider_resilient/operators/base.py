@@ -171,6 +171,10 @@ class SupervisedOperator(BaseOperator):
         gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
         impersonation_chain: service account(s) to impersonate.
         min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
+        checkpoint_interval_cap: the longest checkpoint interval handed to a new attempt (seconds; None: seed
+            000's 4 hours only). From its second attempt on, once the run has seen an interruption and two
+            saves, each attempt gets ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``: Young/Daly's optimum for the
+            run's observed MTBF and save cost (:func:`~..goodput.handed_interval`), for the workload to honour.
 
     Raises:
         ValueError: ``poll_interval`` <= 0, ``min_defer_seconds`` < 0 or ``torn_checkpoints`` not one of
@@ -195,10 +199,14 @@ class SupervisedOperator(BaseOperator):
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
                  gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
                  min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
-                 **kwargs: Any) -> None:
+                 checkpoint_interval_cap: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
+        if checkpoint_interval_cap is not None and not checkpoint_interval_cap > 0:
+            raise ValueError(f"{type(self).__name__}: checkpoint_interval_cap must be > 0 seconds, got "
+                             f"{checkpoint_interval_cap}")
+        self.checkpoint_interval_cap = checkpoint_interval_cap
         if torn_checkpoints not in TORN_CHECKPOINT_CHOICES:
             raise ValueError(f"{type(self).__name__}: torn_checkpoints must be one of "
                              f"{', '.join(map(repr, TORN_CHECKPOINT_CHOICES))}, got {torn_checkpoints!r}")
@@ -306,8 +314,27 @@ class SupervisedOperator(BaseOperator):
                                 self._clock())
         uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
         resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
-                            failure_class=action.failure_class, demoted=state.demoted)
+                            failure_class=action.failure_class, demoted=state.demoted,
+                            checkpoint_interval=self._handed_interval(state, action.attempt))
         return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
+
+    def _handed_interval(self, state: RunState, attempt: int) -> float | None:
+        """The checkpoint interval handed to attempt ``attempt`` (:func:`~..goodput.handed_interval` of the run's
+        history and newest saves), logged with why; None for a first attempt, before an interruption, or when
+        the saves cannot be listed."""
+        if attempt <= 1 or not state.history:
+            return None
+        from ..goodput import advise_checkpointing, handed_interval
+
+        saves = self._checkpoint_saves()
+        if not saves:
+            return None
+        advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=self._clock())
+        interval = handed_interval(advice, self.checkpoint_interval_cap)
+        if interval is not None:
+            self.log.info("Attempt %d: checkpoint every %.3g s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS) -- %s",
+                          attempt, interval, advice.summary())
+        return interval
 
     def _latest_checkpoint(self, location: str, demoted: Collection[int] = ()) -> Any:
         """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`) that is not

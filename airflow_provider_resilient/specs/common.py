@@ -44,6 +44,8 @@ ENV_FAILURE_CLASS = "RESILIENT_FAILURE_CLASS"
 #: Checkpoint steps demoted by the supervisor (comma-separated): complete, but they would not load.
 ENV_DEMOTED_STEPS = "RESILIENT_DEMOTED_STEPS"
 ENV_CHECKPOINT_DIR = "RESILIENT_CHECKPOINT_DIR"
+#: Seconds between checkpoints the run advises the attempt (goodput.handed_interval): the workload's to honour.
+ENV_CHECKPOINT_INTERVAL = "RESILIENT_CHECKPOINT_INTERVAL_SECONDS"
 
 
 class SpecError(ValueError):
@@ -156,10 +158,13 @@ def job_labels(dag_id: str, task_id: str, run_id: str, map_index: int, attempt: 
 
 
 def resume_env(*, attempt: int, checkpoint_dir: str, resume_uri: str | None, resume_step: int | None,
-               failure_class: str | None, demoted: Sequence[int] = ()) -> dict[str, str]:
+               failure_class: str | None, demoted: Sequence[int] = (),
+               checkpoint_interval: float | None = None) -> dict[str, str]:
     """The RESILIENT_* variables of one attempt (only those with a value). ``demoted``: checkpoint steps the
     supervisor demoted (complete, but they would not load) -> ``RESILIENT_DEMOTED_STEPS`` (comma-separated):
-    a workload that finds its own newest checkpoint (after a platform restart) skips them."""
+    a workload that finds its own newest checkpoint (after a platform restart) skips them.
+    ``checkpoint_interval``: seconds -> ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS`` (three decimals), the interval
+    the run's observed failures and save cost advise (:func:`~..goodput.handed_interval`)."""
     env = {ENV_ATTEMPT: str(attempt), ENV_CHECKPOINT_DIR: checkpoint_dir}
     if demoted:
         env[ENV_DEMOTED_STEPS] = ",".join(str(s) for s in sorted(demoted))
@@ -168,4 +173,6 @@ def resume_env(*, attempt: int, checkpoint_dir: str, resume_uri: str | None, res
         env[ENV_RESUME_STEP] = str(resume_step if resume_step is not None else "")
     if failure_class:
         env[ENV_FAILURE_CLASS] = failure_class
+    if checkpoint_interval is not None:
+        env[ENV_CHECKPOINT_INTERVAL] = f"{checkpoint_interval:.3f}"
     return env

@@ -123,3 +123,24 @@ def test_small_figures_keep_their_digits():
     advice = advise_checkpointing(history_with_mtbf(10.0, 2), saves_every(0.3, 5, cost=0.004), end=T0 + 30)
     assert advice.summary().startswith("checkpoints every 0.3 s, 0.004 s each: ")
     assert "Young/Daly optimum 0.346 s for MTBF 15 s (2 interruptions in 30 s running)" in advice.summary()
+
+
+def test_the_handed_interval_is_young_daly_bounded_by_seed_000_and_the_users_cap():
+    from airflow_provider_resilient.goodput import handed_interval
+    from airflow_provider_resilient.goodput.ledger import SEED_000_INTERVAL
+
+    advice = advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 10, cost=10.0),
+                                  end=T0 + 5 * 18_000.0)
+    assert handed_interval(advice) == pytest.approx(young_daly_interval(10.0, 22_500.0))  # 90000 s running / 4
+    assert handed_interval(advice, cap=300.0) == 300.0
+    rare = advise_checkpointing(history_with_mtbf(2_000_000.0, 1), saves_every(600.0, 10, cost=60.0),
+                                end=T0 + 2 * 2_000_000.0)
+    assert young_daly_interval(60.0, 2_000_000.0) > SEED_000_INTERVAL
+    assert handed_interval(rare) == SEED_000_INTERVAL  # seed 000: at least every 4 hours
+    # No interruption yet: the optimum is only a lower bound -- nothing is handed; nor with fewer than two saves.
+    calm = advise_checkpointing((Attempt(1, "a", started_at=T0),), saves_every(600.0, 10), end=T0 + 7200.0)
+    assert handed_interval(calm) is None
+    assert handed_interval(advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 1),
+                                                end=T0 + 90_000.0)) is None
+    with pytest.raises(ValueError, match="cap must be > 0"):
+        handed_interval(advice, cap=0.0)
