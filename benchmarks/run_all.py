@@ -29,6 +29,8 @@ BENCHMARKS = {
                        "libraries, and a full garbage collection's pause after"),
     "detection": ("detection.py", "fault-to-decision and decision-to-running latency per failure class"),
     "goodput": ("goodput.py", "goodput under a seeded fault trace: ours, Airflow task retries, seed 002 loop"),
+    "checkpoint_interval": ("checkpoint_interval.py", "goodput with the handed checkpoint interval against the fixed "
+                                                      "interval of a wrong MTBF guess"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
 }
 

@@ -41,6 +41,18 @@ def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
     assert "ours, attempt by attempt:" in out.stdout
 
 
+def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "checkpoint_interval.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=True)
+    rows = [[c.strip() for c in line.split("|")] for line in out.stdout.splitlines()
+            if line.startswith("| 1 |")]
+    assert [r[2] for r in rows] == ["fixed interval", "handed interval"], out.stdout
+    for row in rows:
+        assert row[4] == "-" or float(row[4]) > 0  # a goodput figure, not a timing assertion
+    assert rows[1][6].endswith(" s") and rows[1][6] != "-"  # the last attempt was handed an interval
+    assert "Mean goodput" in out.stdout
+
+
 def test_run_all_writes_results_with_the_machine_and_date(tmp_path: Path):
     output = tmp_path / "RESULTS.md"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--only", "import_time",

@@ -250,9 +250,10 @@ def list_checkpoint_saves(
     """When the newest complete checkpoints under ``prefix`` were written and how long each write took.
 
     For each of the ``max_saves`` newest complete step directories: the time its completion proof was
-    written (marker, DCP ``.metadata``, Orbax commit file) and the span from its first written object to
-    that proof -- the visible part of the save (serialising before the first byte is not seen, so this is
-    a lower bound of the checkpoint cost C). Costs one listing of the prefix and one per step directory.
+    written (marker, DCP ``.metadata``, Orbax commit file) and the span from its first written object to its
+    last (the proof, or a later file: a plain directory is proven by a state file that may be written first)
+    -- the visible part of the save (serialising before the first byte is not seen, so this is a lower bound
+    of the checkpoint cost C). Costs one listing of the prefix and one per step directory.
 
     Args:
         prefix, marker, storage_options, fs: as for :func:`find_latest_checkpoint`.
@@ -282,6 +283,7 @@ def list_checkpoint_saves(
         completed = proof or (max(times) if times else None)
         if completed is None:
             continue
-        began = min([*times, completed])
-        saves.append(CheckpointSave(step, completed.timestamp(), (completed - began).total_seconds()))
+        # The save's span ends at its last object: a plain directory's proof (its state file) may come first.
+        began, last = min([*times, completed]), max([*times, completed])
+        saves.append(CheckpointSave(step, completed.timestamp(), (last - began).total_seconds()))
     return sorted(saves, key=lambda s: s.completed_at)

@@ -98,7 +98,7 @@ class CheckpointSave:
     Attributes:
         step: the training step it holds.
         completed_at: when its completion proof was written, seconds since the epoch.
-        write_seconds: from its first written object to the proof (a lower bound of the save's cost).
+        write_seconds: from its first written object to its last (a lower bound of the save's cost).
     """
 
     step: int

@@ -189,6 +189,8 @@ INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_E
                            FailureClass.HANG, FailureClass.UNKNOWN})
 SEED_000_INTERVAL = 4 * 3600.0  # seconds: seed 000, "at least every 4 hours"
 SEED_002_INTERVAL = 3600.0  # seconds: seed 002, "about every hour"
+#: The least save cost the advice assumes (seconds): a save whose files all carry one time shows none.
+COST_FLOOR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -281,7 +283,7 @@ def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointS
     if not gaps:
         return CheckpointAdvice(None, None, None, running, interruptions, None, "unknown")
     interval = statistics.median(gaps)
-    cost = max(statistics.median(s.write_seconds for s in ordered), 1e-3)
+    cost = max(statistics.median(s.write_seconds for s in ordered), COST_FLOOR)
     mtbf = running / interruptions if interruptions else None
     optimum = young_daly_interval(cost, mtbf if mtbf is not None else max(running, interval))
     if mtbf is None:  # the true optimum is above this one: only "too often" can be said
@@ -303,13 +305,15 @@ def handed_interval(advice: CheckpointAdvice, cap: float | None = None) -> float
 
     None -- the workload keeps its own interval -- until at least two saves and one interruption were seen:
     without an interruption the optimum is only a lower bound (failures are rarer than the running time so far),
-    and handing it would make the job checkpoint more often than it should.
+    and handing it would make the job checkpoint more often than it should. None too when no save showed its
+    cost (every file of a save with one time, :data:`COST_FLOOR`): ``sqrt(2 C MTBF)`` of an unseen C would be
+    far too short.
 
     Raises:
         ValueError: ``cap`` is not positive.
     """
     if cap is not None and cap <= 0:
         raise ValueError(f"the checkpoint interval cap must be > 0 seconds, got {cap}")
-    if advice.optimum is None or advice.mtbf is None:
+    if advice.optimum is None or advice.mtbf is None or advice.cost is None or advice.cost <= COST_FLOOR:
         return None
     return min(advice.optimum, SEED_000_INTERVAL, cap if cap is not None else math.inf)

@@ -1,5 +1,5 @@
 """A training job of fixed length for the goodput benchmark: ``--steps`` steps of ``--step-seconds`` each,
-a checkpoint every ``--every`` steps that costs ``--save-seconds`` (C), written as ``step_N/state.json`` then
+a checkpoint every ``--every`` steps that costs ``--save-seconds`` (C), written as ``step_N/state.json``, C, then
 the ``step_N/COMMITTED`` marker under ``$AIP_CHECKPOINT_DIR`` (the plain step-folder format our checkpoint
 discovery reads). The two newest checkpoints are kept.
 
@@ -7,6 +7,8 @@ discovery reads). The two newest checkpoints are kept.
 ``RESILIENT_RESUME_STEP`` (what our operator hands over) and its own scan of the checkpoint directory (what
 a seed 002 retry loop relies on, and what the platform's own restarts need). ``--resume none`` always
 starts from step 0, as a script that is not wired for resumption does (it still pays for checkpoints).
+
+``--handed-interval``: once the provider hands ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``, checkpoint by time instead.
 
 Standard library plus fsspec/gcsfs (``gs://`` reaches the emulated bucket through STORAGE_EMULATOR_HOST).
 Prints ``start step S`` when training begins and ``done steps N`` at the end; exits 0 when all steps ran.
@@ -31,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, required=True, help="checkpoint every this many steps")
     parser.add_argument("--save-seconds", type=float, default=0.0, help="seconds one checkpoint costs (C)")
     parser.add_argument("--resume", choices=("scan", "none"), default="scan")
+    parser.add_argument("--handed-interval", action="store_true",
+                        help="checkpoint every RESILIENT_CHECKPOINT_INTERVAL_SECONDS (real seconds) when the provider "
+                             "hands one, instead of every --every steps")
     args = parser.parse_args(argv)
     root = os.environ.get("AIP_CHECKPOINT_DIR", "").rstrip("/")
     if not root:
@@ -42,11 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     fs, base = url_to_fs(root)
     step = resume_step(fs, base) if args.resume == "scan" else 0
     print(f"start step {step}", flush=True)
+    interval = float(os.environ.get("RESILIENT_CHECKPOINT_INTERVAL_SECONDS") or 0) if args.handed_interval else 0.0
+    if interval > 0:
+        print(f"checkpoint interval {interval:g} s (handed)", flush=True)
+    last_save = time.monotonic()
     while step < args.steps:
         time.sleep(args.step_seconds)
         step += 1
-        if step % args.every == 0 or step == args.steps:
+        due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
+        if due or step == args.steps:
             save(fs, base, step, args.save_seconds)
+            last_save = time.monotonic()
     print(f"done steps {step}", flush=True)
     return 0
 
@@ -71,8 +82,10 @@ def resume_step(fs, base: str) -> int:
 
 
 def save(fs, base: str, step: int, cost: float) -> None:
-    time.sleep(cost)  # serialising the state: the checkpoint cost C
+    """One checkpoint: the state's first file, the checkpoint cost C (writing the rest of the state), then the
+    marker -- so that the visible write time of a save, first file to marker, is C (what the provider measures)."""
     fs.pipe_file(f"{base}/step_{step}/state.json", f'{{"step": {step}}}'.encode())
+    time.sleep(cost)  # serialising and writing the state: the checkpoint cost C
     fs.pipe_file(f"{base}/step_{step}/{MARKER}", b"")
     for old in committed_steps(fs, base)[:-KEEP]:
         fs.rm(f"{base}/step_{old}", recursive=True)

@@ -90,6 +90,8 @@ def test_saves_are_listed_from_real_step_directories(tmp_path: Path):
     assert [(s.step, s.completed_at, s.write_seconds) for s in saves] == [
         (100, 1012.0, 12.0), (200, 1611.0, 11.0), (300, 2210.0, 10.0)]
     assert [s.step for s in list_checkpoint_saves(str(root), marker="COMMITTED", max_saves=2)] == [200, 300]
+    # Without a marker a plain directory is proven by its first file; the save's cost still spans all its files.
+    assert [s.write_seconds for s in list_checkpoint_saves(str(root))][:3] == [12.0, 11.0, 10.0]
     assert list_checkpoint_saves(str(tmp_path / "missing")) == []
     with pytest.raises(ValueError, match="max_saves"):
         list_checkpoint_saves(str(root), max_saves=0)
@@ -142,5 +144,8 @@ def test_the_handed_interval_is_young_daly_bounded_by_seed_000_and_the_users_cap
     assert handed_interval(calm) is None
     assert handed_interval(advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 1),
                                                 end=T0 + 90_000.0)) is None
+    unseen = advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 10, cost=0.0),
+                                  end=T0 + 90_000.0)
+    assert handed_interval(unseen) is None  # a save cost never seen is no ground for sqrt(2 C MTBF)
     with pytest.raises(ValueError, match="cap must be > 0"):
         handed_interval(advice, cap=0.0)
