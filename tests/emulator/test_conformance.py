@@ -237,6 +237,18 @@ def test_cancelling_a_tuning_job_stops_its_running_trial(client, resilient_emula
         client.delete_hyperparameter_tuning_job(name=tuning.name)
 
 
+@pytest.mark.resilient_emulator(time_scale=0.002, latencies={"cancel_seconds": 10**6})
+def test_parallel_trials_run_at_once_and_a_cancel_stops_them_all(client, resilient_emulator):
+    tuning = create_tuning(client, "import time; time.sleep(60)", max_trial_count=3, parallel_trial_count=2)
+    until(resilient_emulator, lambda: len(resilient_emulator.processes()) == 2, what="two trials' processes")
+    got = client.get_hyperparameter_tuning_job(name=tuning.name)
+    assert [t.state.name for t in got.trials] == ["ACTIVE", "ACTIVE"]  # the third waits for a free slot
+    client.cancel_hyperparameter_tuning_job(name=tuning.name)
+    assert resilient_emulator.processes() == []
+    got = client.get_hyperparameter_tuning_job(name=tuning.name)
+    assert [t.state.name for t in got.trials] == ["STOPPING", "STOPPING"]
+
+
 def test_a_cancelled_tuning_job_ends_cancelled_with_its_stopped_trial_infeasible(client, resilient_emulator):
     tuning = create_tuning(client, "import time; time.sleep(60)")
     until(resilient_emulator, resilient_emulator.processes, what="the first trial's process")

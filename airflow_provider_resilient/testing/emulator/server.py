@@ -322,7 +322,7 @@ class Emulator:
     def processes(self) -> list[int]:
         """PIDs of replica and TPU worker processes still alive."""
         with self.vertex.lock:
-            runs = list(self.vertex.runs.values()) + [t.current for t in self.vertex.tuning.values() if t.current]
+            runs = list(self.vertex.runs.values()) + [r for t in self.vertex.tuning.values() for r in t.current]
             pids = [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
         return pids + self.tpu.processes()
 

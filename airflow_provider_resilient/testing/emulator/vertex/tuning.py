@@ -1,5 +1,5 @@
-"""A HyperparameterTuningJob's life on the emulated platform: trials run one after another, each a
-:class:`~.runs.JobRun` made by the backend."""
+"""A HyperparameterTuningJob's life on the emulated platform: up to ``parallel_trial_count`` trials at once, each
+a :class:`~.runs.JobRun` made by the backend."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def _types() -> Any:
 
 
 class TuningRun:
-    """A HyperparameterTuningJob: trials run one after another, each a CustomJob-like run.
+    """A HyperparameterTuningJob: up to ``parallel_trial_count`` trials run at once (at least 1), each a
+    CustomJob-like run; a new trial starts as soon as one ends, until ``max_trial_count`` have started.
 
     Parameters are drawn from ``study_spec.parameters`` (GRID_SEARCH walks the combinations in order;
     otherwise random with the emulator's seed) and passed as ``--<parameter_id>=<value>`` arguments.
@@ -36,10 +37,12 @@ class TuningRun:
     The job FAILS once ``max_failed_trial_count`` trials have failed -- "the number of failed Trials that
     need to be seen before failing the HyperparameterTuningJob" (the field's documentation in
     ``google.cloud.aiplatform_v1``) -- without starting more trials; with 0 ("Vertex AI decides") it fails
-    only when every trial failed. Otherwise it SUCCEEDS when ``max_trial_count`` trials have ended.
+    only when every trial failed. The trials still running when it fails are stopped and end INFEASIBLE ("stopped
+    because its HyperparameterTuningJob failed"). Otherwise it SUCCEEDS when ``max_trial_count`` trials have
+    ended.
 
     Cancel goes QUEUED/RUNNING -> CANCELLING -> CANCELLED like a CustomJob (seed 000's cancel path, same
-    latency). The running trial's processes are killed at once and the trial is STOPPING ("the Trial should
+    latency). The running trials' processes are killed at once and each trial is STOPPING ("the Trial should
     stop according to the service"); once CANCELLED the trial is done without a final measurement, so it
     ends INFEASIBLE, which ``Trial.State`` defines as "done but missing the final_measurement" (the enum has
     no cancelled state), with ``infeasible_reason`` saying it was stopped by the cancel.
@@ -49,15 +52,24 @@ class TuningRun:
         self.backend = backend
         self.job = job
         self.region = region
-        self.current: JobRun | None = None
+        #: The running trials: trial id -> (its run, its metric file).
+        self.running: dict[str, tuple[JobRun, Path]] = {}
         self.failed = 0
         self.rng = random.Random(f"{backend.config.seed}:{job.name}")
         self.next_at = backend.clock.monotonic() + backend.config.scaled(backend.config.latencies.queued_seconds)
         self.events: list[str] = ["QUEUED"]
 
+    @property
+    def current(self) -> list[JobRun]:
+        """The runs of the trials running now."""
+        return [run for run, _ in self.running.values()]
+
     def kill_all(self) -> None:
-        if self.current is not None:
-            self.current.kill_all()
+        for run in self.current:
+            run.kill_all()
+
+    def _trial(self, trial_id: str) -> Any:
+        return next(t for t in self.job.trials if t.id == trial_id)
 
     def _set_state(self, state: str) -> None:
         types = _types()
@@ -82,10 +94,10 @@ class TuningRun:
         if self.job.state == types.JobState.JOB_STATE_CANCELLING:
             return
         self._set_state("CANCELLING")
-        if self.current is not None:
-            trial = self.job.trials[-1]
+        for trial_id, (run, _) in self.running.items():
+            trial = self._trial(trial_id)
             trial.state = types.Trial.State.STOPPING
-            self.current.cancel(now)  # kills the trial's processes
+            run.cancel(now)  # kills the trial's processes
             self.events.append(f"trial {trial.id} STOPPING")
         self.next_at = now + self.backend.config.scaled(self.backend.config.latencies.cancel_seconds)
 
@@ -138,39 +150,42 @@ class TuningRun:
                             parameters=[{"parameter_id": k, "value": v} for k, v in params])
         self.job.trials.append(trial)
         run.start(now)
-        self.current = run
-        self.metric_file = metric_file
+        self.running[trial_id] = (run, metric_file)
         self.events.append(f"trial {trial_id} ACTIVE")
 
-    def _end_trial(self) -> None:
+    def _end_trial(self, trial_id: str) -> None:
         types = _types()
-        assert self.current is not None
-        trial = self.job.trials[-1]
+        run, metric_file = self.running.pop(trial_id)
+        trial = self._trial(trial_id)
         trial.end_time = self.backend.clock.now()
-        succeeded = self.current.job.state.name == "JOB_STATE_SUCCEEDED"
-        metrics = _last_metrics(self.metric_file)
+        succeeded = run.job.state.name == "JOB_STATE_SUCCEEDED"
+        metrics = _last_metrics(metric_file)
         if succeeded:
             trial.state = types.Trial.State.SUCCEEDED
             if metrics:
                 trial.final_measurement = {"metrics": [{"metric_id": k, "value": v} for k, v in metrics.items()]}
         else:
             trial.state = types.Trial.State.INFEASIBLE
-            trial.infeasible_reason = self.current.job.error.message
+            trial.infeasible_reason = run.job.error.message
             self.failed += 1
         self.events.append(f"trial {trial.id} {trial.state.name}")
-        self.current = None
 
-    def _end_cancelled(self) -> None:
-        """The cancel latency is over: the stopped trial ends INFEASIBLE and the job CANCELLED."""
+    def _stop_running(self, why: str) -> None:
+        """End every running trial now: its processes killed, INFEASIBLE ("done but missing the
+        final_measurement") with ``infeasible_reason`` ``why``."""
         types = _types()
-        if self.current is not None:
-            self.current.kill_all()
-            trial = self.job.trials[-1]
+        for trial_id, (run, _) in list(self.running.items()):
+            run.kill_all()
+            trial = self._trial(trial_id)
             trial.end_time = self.backend.clock.now()
             trial.state = types.Trial.State.INFEASIBLE
-            trial.infeasible_reason = "The trial was stopped because its HyperparameterTuningJob was cancelled."
+            trial.infeasible_reason = why
             self.events.append(f"trial {trial.id} INFEASIBLE")
-            self.current = None
+        self.running.clear()
+
+    def _end_cancelled(self) -> None:
+        """The cancel latency is over: the stopped trials end INFEASIBLE and the job CANCELLED."""
+        self._stop_running("The trial was stopped because its HyperparameterTuningJob was cancelled.")
         self._finish("CANCELLED", {"code": self.backend.config.rpc_codes.cancelled, "message": "CANCELED"})
 
     def advance(self, now: float) -> None:
@@ -182,25 +197,26 @@ class TuningRun:
             return
         if self.job.state == types.JobState.JOB_STATE_QUEUED:
             self._set_state("RUNNING")
-        if self.current is not None:
-            self.current.advance(now)
-            if not self.current.done:
-                return
-            self._end_trial()
+        for trial_id, (run, _) in list(self.running.items()):
+            run.advance(now)
+            if run.done:
+                self._end_trial(trial_id)
         max_failed = self.job.max_failed_trial_count
         if (max_failed and self.failed >= max_failed) or (self.failed and self.failed == self.job.max_trial_count):
-            last = self.job.trials[-1]
+            last = next(t for t in reversed(self.job.trials) if t.state.name == "INFEASIBLE")
             limit = (f"max_failed_trial_count {max_failed}" if max_failed else
                      f"all {self.job.max_trial_count} trials")
+            self._stop_running("The trial was stopped because its HyperparameterTuningJob failed.")
             self._finish("FAILED", {
                 "code": self.backend.config.rpc_codes.trials_failed,
                 "message": f"{self.failed} of {len(self.job.trials)} trials failed, reaching {limit}. "
                            f"The last failed trial, {last.id}: {last.infeasible_reason}"})
             return
-        if len(self.job.trials) >= self.job.max_trial_count:
+        parallel = max(1, self.job.parallel_trial_count)
+        while len(self.job.trials) < self.job.max_trial_count and len(self.running) < parallel:
+            self._start_trial(now)
+        if not self.running:
             self._finish("SUCCEEDED")
-            return
-        self._start_trial(now)
 
 
 def _last_metrics(path: Path) -> dict[str, float]:
