@@ -120,9 +120,9 @@ class ResilientReconcileOperator(BaseOperator):
     def _release(self, release: Release) -> None:
         """Carry ``release`` out through its platform's backend (the way the operators and triggers release
         too): cancel the job, or request the deletion (a queued resource's takes its node) without waiting."""
-        if release.resource.kind == "custom_job":
-            from ..backends import vertex
+        from ..backends import vertex
 
+        if release.resource.kind in vertex.JOB_KINDS:  # a CustomJob or a HyperparameterTuningJob
             vertex.release_all(self._vertex(), [release])
         else:
             from ..backends import tpu

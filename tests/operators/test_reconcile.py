@@ -64,6 +64,29 @@ def test_a_job_left_behind_is_cancelled_when_its_task_instance_is_finished_or_go
         assert resilient_emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"
 
 
+def test_a_tuning_job_left_behind_is_cancelled_through_the_vertex_backend(resilient_emulator):
+    """A deferred study whose task instance failed: its HyperparameterTuningJob is listed with the CustomJobs and
+    cancelled as one (not handed to the TPU backend)."""
+    import sys
+
+    from airflow_provider_resilient.operators.vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
+
+    tune = ResilientHyperparameterTuningJobOperator(
+        task_id="train", project_id="test-project", region="us-central1", display_name="tune",
+        study_spec={"metrics": [{"metric_id": "accuracy", "goal": "MAXIMIZE"}],
+                    "parameters": [{"parameter_id": "lr", "discrete_value_spec": {"values": [0.1, 0.2]}}]},
+        max_trial_count=2, base_output_dir="gs://unit-bucket/tune", deferrable=True, poll_interval=0.05,
+        worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+                            "container_spec": {"image_uri": "python:3.11",
+                                               "command": [sys.executable, "-c", "import time; time.sleep(600)"]}}])
+    with pytest.raises(TaskDeferred) as deferred:
+        tune.execute(context())
+    job = deferred.value.trigger.job_name
+    result = reconciler().reconcile(states({("adhoc_airflow", RUN): {"train": "failed"}}))
+    assert [r["name"] for r in result["released"]] == [job]
+    resilient_emulator.wait_for_state(job, ["JOB_STATE_CANCELLED"], 60)
+
+
 def test_a_node_left_behind_is_deleted_unless_kept_and_unowned_resources_are_reported(resilient_emulator):
     for keep in (False, True):
         with pytest.raises(TaskDeferred):
