@@ -49,6 +49,4 @@ def test_the_second_attempt_is_handed_the_advised_interval_capped_and_the_worklo
     log = resilient_emulator.replica_log(second)
     assert f"checkpoint interval: {handed:g} s" in log
     saved = [int(s) for s in re.findall(r"saved checkpoint \S*step_(\d+)", log)]
-    assert saved and saved[-1] == 16  # the final epoch is always saved
-    # by time, not every 2 epochs: with ~0.05 s epochs and a <= 0.2 s interval, some odd steps are saved
-    assert any(step % 2 for step in saved[:-1]) or handed < 0.05, saved
+    assert saved and saved[-1] == 16  # the final epoch is always saved (the time rule itself: the workload's test)

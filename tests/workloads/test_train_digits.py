@@ -24,7 +24,8 @@ from airflow_provider_resilient.testing.storage import StorageEmulator
 
 SCRIPT = Path(__file__).resolve().parents[2] / "dags" / "workloads" / "train_digits.py"
 OUR_VARS = ("AIP_CHECKPOINT_DIR", "AIP_MODEL_DIR", "RESILIENT_RESUME_FROM", "RESILIENT_RESUME_STEP",
-            "RESILIENT_ATTEMPT", "RESILIENT_FAILURE_CLASS", "STORAGE_EMULATOR_HOST")
+            "RESILIENT_ATTEMPT", "RESILIENT_FAILURE_CLASS", "STORAGE_EMULATOR_HOST",
+            "RESILIENT_CHECKPOINT_INTERVAL_SECONDS", "RESILIENT_CHECKPOINT_DIR", "CLOUD_ML_HP_METRIC_FILE")
 ACCURACY_RE = re.compile(r"^final test accuracy: (0\.\d{4})$", re.MULTILINE)
 
 
@@ -78,6 +79,18 @@ def test_uninterrupted_run_learns_and_writes_complete_checkpoints(reference: tup
         assert sorted(p.name for p in (ckpt / f"step_{step}").iterdir()) == ["COMMITTED", "model.pkl", "state.json"]
         assert (ckpt / f"step_{step}" / "COMMITTED").read_bytes() == b""
         assert f'"step": {step}' in (ckpt / f"step_{step}" / "state.json").read_text()
+
+
+def test_a_handed_checkpoint_interval_replaces_the_epoch_rule(reference: tuple[Path, Run], tmp_path: Path):
+    """``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``: a save is due that long after the last one instead of every
+    ``--checkpoint-every`` epochs (an interval longer than the run: only the final epoch is saved); the model
+    is the same."""
+    ckpt = tmp_path / "checkpoints"
+    run = train("--epochs", "12", "--checkpoint-dir", str(ckpt),
+                env={"RESILIENT_CHECKPOINT_INTERVAL_SECONDS": "100000.000"})
+    assert "checkpoint interval: 100000 s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS)" in run.stdout
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step_12"]
+    assert run.accuracy == reference[1].accuracy
 
 
 def test_model_dir_gets_model_and_metrics_from_env(tmp_path: Path):
