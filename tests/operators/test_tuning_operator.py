@@ -175,10 +175,11 @@ def test_parallel_trials_stopped_by_a_failed_job_are_owed_not_counted(resilient_
     resilient_emulator.add_fault({"kind": "internal_error", "at_step": 2, "times": None, **BY_LOG,
                                   "match": {"display_name": "tune-digits-trial-1",
                                             "labels": {"resilient-attempt": "1"}}})
-    slow = [sys.executable, str(WORKLOAD), "--epochs", "12", "--checkpoint-every", "2", "--epoch-seconds", "0.1"]
+    slow = [sys.executable, str(WORKLOAD), "--epochs", "12", "--checkpoint-every", "2", "--epoch-seconds", "0.3"]
     pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
               "container_spec": {"image_uri": "python:3.11", "command": slow}}]
-    # disable_retries: no in-place retry of the internal error, so trial 1 fails while trial 2 still trains
+    # disable_retries: no in-place retry of the internal error, so trial 1 fails (~0.6 s of training) while
+    # trial 2 still trains (3.6 s)
     result = tuning(parallel_trial_count=2, max_failed_trial_count=1, disable_retries=True,
                     worker_pool_specs=pools).execute(context())
     first = [(t["state"], t["failure_class"]) for t in result["trials"] if t["attempt"] == 1]
