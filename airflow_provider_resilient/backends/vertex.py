@@ -92,6 +92,14 @@ def release_all(hook: Any, releases: Sequence[Release]) -> None:
         hook.cancel_job(release.resource.name)
 
 
+def attempt_of(job: Any) -> int:
+    """The attempt number of a job the provider created (its ``resilient-attempt`` label); 0 without one."""
+    from ..specs.common import LABEL_ATTEMPT
+
+    number = str(job.labels.get(LABEL_ATTEMPT, ""))
+    return int(number) if number.isdigit() else 0
+
+
 def job_summary(job: Any) -> dict[str, Any]:
     """The facts of a CustomJob (a ``google.cloud.aiplatform_v1.CustomJob``) the provider needs, as JSON:
     ``name``, ``state`` (JobState name), ``error_code``, ``error_message``, ``started`` (bool), and
@@ -263,6 +271,22 @@ class VertexCustomJobBackend:
         """Create the attempt's job (the hook finds one a lost reply created by ``find_filter``)."""
         return self.hook.create_custom_job(self.project_id, region, self.custom_job(spec), find_filter=find_filter)
 
+    def jobs_by_attempt(self, labels: Mapping[str, str]) -> dict[int, Any]:
+        """The task instance's jobs by attempt number (the newest job of each), one listing per region the run
+        may use (the operator's and its fallbacks'). ``labels``: the task instance's, or any attempt's (the
+        attempt's own label is dropped)."""
+        from ..specs.common import LABEL_ATTEMPT
+        from ..specs.vertex import labels_filter
+
+        find = labels_filter({k: v for k, v in labels.items() if k != LABEL_ATTEMPT})
+        jobs: dict[int, Any] = {}
+        for region in dict.fromkeys([self.region, *(f.region for f in self.fallbacks if f.region)]):
+            for job in self._list_jobs(region, find):
+                number = attempt_of(job)
+                if number and (number not in jobs or job.create_time > jobs[number].create_time):
+                    jobs[number] = job
+        return jobs
+
     def _ended_well(self, job: Any) -> bool:
         """Whether a terminal job of this run was the run's success (:meth:`rebuild` returns its result)."""
         return bool(job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"))
@@ -368,16 +392,9 @@ class VertexCustomJobBackend:
         otherwise -> FAILED (a new attempt, fresh budgets, resuming from the latest checkpoint, as after a
         Clear). The rebuilt attempts carry no incidents, so budgets start afresh.
         """
-        from ..specs.common import LABEL_ATTEMPT, job_labels
-        from ..specs.vertex import labels_filter
+        from ..specs.common import job_labels
 
-        find = labels_filter(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
-        jobs: dict[int, Any] = {}
-        for region in dict.fromkeys([self.region, *(f.region for f in self.fallbacks if f.region)]):
-            for job in self._list_jobs(region, find):
-                number = str(job.labels.get(LABEL_ATTEMPT, ""))
-                if number.isdigit() and (int(number) not in jobs or job.create_time > jobs[int(number)].create_time):
-                    jobs[int(number)] = job
+        jobs = self.jobs_by_attempt(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
         if not jobs:
             self.known_absent = 1
             return None
@@ -408,5 +425,18 @@ class VertexCustomJobBackend:
         return RunState(phase=phase, history=tuple(history), job_name=newest.name)
 
 
-__all__ = ["CANCEL_POLL_SECONDS", "CANCEL_WAIT_SECONDS", "STOP_KEYS", "TERMINAL_STATES", "VertexCustomJobBackend",
-           "job_event", "job_look", "job_summary", "list_filter", "resumed_from", "stop_keys", "wants_checkpoints"]
+__all__ = [
+    "CANCEL_POLL_SECONDS",
+    "CANCEL_WAIT_SECONDS",
+    "STOP_KEYS",
+    "TERMINAL_STATES",
+    "VertexCustomJobBackend",
+    "attempt_of",
+    "job_event",
+    "job_look",
+    "job_summary",
+    "list_filter",
+    "resumed_from",
+    "stop_keys",
+    "wants_checkpoints",
+]

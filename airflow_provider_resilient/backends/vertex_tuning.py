@@ -18,7 +18,7 @@ from typing import Any
 from ..supervisor import JobFailed, JobSucceeded
 from ..supervisor.study import Owed, Study, TrialRecord, classify_trial, outcome, owed
 from .base import AttemptSpec
-from .vertex import TERMINAL_STATES, VertexCustomJobBackend, job_event, job_summary
+from .vertex import TERMINAL_STATES, VertexCustomJobBackend, attempt_of, job_event, job_summary
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +28,7 @@ def trial_records(job: Any, metric_id: str) -> list[TrialRecord]:
     :class:`~..supervisor.study.TrialRecord` s: its attempt from the ``resilient-attempt`` label (0 without),
     each trial's parameters, state, final measurement of ``metric_id`` and, INFEASIBLE, its classified
     ``infeasible_reason``."""
-    from ..specs.common import LABEL_ATTEMPT
-
-    number = str(job.labels.get(LABEL_ATTEMPT, ""))
-    attempt = int(number) if number.isdigit() else 0
+    attempt = attempt_of(job)
     records = []
     for trial in job.trials:
         metric = next((float(m.value) for m in trial.final_measurement.metrics if m.metric_id == metric_id), None)
@@ -61,6 +58,9 @@ class VertexTuningJobBackend(VertexCustomJobBackend):
         super().__init__(hook, custom_job=lambda spec: {}, hang_timeout=None, **kwargs)
         self.study = study
         self.tuning_job = tuning_job
+        #: The study's trials as the last judged end of a job saw them (the run's result reads them again only
+        #: without one: a task that found its run already succeeded).
+        self.last_trials: list[TrialRecord] | None = None
 
     # ------------------------------------------------------------------ the platform's calls
     def _list_jobs(self, region: str, filter_text: str) -> list[Any]:
@@ -84,17 +84,7 @@ class VertexTuningJobBackend(VertexCustomJobBackend):
     def study_trials(self, labels: Mapping[str, str]) -> list[TrialRecord]:
         """Every trial of the task instance's tuning jobs (``labels``: any attempt's own labels; the attempt's
         is dropped), oldest attempt first: one ListHyperparameterTuningJobs per region the run may use."""
-        from ..specs.common import LABEL_ATTEMPT, LABEL_DAG, LABEL_MAP_INDEX, LABEL_RUN, LABEL_TASK
-        from ..specs.vertex import labels_filter
-
-        task = {k: v for k, v in labels.items() if k in (LABEL_DAG, LABEL_TASK, LABEL_RUN, LABEL_MAP_INDEX)}
-        newest: dict[int, Any] = {}
-        for region in dict.fromkeys([self.region, *(f.region for f in self.fallbacks if f.region)]):
-            for job in self._list_jobs(region, labels_filter(task)):
-                number = str(job.labels.get(LABEL_ATTEMPT, ""))
-                if number.isdigit() and (int(number) not in newest or
-                                         job.create_time > newest[int(number)].create_time):
-                    newest[int(number)] = job
+        newest = self.jobs_by_attempt(labels)
         return [t for n in sorted(newest) for t in trial_records(newest[n], self.study.metric_id)]
 
     def event(self, summary: Mapping[str, Any]) -> JobSucceeded | JobFailed:
@@ -106,12 +96,9 @@ class VertexTuningJobBackend(VertexCustomJobBackend):
         base = job_event(summary, self.clock())
         if summary["state"] not in TERMINAL_STATES or summary.get("queue_timeout") or summary.get("hang"):
             return base
-        job = self._get_job(summary["name"])
-        trials = self.study_trials(job.labels)
-        from ..specs.common import LABEL_ATTEMPT
-
-        number = str(job.labels.get(LABEL_ATTEMPT, ""))
-        attempt = int(number) if number.isdigit() else 0
+        job = self._get_job(summary["name"])  # its labels name the task instance
+        trials = self.last_trials = self.study_trials(job.labels)
+        attempt = attempt_of(job)
         failure = outcome(self.study, trials, attempt, summary["state"],
                           base.failure if isinstance(base, JobFailed) else None, self.clock())
         mine = [t for t in trials if t.attempt == attempt]

@@ -182,7 +182,9 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
         task = self._task_instance(context)
         from ..specs.common import job_labels
 
-        trials = backend.study_trials(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
+        trials = backend.last_trials
+        if trials is None:  # no end judged in this process: listed once
+            trials = backend.study_trials(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
         summary = study_summary(backend.study, trials)
         best = summary["best_trial"]
         if best is not None:
