@@ -90,6 +90,33 @@ def tpu_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
     return TpuClient(credentials=credentials)
 
 
+def tpu_v2alpha1_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.tpu_v2alpha1.TpuClient`` (or one on the emulator): the API version that carries
+    ``Node.upcoming_maintenance`` and ``SimulateMaintenanceEvent`` (REFERENCE.md)."""
+    from google.cloud.tpu_v2alpha1 import TpuClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.tpu_v2alpha1.services.tpu.transports.grpc import TpuGrpcTransport
+
+        return TpuClient(transport=TpuGrpcTransport(channel=grpc.insecure_channel(host)))
+    return TpuClient(credentials=credentials)
+
+
+def tpu_v2alpha1_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.cloud.tpu_v2alpha1.TpuAsyncClient`` (or one on the emulator); create it inside its event loop."""
+    from google.cloud.tpu_v2alpha1 import TpuAsyncClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.cloud.tpu_v2alpha1.services.tpu.transports.grpc_asyncio import TpuGrpcAsyncIOTransport
+
+        return TpuAsyncClient(transport=TpuGrpcAsyncIOTransport(channel=grpc.aio.insecure_channel(host)))
+    return TpuAsyncClient(credentials=credentials)
+
+
 def tpu_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
     """A ``google.cloud.tpu_v2.TpuAsyncClient`` (or one on the emulator); create it inside its event loop."""
     from google.cloud.tpu_v2 import TpuAsyncClient

@@ -31,6 +31,8 @@ BENCHMARKS = {
     "goodput": ("goodput.py", "goodput under a seeded fault trace: ours, Airflow task retries, seed 002 loop"),
     "checkpoint_interval": ("checkpoint_interval.py", "goodput with the handed checkpoint interval against the fixed "
                                                       "interval of a wrong MTBF guess"),
+    "maintenance": ("maintenance.py", "training progress lost per scheduled TPU maintenance event, with and without "
+                                      "the early checkpoint"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
 }
 

@@ -1,6 +1,7 @@
-"""Train on a 2-worker Cloud TPU slice -- or the offline emulator -- through two maintenance events: one
-the node recovers from by itself, one that terminates it (seed 002). The operator waits out the first,
-re-creates the node after the second, and the workload resumes from its latest complete checkpoint.
+"""Train on a 2-worker Cloud TPU slice -- or the offline emulator -- through two maintenance events: one announced
+ahead (``Node.upcoming_maintenance``), which the node recovers from by itself, and one that terminates it (seed
+002). Before the first the operator asks the workload for a checkpoint and then waits the event out; after the
+second it re-creates the node; each time the workload resumes from its latest complete checkpoint.
 
 Run offline: ``make demo`` (after the Vertex AI demo; fault plan dags/faults/tpu_demo.yaml).
 """
@@ -35,13 +36,17 @@ def example_tpu_resilient_training():
         zone="us-central2-b",
         accelerator_type="v4-16",  # 2 worker VMs
         runtime_version="tpu-ubuntu2204-base",
-        command=f'python3 {WORKLOAD} --epochs 30 --checkpoint-every 3 --epoch-seconds 0.15 '
+        command=f'python3 {WORKLOAD} --epochs 30 --checkpoint-every 12 --epoch-seconds 0.15 '
                 f'--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR" --model-dir {RUN_OUTPUT}/model',
         checkpoint_dir=f"{RUN_OUTPUT}/checkpoints",
         checkpoint_marker="COMMITTED",
         resilience_policy=DEMO_POLICY,
-        heartbeat_seconds=0.5,
-        poll_interval=0.5,
+        heartbeat_seconds=0.25,
+        poll_interval=0.25,
+        # Ask for the checkpoint 1.3 s before an announced window (in production: the default 10 minutes), then
+        # ride the event out (seed 002: most recover); "move" would leave the node before the window instead.
+        maintenance_lead_seconds=1.3,
+        maintenance_policy="ride_out",
     )
 
     report_task(OUTPUT, label="TPU ")(train.output)

@@ -82,7 +82,7 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         for name in sorted(emulator.vertex.tuning, key=lambda n: int(n.rsplit("/", 1)[1])):
             events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "RUNNING")]
             print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]} (tuning): " + "; ".join(events))
-        resumes = workload_resumes(emulator)
+        resumes = workload_resumes(emulator) + tpu_workload_story(emulator)
         if resumes:
             print("What the workload said (replica logs; one line per run of a replica, in order):")
             print("\n".join(resumes))
@@ -94,7 +94,10 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         for entry in audits:
             payload = entry.proto_payload
             print(f"  audit log: {payload.type_url.rsplit('.', 1)[-1]} entry at {entry.timestamp.isoformat()}")
-    report = _report(log.read_text(errors="replace"))
+    text = log.read_text(errors="replace")
+    for line in re.findall(r"(SCHEDULED PENDING .*?asking the workload for a checkpoint \(.*?\))", text):
+        print(f"  operator: {line}")
+    report = _report(text)
     print("\n".join(report) if report else f"(no report: see {log})")
     print(f"full log: {log}")
     return code, report
@@ -172,6 +175,27 @@ def workload_resumes(emulator: Any) -> list[str]:
             lines.append(f"  workload: {job} {header['replica']} platform attempt {header['attempt']}{restart}: "
                          f"resuming from step {resumed[1] if resumed else '?'}; "
                          f"saved up to step {max(saved) if saved else '-'}")
+    return lines
+
+
+def tpu_workload_story(emulator: Any) -> list[str]:
+    """One line per boot of worker 0 of every TPU node (creation order): where the workload resumed, the newest
+    checkpoint it saved, and the step it saved on a checkpoint request before a maintenance window, e.g.
+    ``  workload: node example-tpu-...-a1 worker 0 boot 2: resuming from step 15; saved up to step 24``.
+    ``tests/test_demo.py`` reads these lines."""
+    lines = []
+    logs = sorted((emulator.work_dir / "tpu").glob("*/worker-0.log"), key=lambda p: p.stat().st_ctime)
+    for path in logs:
+        text = path.read_text(errors="replace")
+        for boot, body in re.findall(r"^===== worker 0 boot (\d+) =====\n(.*?)(?=^===== worker 0 boot |\Z)", text,
+                                     re.MULTILINE | re.DOTALL):
+            resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
+            saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)", body, re.MULTILINE)]
+            asked = re.search(r"^saved checkpoint \S*?step_(\d+) on request \((.*)\)$", body, re.MULTILINE)
+            lines.append(f"  workload: node {path.parent.name} worker 0 boot {boot}: "
+                         f"resuming from step {resumed[1] if resumed else '?'}; "
+                         f"saved up to step {max(saved) if saved else '-'}"
+                         + (f"; saved step {asked[1]} on request ({asked[2]})" if asked else ""))
     return lines
 
 

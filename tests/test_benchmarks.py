@@ -53,6 +53,19 @@ def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
     assert "Mean goodput" in out.stdout
 
 
+def test_maintenance_benchmark_prints_the_steps_lost_both_ways():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "maintenance.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=True)
+    rows = {r[2]: r for r in ([c.strip() for c in line.split("|")] for line in out.stdout.splitlines()
+                              if line.startswith("| 1 |"))}
+    assert set(rows) == {"early checkpoint", "without"}, out.stdout
+    assert rows["without"][7] == "-" and rows["early checkpoint"][7].isdigit()  # only the early way was asked
+    # The early way resumed from the checkpoint it saved on request; the other from its periodic one.
+    assert int(rows["early checkpoint"][6]) >= int(rows["early checkpoint"][7])
+    assert int(rows["without"][6]) % 20 == 0 and all(int(r[8]) >= 0 for r in rows.values())
+    assert "mean steps lost" in out.stdout
+
+
 def test_run_all_writes_results_with_the_machine_and_date(tmp_path: Path):
     output = tmp_path / "RESULTS.md"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--only", "import_time",

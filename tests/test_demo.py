@@ -79,6 +79,15 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     assert "node TERMINATED (Maintenance event without automatic recovery)" in tpu_rows[1]
     assert tpu_rows[1].endswith("recreate_node") and "step " in tpu_rows[2] and "succeeded" in tpu_rows[2]
     assert tpu.count("DeleteNode") == 2  # both nodes it created are gone
+    # The announced window: the operator asked for a checkpoint before it, the workload saved one on request, and
+    # after the repair it resumed from that checkpoint -- newer than its periodic one (every 12 steps).
+    assert "asking the workload for a checkpoint (scheduled maintenance at" in tpu
+    boots = re.findall(r"^  workload: node \S+-a(\d) worker 0 boot (\d+): resuming from step (\d+); saved up to "
+                       r"step (\d+|-)(?:; saved step (\d+) on request \(scheduled maintenance at \S+\))?$", tpu,
+                       re.MULTILINE)
+    assert [(b[0], b[1]) for b in boots] == [("1", "1"), ("1", "2"), ("2", "1")], tpu[-3000:]
+    asked = int(boots[0][4])
+    assert asked > 13 and int(boots[1][2]) == asked and asked % 12 != 0
     tpu_accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", tpu).group(1))
     # The run summary: the goodput ledger (from step reports) and the checkpoint-interval advice.
     assert re.search(r"=== GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", vertex), vertex[-2000:]

@@ -15,10 +15,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..policy import Failure, FailureClass, Platform
-from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
+from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, SubmitFailed, Submitted
+from ..supervisor.maintenance import MaintenanceSettings, Notice
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
-from ..worker import KEY_ERROR, KEY_HARDWARE, KEY_PREFLIGHT, STATUS_PREFLIGHT_FAILED
+from ..worker import (
+    CHECKPOINT_REQUEST_ATTRIBUTE,
+    KEY_CHECKPOINT_ACK,
+    KEY_ERROR,
+    KEY_HARDWARE,
+    KEY_PREFLIGHT,
+    STATUS_PREFLIGHT_FAILED,
+)
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -119,12 +127,34 @@ def release_all(hook: Any, releases: Sequence[Release], wait_seconds: float | No
             hook.wait_gone(resource.name, left)
 
 
-def node_baseline(node: Any, reports: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def node_baseline(node: Any, reports: Sequence[Mapping[str, str]], maintenance: Notice | None = None
+                  ) -> dict[str, Any]:
     """What the operator saw in its look, as the trigger's JSON baseline: ``{"state", "health", "symptoms",
-    "workers": [{"status", "restarts"}, ...]}`` (``node``: a ``google.cloud.tpu_v2.Node``)."""
+    "workers": [{"status", "restarts", "checkpoint_ack"}, ...], "maintenance"}`` (``node``: a
+    ``google.cloud.tpu_v2.Node``; ``maintenance``: its announced maintenance, as :meth:`Notice.summary`)."""
     return {"state": node.state.name, "health": node.health.name,
             "symptoms": sorted(s.symptom_type.name for s in node.symptoms),
-            "workers": [{"status": r.get("status", ""), "restarts": r.get("restarts", "0")} for r in reports]}
+            "workers": [{"status": r.get("status", ""), "restarts": r.get("restarts", "0"),
+                         "checkpoint_ack": r.get(KEY_CHECKPOINT_ACK, "")} for r in reports],
+            "maintenance": maintenance.summary() if maintenance else ""}
+
+
+def _epoch(text: str) -> float | None:
+    """An RFC 3339 timestamp of the TPU API as epoch seconds (None: empty or unreadable)."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def notice_of(upcoming: Any) -> Notice | None:
+    """A ``tpu_v2alpha1.UpcomingMaintenance`` (or None) as the pure :class:`~..supervisor.maintenance.Notice`."""
+    if upcoming is None:
+        return None
+    return Notice(kind=upcoming.type_.name, status=upcoming.maintenance_status.name,
+                  window_start=_epoch(upcoming.window_start_time), window_end=_epoch(upcoming.window_end_time),
+                  latest_window_start=_epoch(upcoming.latest_window_start_time),
+                  can_reschedule=bool(upcoming.can_reschedule))
 
 
 def _restarts(report: Mapping[str, Any]) -> int:
@@ -141,6 +171,9 @@ def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mappi
             return f"worker {index} is {status} (exit code {report.get('exit_code', '?')})"
         if _restarts(report) > _restarts(before):
             return f"worker {index} was restarted in place ({_restarts(report)} restart(s))"
+        ack = report.get(KEY_CHECKPOINT_ACK, "")
+        if "checkpoint_ack" in before and ack != before["checkpoint_ack"]:
+            return f"worker {index} saved its checkpoint on request ({ack})"
     return None
 
 
@@ -167,6 +200,8 @@ class TPUNodeBackend:
         keep_node: :meth:`release` keeps the last node (and its queued resource) for inspection.
         clock: epoch seconds now.
         fallback_zones: the zones the policy's fallbacks may move the run to (listed by :meth:`live_owned`).
+        maintenance: what to do before an announced maintenance window (:mod:`~..supervisor.maintenance`; None:
+            the defaults -- a checkpoint 10 minutes before, then ride it out).
 
     What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
     :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
@@ -179,7 +214,8 @@ class TPUNodeBackend:
                  node_id: Callable[[AttemptSpec], str], node: Callable[[AttemptSpec, str], dict[str, Any]],
                  queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
-                 clock: Callable[[], float], fallback_zones: Sequence[str] = ()) -> None:
+                 clock: Callable[[], float], fallback_zones: Sequence[str] = (),
+                 maintenance: MaintenanceSettings | None = None) -> None:
         self.hooks = hooks
         self.project_id = project_id
         self.zone = zone
@@ -201,6 +237,10 @@ class TPUNodeBackend:
         self.baseline: dict[str, Any] | None = None
         #: Epoch seconds when the request being waited for passes the queue timeout (None: not waiting).
         self.queue_deadline: float | None = None
+        self.maintenance = maintenance or MaintenanceSettings()
+        #: Epoch seconds when an announced maintenance window next needs a look (its checkpoint request, or a
+        #: move); None: nothing due. A deferred watch comes back by then.
+        self.maintenance_due: float | None = None
         self._granted: str | None = None
 
     def live_owned(self) -> list[OwnedResource]:
@@ -321,7 +361,8 @@ class TPUNodeBackend:
             self.baseline = node_baseline(node, [])  # what a deferred watch compares with
             return None
         reports = self._tpu().worker_reports(name)
-        self.baseline = node_baseline(node, reports)
+        notice = notice_of(self._tpu().upcoming_maintenance(name))
+        self.baseline = node_baseline(node, reports, notice)
         for worker, report in enumerate(reports):
             status = report.get("status", "")
             hardware = str(report.get(KEY_HARDWARE) or "")
@@ -346,13 +387,38 @@ class TPUNodeBackend:
         beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
         workers = max(len(reports), _workers(node))
         silent = [worker_key(w) for w in range(workers) if w >= len(reports) or not reports[w].get("status")]
-        look = Look(name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent)
-        verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout))
+        requested = dict(node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE) or None
+        acks = [r.get(KEY_CHECKPOINT_ACK, "") for r in reports] + [""] * (workers - len(reports))
+        look = Look(name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent,
+                    maintenance=notice, checkpoint_requested=requested, checkpoint_acks=acks)
+        verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout,
+                                     maintenance=self.maintenance))
         if verdict.failure is not None:
             return JobFailed(verdict.failure, now, live=True)
         if reports and all(r.get("status") == "succeeded" for r in reports):
             return JobSucceeded(now, live=True)  # the node bills until it is deleted
+        ahead = verdict.maintenance
+        if ahead is not None and ahead.request is not None:
+            log.warning("%s: asking the workload for a checkpoint (%s)", ahead.reason, ahead.request)
+            self._tpu().request_checkpoint(name, ahead.request)
+            requested = ahead.request
+        self.maintenance_due = self._due(notice, requested)
+        if ahead is not None and ahead.move:
+            log.warning("%s", ahead.reason)
+            return MoveOff(now, ahead.reason)
         return None
+
+    def _due(self, notice: Notice | None, requested: str | None) -> float | None:
+        """When the announced window next needs a look: the checkpoint request's time, or -- with a policy that
+        moves -- half the lead before the window (the move without an acknowledgement); None: nothing due."""
+        if notice is None or notice.status != "PENDING" or notice.window_start is None:
+            return None
+        lead = self.maintenance.lead_seconds
+        if requested != notice.token:
+            return notice.window_start - lead
+        from ..supervisor.maintenance import moves
+
+        return notice.window_start - lead / 2 if moves(notice, self.maintenance) else None
 
     def _await_queue(self, node_name: str, judge: Judge, now: float) -> tuple[bool, LookResult]:
         """One look at the queued resource the node was requested through, while it is not yet granted:
@@ -441,5 +507,15 @@ def _workers(node: Any) -> int:
         return 1
 
 
-__all__ = ["BAD_STATUSES", "DEFAULT_LOOK_AGAIN_SECONDS", "END_STATUSES", "QUEUED", "QUEUE_WAITING_STATES",
-           "TPUNodeBackend", "look_again_seconds", "node_baseline", "worker_change"]
+__all__ = [
+    "BAD_STATUSES",
+    "DEFAULT_LOOK_AGAIN_SECONDS",
+    "END_STATUSES",
+    "QUEUED",
+    "QUEUE_WAITING_STATES",
+    "TPUNodeBackend",
+    "look_again_seconds",
+    "node_baseline",
+    "notice_of",
+    "worker_change",
+]

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 GUEST_NAMESPACE = "resilient"
 #: What the async TPU hook imports off the event loop (hooks/loading.py).
 TPU_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
-                     "google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio")
+                     "google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio",
+                     "google.cloud.tpu_v2alpha1.services.tpu.transports.grpc_asyncio")
 #: The audit logs that hold TPU node events: System Event (seed 002: ``tpu.nodes.terminate`` /
 #: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
 #: included).
@@ -37,6 +38,11 @@ def audit_log_filter(project_id: str) -> str:
     """The Cloud Logging filter term selecting the :data:`AUDIT_LOGS` of ``project_id``:
     ``(logName="projects/P/logs/cloudaudit.googleapis.com%2Fsystem_event" OR logName="...%2Factivity")``."""
     return "(" + " OR ".join(f'logName="projects/{project_id}/logs/{log_id}"' for log_id in AUDIT_LOGS) + ")"
+
+
+def _upcoming(node: Any) -> Any:
+    """``node.upcoming_maintenance`` of a v2alpha1 node when it is set, else None."""
+    return node.upcoming_maintenance if type(node).pb(node).HasField("upcoming_maintenance") else None
 
 
 def _reports(response: Any) -> list[dict[str, str]]:
@@ -182,6 +188,41 @@ class ResilientTPUHook(GoogleApiHook):
         return _reports(self.call(lambda: self.client().get_guest_attributes(
             request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
 
+    def alpha_client(self) -> Any:
+        """The ``tpu_v2alpha1`` client: the only API version with ``upcoming_maintenance`` (REFERENCE.md)."""
+        if "tpu_v2alpha1" not in self._clients:
+            from ..clients import tpu_v2alpha1_client
+
+            self._clients["tpu_v2alpha1"] = tpu_v2alpha1_client(credentials=self.credentials, emulator=self.emulator)
+        return self._clients["tpu_v2alpha1"]
+
+    def upcoming_maintenance(self, name: str) -> Any:
+        """The node's announced maintenance (``tpu_v2alpha1.UpcomingMaintenance``; v2alpha1 GetNode), or None."""
+        node = self.call(lambda: self.alpha_client().get_node(name=name, retry=None))
+        return _upcoming(node)
+
+    def request_checkpoint(self, name: str, token: str, timeout: float = 300.0) -> None:
+        """Set the node's metadata ``resilient-checkpoint-request`` to ``token`` (UpdateNode, the other metadata
+        kept) and wait up to ``timeout`` seconds for the operation: each worker's runner passes it on to the
+        workload (:mod:`..worker.runner`, 4b).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the update failed past the hook's retries.
+        """
+        from ..worker import CHECKPOINT_REQUEST_ATTRIBUTE
+
+        metadata = dict(self.get_node(name).metadata)
+        metadata[CHECKPOINT_REQUEST_ATTRIBUTE] = token
+        operation = self.call(lambda: self.client().update_node(
+            node={"name": name, "metadata": metadata}, update_mask={"paths": ["metadata"]}, retry=None))
+        operation.result(timeout=timeout)
+
+    def simulate_maintenance_event(self, name: str, worker_ids: Sequence[str] = (), timeout: float = 300.0) -> Any:
+        """v2alpha1 SimulateMaintenanceEvent on ``worker_ids`` (empty: worker 0); waits for the operation."""
+        operation = self.call(lambda: self.alpha_client().simulate_maintenance_event(
+            request={"name": name, "worker_ids": list(worker_ids)}, retry=None))
+        return operation.result(timeout=timeout)
+
 
 class AuditLogHook(GoogleApiHook):
     """Cloud Audit Logs entries about TPU nodes (seed 002: ``tpu.nodes.terminate`` / ``tpu.nodes.restart``)."""
@@ -248,8 +289,22 @@ class AsyncResilientTPUHook(AsyncGoogleApiHook):
         return _reports(await self.call(lambda: self.client().get_guest_attributes(
             request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
 
+    def alpha_client(self) -> Any:
+        """The v2alpha1 ``TpuAsyncClient``; after :meth:`open`."""
+        if getattr(self, "_alpha", None) is None:
+            from ..clients import tpu_v2alpha1_async_client
+
+            self._alpha = tpu_v2alpha1_async_client(credentials=self.sync.credentials, emulator=self.sync.emulator)
+        return self._alpha
+
+    async def upcoming_maintenance(self, name: str) -> Any:
+        """As :meth:`ResilientTPUHook.upcoming_maintenance`."""
+        return _upcoming(await self.call(lambda: self.alpha_client().get_node(name=name, retry=None)))
+
     async def close(self) -> None:
         """Close the gRPC channel of the client made so far (in the event loop that used it). Idempotent."""
         client, self._client = self._client, None
-        if client is not None:
-            await client.transport.close()
+        alpha, self._alpha = getattr(self, "_alpha", None), None
+        for made in (client, alpha):
+            if made is not None:
+                await made.transport.close()

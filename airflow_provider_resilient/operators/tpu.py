@@ -148,6 +148,16 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             is READY (default 1800: the setup script and the image's boot count). Past it the worker counts as
             silent (a WORKER_SILENT failure: the ``silent-worker`` rule releases the node and re-creates it,
             twice by default), so a node whose runner never starts is not watched for ever.
+        maintenance_policy: what the run does before a maintenance window Cloud TPU announced
+            (``Node.upcoming_maintenance``; :mod:`~..supervisor.maintenance`): it always asks the workload for a
+            checkpoint ``maintenance_lead_seconds`` before the window (the runner passes the request on; the
+            workload saves with :mod:`~..worker.checkpoint_request`), then ``"ride_out"`` (default; seed 002:
+            most events recover by themselves) waits the event out, ``"move"`` moves the run to a fresh node once
+            the checkpoint is saved (no budget spent), ``"auto"`` moves when the window is longer than
+            ``maintenance_move_seconds`` (what a move costs: create, boot, restore; default 600 s).
+        maintenance_lead_seconds: seconds before the window's start to request the checkpoint (default 600); 0: never
+            request one (the workload learns of the event from its SIGTERM) and never move.
+        maintenance_move_seconds: see ``maintenance_policy``.
         preflight: seed 004's fault-tolerance checks on every worker VM (:class:`~..specs.preflight.Preflight`):
             ``True`` (default) -- seed 004's items and thresholds before the command (``dns``, ``disk-size
             root/shm/cache``, ``ulimit``, ``tpu-check``: the slice's chips are visible) and a device check every
@@ -185,7 +195,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  max_worker_restarts: int | None = None, hang_timeout: float = 1800.0,
                  heartbeat_seconds: float = 10.0, startup_timeout: float = 1800.0, keep_node: bool = False,
                  secret_env: Mapping[str, str] | None = None,
-                 preflight: Preflight | Mapping[str, Any] | bool | None = True, **kwargs: Any) -> None:
+                 preflight: Preflight | Mapping[str, Any] | bool | None = True,
+                 maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
+                 maintenance_move_seconds: float = 600.0, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -211,6 +223,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
         self.preflight = preflight
+        self.maintenance_policy = maintenance_policy
+        self.maintenance_lead_seconds = maintenance_lead_seconds
+        self.maintenance_move_seconds = maintenance_move_seconds
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
@@ -287,8 +302,16 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 queued_resource=self.queued_resource, spot=self.spot, valid_until_seconds=self.valid_until_seconds,
                 queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
                 startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
-                fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone])
+                fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
+                maintenance=self._maintenance_settings())
         return self.__dict__["_backend_instance"]
+
+    def _maintenance_settings(self) -> Any:
+        """The pure :class:`~..supervisor.maintenance.MaintenanceSettings` of the operator's arguments."""
+        from ..supervisor.maintenance import MaintenancePolicy, MaintenanceSettings
+
+        return MaintenanceSettings(MaintenancePolicy(self.maintenance_policy), float(self.maintenance_lead_seconds),
+                                   float(self.maintenance_move_seconds))
 
     def _built(self, name: str) -> Any:
         """``name`` of the backend, when it has been built (None otherwise: nothing was looked at yet)."""
@@ -320,7 +343,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         """The node body of one attempt: its accelerator type, the attempt's labels (and ``resilient-keep``
         with ``keep_node``), and the startup script that runs the command under the worker runner with the
         user's ``env`` and the attempt's ``RESILIENT_*`` variables."""
-        from ..worker import runner_source
+        from ..worker import helper_source, runner_source
 
         labels = dict(spec.labels)
         if self.keep_node:
@@ -331,7 +354,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 command=self.command, env={**self.env, **spec.env}, setup_script=self.setup_script,
                 runner_source=runner_source(), max_restarts=self.max_worker_restarts,
                 checkpoint_dir=self.checkpoint_dir, heartbeat_seconds=self.heartbeat_seconds,
-                secret_env=self.secret_env, runner_args=self._runner_args(accelerator))},
+                secret_env=self.secret_env, runner_args=self._runner_args(accelerator),
+                helper_source=helper_source())},
             "scheduling_config": {"spot": self.spot, "reserved": self.reserved},
         }
         if self.network:
@@ -363,6 +387,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         look_again_at = time.time() + look_again_seconds(self.poll_interval, self.hang_timeout)
         if backend.queue_deadline is not None:  # a request waiting for capacity: back for its queue timeout
             look_again_at = min(look_again_at, max(backend.queue_deadline, time.time() + self.poll_interval))
+        if backend.maintenance_due is not None:  # back in time to request the checkpoint (or move) before a window
+            look_again_at = min(look_again_at, max(backend.maintenance_due, time.time() + self.poll_interval))
         trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=backend.baseline,
                                  fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
@@ -431,7 +457,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 max_worker_restarts=self.max_worker_restarts_argument, heartbeat_seconds=self.heartbeat_seconds,
                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout,
                 fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""),
-                secret_env=self.secret_env, preflight=self.preflight)
+                secret_env=self.secret_env, preflight=self.preflight, maintenance_policy=self.maintenance_policy,
+                maintenance_lead_seconds=self.maintenance_lead_seconds,
+                maintenance_move_seconds=self.maintenance_move_seconds)
         except SpecError as exc:
             left = exc.without(skip)
             if left is not None:

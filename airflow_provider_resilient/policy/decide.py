@@ -83,7 +83,9 @@ class Attempt:
         resumed_from_uri: checkpoint URI it resumed from.
         incidents: failures observed during it, in order, each with its decision.
         ended_by: who ended it when nothing failed: ``"clear"`` -- a person cleared the task while this
-            attempt ran, and the next try ended it to start a new attempt (no failure, no budget spent).
+            attempt ran, and the next try ended it to start a new attempt (no failure, no budget spent);
+            ``"maintenance"`` -- the run moved off its node before a maintenance window
+            (:mod:`..supervisor.maintenance`).
     """
 
     number: int

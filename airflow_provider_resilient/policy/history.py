@@ -14,7 +14,8 @@ from typing import Any
 from .decide import Attempt
 
 #: How :attr:`Attempt.ended_by` reads in the history.
-ENDED_BY = {"clear": "ended by a Clear of the running task (no failure, no budget)"}
+ENDED_BY = {"clear": "ended by a Clear of the running task (no failure, no budget)",
+            "maintenance": "moved off its node before a maintenance window (no failure, no budget)"}
 
 
 @cache

@@ -71,11 +71,13 @@ def queued_resource_name(node_name: str) -> str:
 def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setup_script: str | None,
                    runner_source: str, max_restarts: int, checkpoint_dir: str,
                    heartbeat_seconds: float = 10.0, secret_env: Mapping[str, str] | None = None,
-                   runner_args: Sequence[str] = ()) -> str:
+                   runner_args: Sequence[str] = (), helper_source: str = "") -> str:
     """The ``startup-script`` metadata of a node for one attempt (bash). ``secret_env`` (``NAME`` -> Secret
     Manager secret version, :func:`secret_version`) goes to the runner as ``--secret-env``: the script holds
     the secrets' names, never their values (the runner reads them on the VM). ``runner_args``: more runner
     options (the preflight checks, :meth:`~.preflight.Preflight.runner_args`), quoted for the shell.
+    ``helper_source``: the workload's checkpoint-request helper (:mod:`..worker.checkpoint_request`), written as
+    ``resilient_checkpoint.py`` into a directory put first on the command's ``PYTHONPATH``.
 
     Raises:
         ValueError: an ``env`` key that is not a shell identifier or a value that is not a string
@@ -84,18 +86,24 @@ def startup_script(*, command: str | Sequence[str], env: Mapping[str, str], setu
     """
     if problems := env_problems(env):
         raise ValueError("; ".join(problems))
-    if HEREDOC in runner_source:
-        raise ValueError(f"the runner source contains the heredoc marker {HEREDOC}")
+    if HEREDOC in runner_source or HEREDOC in helper_source:
+        raise ValueError(f"the runner or helper source contains the heredoc marker {HEREDOC}")
     exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
     secrets = "".join(f"\n    --secret-env {shlex.quote(f'{k}={secret_version(v)}')} \\"
                       for k, v in (secret_env or {}).items())
     cmd = command if isinstance(command, str) else " ".join(shlex.quote(c) for c in command)
     extra = f"\n    {' '.join(shlex.quote(a) for a in runner_args)} \\" if runner_args else ""
+    helper = f"""RESILIENT_HELPERS="$(mktemp -d -t resilient-helpers-XXXXXX)"
+cat > "$RESILIENT_HELPERS/resilient_checkpoint.py" <<'{HEREDOC}'
+{helper_source}
+{HEREDOC}
+export PYTHONPATH="$RESILIENT_HELPERS${{PYTHONPATH:+:$PYTHONPATH}}"
+""" if helper_source else ""
     return f"""#!/bin/bash
 # Written by airflow-provider-resilient: runs at every boot of every worker VM.
 {exports}
 {setup_script or ''}
-RESILIENT_RUNNER="$(mktemp -t resilient-runner-XXXXXX.py)"
+{helper}RESILIENT_RUNNER="$(mktemp -t resilient-runner-XXXXXX.py)"
 cat > "$RESILIENT_RUNNER" <<'{HEREDOC}'
 {runner_source}
 {HEREDOC}
@@ -182,7 +190,9 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           queued_resource: object, keep_node: object, valid_until_duration: object,
                           max_worker_restarts: object, heartbeat_seconds: object, hang_timeout: object,
                           startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "",
-                          secret_env: object = None, preflight: object = True) -> None:
+                          secret_env: object = None, preflight: object = True,
+                          maintenance_policy: object = "ride_out", maintenance_lead_seconds: object = 600.0,
+                          maintenance_move_seconds: object = 600.0) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
 
@@ -263,5 +273,17 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
         preflight_of(preflight)
     except SpecError as exc:
         problems.append(exc)
+    from ..supervisor.maintenance import MaintenancePolicy
+
+    policies = [p.value for p in MaintenancePolicy]
+    if maintenance_policy not in policies:
+        problems.append(SpecError("maintenance_policy", f"{maintenance_policy!r}: give one of {', '.join(policies)} "
+                                                        "(ride_out: wait out the event after the early checkpoint)"))
+    for name, value, what in (("maintenance_lead_seconds", maintenance_lead_seconds,
+                                "before a window to ask for a checkpoint; 0: never ask"),
+                               ("maintenance_move_seconds", maintenance_move_seconds,
+                                "what a move to a fresh node costs")):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            problems.append(SpecError(name, f"{value!r}: give a number of seconds >= 0 ({what})"))
     if problems:
         raise SpecError.of_many(problems)

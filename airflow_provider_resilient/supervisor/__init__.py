@@ -14,6 +14,7 @@ from .machine import (
     IllegalTransition,
     JobFailed,
     JobSucceeded,
+    MoveOff,
     Phase,
     RunState,
     Sleep,
@@ -32,6 +33,6 @@ from .machine import (
 
 __all__ = [
     "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
-    "Phase", "RunState", "Sleep", "Started", "Step",
+    "MoveOff", "Phase", "RunState", "Sleep", "Started", "Step",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
 ]

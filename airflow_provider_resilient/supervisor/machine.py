@@ -22,6 +22,7 @@ table :data:`TRANSITIONS` -- one function per legal (:class:`Phase`, event type)
     succeeded    Started                  Succeed(job)              -- a cleared successful task reruns nothing
     failed       Started                  Submit(attempt n + 1)     -- a cleared failed task resumes, fresh budgets
     running      Started(cleared)         EndAttempt(job)           -- a Clear of the running task: end it first
+    running      MoveOff                  EndAttempt(job), then Submit  -- before a maintenance window (no budget)
     sleeping     Started(cleared)         EndAttempt(job) | Submit  -- (a backoff with no live attempt: submit now)
     ending       Ended                    Submit(attempt n + 1)     -- after a Clear: fresh budgets, "Clear" noted
     ending       Ended                    Sleep(the rest) | Submit  -- after a failure: the decided next attempt
@@ -141,7 +142,16 @@ class WokeUp:
     now: float
 
 
-Event = Started | Submitted | SubmitFailed | JobSucceeded | JobFailed | WokeUp | Ended
+@dataclass(frozen=True)
+class MoveOff:
+    """Leave the watched attempt's node before an announced maintenance window (:mod:`.maintenance`): end it
+    and start the next attempt on a fresh node at once -- nothing failed, no budget is spent."""
+
+    now: float
+    reason: str
+
+
+Event = Started | Submitted | SubmitFailed | JobSucceeded | JobFailed | WokeUp | Ended | MoveOff
 
 # --------------------------------------------------------------------------------------------- actions
 
@@ -477,6 +487,15 @@ def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_PO
     return step_ if restore or permanent or again else None
 
 
+def _move_off(state: RunState, event: MoveOff, ctx: _Context) -> Step:
+    _need(state, event, state.job_name and state.history)
+    assert state.job_name is not None
+    last = replace(state.history[-1], ended_by="maintenance")
+    submit = Submit(_next_attempt(state), last.fallback_index, FailureClass.MAINTENANCE_EVENT.value)
+    return (replace(state, phase=Phase.ENDING, history=(*state.history[:-1], last), next_submit=submit,
+                    wake_at=None), EndAttempt(state.job_name, event.reason))
+
+
 def _woke_up(state: RunState, event: WokeUp, ctx: _Context) -> Step:
     if state.next_submit is not None:
         return replace(state, phase=Phase.SUBMITTING, wake_at=None), state.next_submit
@@ -512,6 +531,7 @@ TRANSITIONS: dict[tuple[Phase, type], Callable[[RunState, Any, _Context], Step]]
     (Phase.RUNNING, Started): _start_running,
     (Phase.RUNNING, JobSucceeded): _job_succeeded,
     (Phase.RUNNING, JobFailed): _job_failed,
+    (Phase.RUNNING, MoveOff): _move_off,
     (Phase.SLEEPING, Started): _start_sleeping,
     (Phase.SLEEPING, WokeUp): _woke_up,
     (Phase.ENDING, Started): _start_ending,
@@ -594,7 +614,7 @@ def state_from_json(data: Any) -> RunState:
 
 __all__ = [
     "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
-    "Phase", "RunState", "Sleep", "Started", "Step",
+    "MoveOff", "Phase", "RunState", "Sleep", "Started", "Step",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "demotion", "state_from_json", "state_to_json",
     "step",
 ]

@@ -19,6 +19,8 @@ observer"):
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
 * **Audit-log de-duplication** -- each audit entry (by ``insertId``) is handed back as fresh once.
 * **Step progress** -- every new step seen is handed back for the goodput ledger.
+* **Upcoming maintenance** -- a TPU node's announced window: request a checkpoint before it, and move the
+  run off the node or ride the event out (:func:`.maintenance.plan`).
 
 The memory belongs to one attempt (:attr:`WatchMemory.resource`): a look at another resource starts the
 clocks afresh (the audit ids seen are kept). Pure: no I/O, no clock; ``now`` is seconds since the epoch.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..policy import Failure, FailureClass, Platform, classify_queue_wait
+from .maintenance import MaintenanceSettings, MaintenanceStep, Notice, plan
 
 #: The clock key of a CustomJob's checkpoint progress.
 CHECKPOINTS = "checkpoints"
@@ -57,6 +60,7 @@ class Limits:
     hang_seconds: float | None = None
     queue_seconds: float | None = None
     startup_seconds: float | None = None
+    maintenance: MaintenanceSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,9 @@ class Look:
         audit_ids: ids of the audit entries read this time, oldest first.
         silent: the clock keys of the workers with no report at all from their runner, when the workers were
             looked at (None: they were not; a worker not listed has spoken and its silence clock stops).
+        maintenance: the node's announced maintenance (None: none, or not looked at).
+        checkpoint_requested: the checkpoint request token set on the node (None: none).
+        checkpoint_acks: per worker, the token of the last checkpoint request it acknowledged (``""``: none).
     """
 
     resource: str
@@ -140,6 +147,9 @@ class Look:
     heartbeats: Mapping[str, float] = field(default_factory=dict)
     audit_ids: Sequence[str] = ()
     silent: Sequence[str] | None = None
+    maintenance: Notice | None = None
+    checkpoint_requested: str | None = None
+    checkpoint_acks: Sequence[str] = ()
 
 
 #: The prefix of a silence clock's key: ``"silent worker 1"``.
@@ -156,11 +166,13 @@ class Verdict:
         progressed: ``(key, step, at)`` for every clock that started or moved (a first look with no
             checkpoint gives step 0), for the goodput ledger.
         fresh_audit: the ids of ``Look.audit_ids`` not handed back before, in their order.
+        maintenance: before an announced maintenance window, request a checkpoint and/or move (None: nothing).
     """
 
     failure: Failure | None = None
     progressed: tuple[tuple[str, int, float], ...] = ()
     fresh_audit: tuple[str, ...] = ()
+    maintenance: MaintenanceStep | None = None
 
 
 def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tuple[WatchMemory, Verdict]:
@@ -186,7 +198,10 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
         clocks.update({key: Clock(None, now) for key in silent if key not in clocks})
     memory = WatchMemory(resource=look.resource, clocks=tuple(sorted(clocks.items())),
                          audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:])
-    return memory, Verdict(_failure(memory, look, now, limits), tuple(progressed), fresh)
+    failure = _failure(memory, look, now, limits)
+    ahead = None if failure is not None or limits.maintenance is None else plan(
+        look.maintenance, now, limits.maintenance, requested=look.checkpoint_requested, acked=look.checkpoint_acks)
+    return memory, Verdict(failure, tuple(progressed), fresh, ahead)
 
 
 def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits) -> Failure | None:

@@ -11,7 +11,10 @@ in a worker and does its full look -- as soon as
 * the node's state, health or symptoms differ from the baseline (it left READY/HEALTHY: maintenance,
   preemption, termination, unhealthy hardware; or it came up after a reattach to a CREATING node),
 * a worker's report shows a new end status (``succeeded``, ``failed``, ``terminated``,
-  ``preflight_failed``) or a new in-place restart (``restarting``, a higher ``restarts`` count),
+  ``preflight_failed``), a new in-place restart (``restarting``, a higher ``restarts`` count) or a checkpoint
+  saved on request (``checkpoint_ack``),
+* the node's announced maintenance (``upcoming_maintenance``, v2alpha1) differs from the baseline's: a new
+  notice, a moved window (the operator also comes back by the window's checkpoint time: ``look_again_at``),
 * the node is gone (NOT_FOUND) or cannot be read (a non-transient API error): ``status`` ``"gone"`` /
   ``"error"``, or
 * ``look_again_at`` (seconds since the epoch) has passed: ``status`` ``"look_again"``.
@@ -62,7 +65,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..backends.tpu import QUEUE_WAITING_STATES, QUEUED, node_baseline, worker_change
+from ..backends.tpu import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
 
 #: Seconds the trigger's ``on_kill`` may spend deleting (the triggerer allows 30 by default).
 DEFAULT_KILL_TIMEOUT_SECONDS = 25.0
@@ -199,7 +202,18 @@ class TPUNodeTrigger(BaseTrigger):
             return self._event("error", f"cannot read the workers' reports of {self.node_name}: {exc}")
         self._record_step(reports)
         why = worker_change(self.baseline.get("workers", []), reports)
-        return self._event("changed", why) if why else None
+        if why:
+            return self._event("changed", why)
+        if "maintenance" not in self.baseline:  # a baseline of an older release: maintenance not watched
+            return None
+        try:
+            notice = notice_of(await hook.upcoming_maintenance(self.node_name))
+        except gexc.GoogleAPICallError as exc:
+            return self._event("error", f"cannot read the upcoming maintenance of {self.node_name}: {exc}")
+        summary = notice.summary() if notice else ""
+        if summary != self.baseline["maintenance"]:
+            return self._event("changed", f"upcoming maintenance: {summary or 'none'}")
+        return None
 
     async def _look_at_queue(self, hook: Any) -> dict[str, Any] | None:
         """The node is not there yet and the operator saw its queued resource waiting: news only when the

@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .runner import (
+    CHECKPOINT_REQUEST_ATTRIBUTE,
     DEFAULT_NAMESPACE,
+    KEY_CHECKPOINT_ACK,
+    KEY_CHECKPOINT_REQUEST,
     KEY_ERROR,
     KEY_EXIT_CODE,
     KEY_FAILURE_CLASS,
@@ -39,13 +42,26 @@ from .runner import (
 RUNNER_PATH: Path = Path(__file__).with_name("runner.py")
 
 
+#: The workload's checkpoint-request helper; on a TPU VM it is ``resilient_checkpoint.py`` (``helper_source()``).
+HELPER_PATH: Path = Path(__file__).with_name("checkpoint_request.py")
+
+
+def helper_source() -> str:
+    """The text of ``checkpoint_request.py`` (UTF-8), to inline into a startup script as ``resilient_checkpoint``."""
+    return HELPER_PATH.read_text(encoding="utf-8")
+
+
 def runner_source() -> str:
     """The text of ``runner.py`` (UTF-8), to inline into a startup script."""
     return RUNNER_PATH.read_text(encoding="utf-8")
 
 
 __all__ = [
+    "CHECKPOINT_REQUEST_ATTRIBUTE",
     "DEFAULT_NAMESPACE",
+    "HELPER_PATH",
+    "KEY_CHECKPOINT_ACK",
+    "KEY_CHECKPOINT_REQUEST",
     "KEY_ERROR",
     "KEY_EXIT_CODE",
     "KEY_FAILURE_CLASS",
@@ -68,5 +84,6 @@ __all__ = [
     "STATUS_TERMINATED",
     "TERMINATED_EXIT_CODE",
     "USAGE_EXIT_CODE",
+    "helper_source",
     "runner_source",
 ]

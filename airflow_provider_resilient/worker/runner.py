@@ -14,6 +14,7 @@ Command line::
                       [--hardware-check-seconds S]
                       [--max-restarts N] [--restart-delay S] [--grace-seconds S]
                       [--namespace NS] [--heartbeat-seconds S] [--step-pattern REGEX]
+                      [--checkpoint-signal NAME]
                       -- COMMAND [ARGS...]
 
 Theory of operation:
@@ -55,6 +56,18 @@ Theory of operation:
    process group so the workload can write a checkpoint, waits up to ``--grace-seconds`` (default 30),
    then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
 
+4b. Checkpoint requests (issue 14, upcoming maintenance). With the heartbeat the runner reads the node's
+   metadata attribute ``resilient-checkpoint-request`` (:data:`CHECKPOINT_REQUEST_ATTRIBUTE`, set by the
+   operator with UpdateNode before a maintenance window). A value it has not passed on yet (a token) is
+   written to the file ``$RESILIENT_CHECKPOINT_REQUEST_FILE`` of the command's environment, the command's
+   process group gets ``--checkpoint-signal`` when one is given (e.g. ``USR1``; none by default: an
+   unhandled SIGUSR1 ends a process) once the command has written a line to stdout (so its handler is in
+   place), guest attribute ``checkpoint_request`` reports the token, and the log
+   says ``checkpoint requested: <token>``. The workload saves at its next step and writes the token to
+   ``$RESILIENT_CHECKPOINT_ACK_FILE`` (the helper :mod:`resilient_checkpoint` -- ``checkpoint_request.py``
+   in the provider -- does both); the runner reports it as guest attribute ``checkpoint_ack``. A token
+   acknowledged before a reboot is not passed on again.
+
 5. Secrets (``--secret-env NAME=projects/P/secrets/S/versions/V``, repeatable). Before anything else the
    runner reads each Secret Manager secret version with the VM's service account -- an access token from
    the metadata server (``instance/service-accounts/default/token``), then ``GET
@@ -95,6 +108,8 @@ reporting error never stops the runner; it prints one warning. Keys (namespace d
 * ``error``: on a failed end, the last line the command wrote to stderr (a traceback's exception, e.g.
   ``_pickle.UnpicklingError: invalid load key``), at most 300 characters; the operator puts it in the failure.
 * ``hardware``: ``faulty: <item>: <detail>`` once a device check failed (preflight or while running).
+* ``checkpoint_request``: the checkpoint request token passed on to the command (4b).
+* ``checkpoint_ack``: the token of the last request the command acknowledged after saving (4b).
 
 Example: ``python3 runner.py --preflight --checkpoint-dir gs://b/ckpt -- python3 train.py`` on a
 worker whose training segfaults once: status ``preflight``, ``running`` (restarts 0), exit_code 139
@@ -173,6 +188,16 @@ KEY_PREFLIGHT = "preflight"
 KEY_ERROR = "error"
 #: ``faulty: <item>: <detail>`` once a device check (``gpu-check`` / ``tpu-check``) failed.
 KEY_HARDWARE = "hardware"
+#: The token of the checkpoint request passed on to the command, and of the last one it acknowledged.
+KEY_CHECKPOINT_REQUEST = "checkpoint_request"
+KEY_CHECKPOINT_ACK = "checkpoint_ack"
+#: The node metadata attribute the operator sets to request a checkpoint now (a token naming the window).
+CHECKPOINT_REQUEST_ATTRIBUTE = "resilient-checkpoint-request"
+#: The command's environment: the file holding the pending request's token, and the file it writes the token
+#: to once its checkpoint is saved.
+CHECKPOINT_REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
+CHECKPOINT_ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
+ATTRIBUTES_PATH = "/computeMetadata/v1/instance/attributes"
 #: The preflight items that look at the hardware itself (the rest look at the environment).
 DEVICE_ITEMS = ("gpu-check", "tpu-check")
 
@@ -279,6 +304,19 @@ class GuestAttributes:
 
     def url(self, key: str) -> str:
         return f"http://{self.host}{GUEST_ATTRIBUTES_PATH}/{self.namespace}/{key}"
+
+    def get(self, path: str) -> str | None:
+        """GET ``/computeMetadata/v1/instance/<path>`` (an attribute, a guest attribute); None when it is not
+        set, the server cannot be reached or reporting is off. Never raises."""
+        if not self.enabled:
+            return None
+        request = urllib.request.Request(f"http://{self.host}/computeMetadata/v1/instance/{path}",
+                                         headers={"Metadata-Flavor": "Google"})
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return response.read().decode("utf-8", "replace")
+        except Exception:
+            return None
 
     def put(self, key: str, value: object) -> bool:
         """PUT ``str(value)`` as ``<namespace>/<key>``; True when the server accepted it."""
@@ -571,6 +609,12 @@ class Runner:
         self._step_lock = threading.Lock()
         self._hardware_failed = False
         self._last_error = ""
+        self._requests_dir: str | None = None
+        self._served: str | None = None  # the checkpoint request token passed on (or acknowledged before a boot)
+        self._acked: str | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._child_spoke = False  # the running command wrote a line to stdout (its handlers are in place)
+        self._signal_pending = False
 
     def request_stop(self) -> None:
         self._stop_requested = True
@@ -593,8 +637,56 @@ class Runner:
         while True:
             self.reporter.put(KEY_HEARTBEAT, repr(time.time()))
             self._publish_step()
+            self._pass_checkpoint_request()
             if done.wait(self.options.heartbeat_seconds):
                 return
+
+    # checkpoint requests (4b)
+
+    def _request_files(self) -> tuple[str, str]:
+        """The request and acknowledgement files of the command (made once, empty)."""
+        if self._requests_dir is None:
+            self._requests_dir = tempfile.mkdtemp(prefix="resilient-checkpoint-")
+        return (os.path.join(self._requests_dir, "request"), os.path.join(self._requests_dir, "ack"))
+
+    def _pass_checkpoint_request(self) -> None:
+        """Pass a new checkpoint request of the node's metadata on to the command; report its acknowledgement."""
+        request_file = self._request_files()[0]
+        self._report_ack()
+        token = (self.reporter.get(f"attributes/{CHECKPOINT_REQUEST_ATTRIBUTE}") or "").strip()
+        if token and token != self._served:
+            self._pass_on(token, request_file)
+        name = getattr(self.options, "checkpoint_signal", None)
+        child = self._child
+        # The signal waits until the command has written its first line: before that it may not have installed
+        # its handler, and an unhandled SIGUSR1 would end it.
+        if self._signal_pending and name and child is not None and child.poll() is None and self._child_spoke:
+            self._signal_pending = False
+            self._killpg(child.pid, getattr(signal, "SIG" + name))
+
+    def _report_ack(self) -> None:
+        """Report the token the command last acknowledged (guest attribute ``checkpoint_ack``), when it is new."""
+        with self._step_lock:  # the heartbeat thread and the main loop both report it
+            try:
+                with open(self._request_files()[1], encoding="utf-8") as handle:
+                    acked = handle.read().strip() or None
+            except OSError:
+                acked = None
+            if not acked or acked == self._acked:
+                return
+            self._acked = acked
+        self.reporter.put(KEY_CHECKPOINT_ACK, acked)
+        _log(f"checkpoint saved on request: {acked}")
+
+    def _pass_on(self, token: str, request_file: str) -> None:
+        self._served = token
+        partial = request_file + ".partial"
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(token)
+        os.replace(partial, request_file)  # the command never reads half a token
+        self.reporter.put(KEY_CHECKPOINT_REQUEST, token)
+        _log(f"checkpoint requested: {token}")
+        self._signal_pending = True
 
     # child process
 
@@ -615,6 +707,7 @@ class Runner:
     def _pump(self, stream: IO[bytes]) -> None:
         """The child's stdout: copied to ours, each line matched against ``--step-pattern``."""
         def step_of(line: str) -> None:
+            self._child_spoke = True
             match = self.step_re.search(line)
             if match:
                 value = match.group(1) if self.step_re.groups else match.group(0)
@@ -639,6 +732,7 @@ class Runner:
         """Run the command once; its normalized exit status. Handles SIGTERM while it runs."""
         env = dict(self.environ)
         env[RESTARTS_ENV] = str(restarts)
+        env[CHECKPOINT_REQUEST_FILE_ENV], env[CHECKPOINT_ACK_FILE_ENV] = self._request_files()
         env.setdefault("PYTHONUNBUFFERED", "1")
         try:
             proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -652,6 +746,7 @@ class Runner:
         except OSError as exc:
             _log(f"cannot start {self.command[0]!r}: {exc}")
             return START_FAILED_EXIT_CODE
+        self._child, self._child_spoke = proc, False
         pump = threading.Thread(target=self._pump, args=(proc.stdout,), name="runner-stdout", daemon=True)
         errors = threading.Thread(target=self._pump_errors, args=(proc.stderr,), name="runner-stderr", daemon=True)
         self._last_error = ""
@@ -757,6 +852,10 @@ class Runner:
         if self._stop_requested:
             return self._finish(STATUS_TERMINATED, TERMINATED_EXIT_CODE)
 
+        # A request acknowledged before this boot (a maintenance event restarted the VM) is not passed on again.
+        self._served = self._acked = (self.reporter.get(
+            f"guest-attributes/{self.options.namespace}/{KEY_CHECKPOINT_ACK}") or "").strip() or None
+        self._request_files()
         done = threading.Event()
         heartbeat = threading.Thread(target=self._heartbeat, args=(done,), name="runner-heartbeat", daemon=True)
         restarts = 0
@@ -771,6 +870,7 @@ class Runner:
                 _log(f"running {self.command} (restarts so far: {restarts})")
                 status = self._run_once(restarts)
                 self._publish_step()
+                self._report_ack()
                 if self._hardware_failed:
                     _log(f"command ended with status {status} after the hardware check failed")
                     return self._finish(STATUS_FAILED, status, hardware=True)
@@ -835,6 +935,14 @@ def _regex(text: str) -> str:
     return text
 
 
+def _signal_name(text: str) -> str:
+    name = text.upper()
+    name = name[3:] if name.startswith("SIG") else name
+    if name in ("KILL", "STOP", "TERM") or not isinstance(getattr(signal, "SIG" + name, None), int):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a signal a workload can handle (e.g. USR1)")
+    return name
+
+
 def _secret_pair(text: str) -> tuple[str, str]:
     name, sep, version = text.partition("=")
     if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) or not version.startswith("projects/"):
@@ -882,6 +990,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds between heartbeats (default 10)")
     parser.add_argument("--secret-env", type=_secret_pair, action="append", default=[], metavar="NAME=VERSION",
                         help="read Secret Manager secret VERSION (projects/P/secrets/S/versions/V) into $NAME")
+    parser.add_argument("--checkpoint-signal", type=_signal_name, default=None, metavar="NAME",
+                        help="a signal (USR1, USR2 ...) sent to the command with each checkpoint request (default: "
+                             "none; the request file is always written)")
     parser.add_argument("--step-pattern", type=_regex, default=DEFAULT_STEP_PATTERN,
                         help="regex on stdout lines; its first group is the step")
     return parser

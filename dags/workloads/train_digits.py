@@ -20,6 +20,10 @@ uninterrupted one.
 an interruption): a checkpoint is then due that many seconds after the last one, instead of every
 ``--checkpoint-every`` epochs.
 
+On a Cloud TPU VM the provider puts its checkpoint-request helper on ``PYTHONPATH`` (``resilient_checkpoint``):
+before an announced maintenance window the operator asks for a checkpoint, and this workload saves at the end
+of the epoch it is in and acknowledges, so the event costs (almost) no training.
+
 A tuning trial (the platform set ``CLOUD_ML_HP_METRIC_FILE``) gets ``--learning_rate=V``; run by the provider
 (``RESILIENT_CHECKPOINT_DIR`` set) it checkpoints under ``<RESILIENT_CHECKPOINT_DIR>/trials/learning_rate=V/`` --
 the provider's trial key, where the same grid point run again after an interruption resumes -- and reports its
@@ -217,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     interval = float(os.environ.get("RESILIENT_CHECKPOINT_INTERVAL_SECONDS") or 0)
     if interval > 0:
         print(f"checkpoint interval: {interval:g} s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS)", flush=True)
+    try:  # on a TPU VM under the provider's runner; elsewhere nothing is ever requested
+        from resilient_checkpoint import acknowledge, requested
+    except ImportError:
+        def requested() -> str | None:
+            return None
+
+        def acknowledge(token: str) -> None:
+            return None
     last_save = time.monotonic()
     n = len(x_train)
     for epoch in range(start + 1, args.epochs + 1):
@@ -236,12 +248,16 @@ def main(argv: list[str] | None = None) -> int:
         # On a multi-host TPU slice every worker trains the same replica; worker 0 alone writes checkpoints.
         writer = os.environ.get("TPU_WORKER_ID", "0") == "0"
         due = time.monotonic() - last_save >= interval if interval > 0 else epoch % args.checkpoint_every == 0
-        if writer and (due or epoch == args.epochs):
+        token = requested()  # a checkpoint asked for before a maintenance window
+        if writer and (due or token or epoch == args.epochs):
             last_save = time.monotonic()
             state = json.dumps({"step": epoch, "loss": loss}).encode()
             write_files(fs, f"{root}/step_{epoch}",
                         [(MODEL_FILE, pickle.dumps(model)), (STATE_FILE, state), (MARKER, b"")])
-            print(f"saved checkpoint {uri(fs, f'{root}/step_{epoch}')}", flush=True)
+            print(f"saved checkpoint {uri(fs, f'{root}/step_{epoch}')}"
+                  + (f" on request ({token})" if token else ""), flush=True)
+        if token:
+            acknowledge(token)  # worker 0 saved it; the other workers hold nothing of their own to save
 
     if not hasattr(model, "classes_"):
         print("error: no epoch to train and no checkpoint to evaluate", file=sys.stderr, flush=True)

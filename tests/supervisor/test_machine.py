@@ -29,6 +29,7 @@ from airflow_provider_resilient.supervisor import (
     IllegalTransition,
     JobFailed,
     JobSucceeded,
+    MoveOff,
     Phase,
     RunState,
     Sleep,
@@ -293,7 +294,7 @@ STATES = {
 }
 #: One event of each type, a minute after T0.
 EVENTS = [Started(T0 + 60), Submitted("jobs/2", T0 + 60), SubmitFailed(QUOTA, T0 + 60), JobSucceeded(T0 + 60),
-          JobFailed(CRASH, T0 + 60), WokeUp(T0 + 60), Ended(T0 + 60)]
+          JobFailed(CRASH, T0 + 60), WokeUp(T0 + 60), Ended(T0 + 60), MoveOff(T0 + 60, "maintenance window ahead")]
 #: (phase, event type) -> (phase after, command type) for the legal pairs; every other pair is illegal.
 LEGAL = {
     (Phase.NEW, Started): (Phase.SUBMITTING, Submit),
@@ -303,6 +304,7 @@ LEGAL = {
     (Phase.RUNNING, Started): (Phase.RUNNING, Watch),  # a task retry reattaches
     (Phase.RUNNING, JobSucceeded): (Phase.SUCCEEDED, Succeed),
     (Phase.RUNNING, JobFailed): (Phase.SLEEPING, Sleep),  # a crash: back off, then the next attempt
+    (Phase.RUNNING, MoveOff): (Phase.ENDING, EndAttempt),  # off the node before a maintenance window
     (Phase.SLEEPING, Started): (Phase.SLEEPING, Sleep),  # the rest of the backoff
     (Phase.SLEEPING, WokeUp): (Phase.SUBMITTING, Submit),
     (Phase.ENDING, Started): (Phase.ENDING, EndAttempt),  # the try that was ending it died

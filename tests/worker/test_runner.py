@@ -571,16 +571,17 @@ def test_restartable_classes_are_the_policys_restart_in_place_classes() -> None:
     assert runner.classify_exit_status(runner.TERMINATED_EXIT_CODE) == FailureClass.WORKER_FAILURE.value
 
 
-def test_runner_is_stdlib_only_and_python38_syntax() -> None:
-    source = worker.runner_source()
+@pytest.mark.parametrize(("source", "lazy"), [(worker.runner_source(), set()),
+                                               (worker.helper_source(), {"torch"})])  # the helper's PyTorch form
+def test_runner_and_helper_are_stdlib_only_and_python38_syntax(source: str, lazy: set[str]) -> None:
     tree = ast.parse(source, feature_version=(3, 8))
     modules = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                for alias in node.names}
     modules |= {node.module.split(".")[0] for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
-    assert modules - {"__future__"} <= sys.stdlib_module_names, modules
+    assert modules - {"__future__"} - lazy <= sys.stdlib_module_names, modules
     assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
-    assert 'if __name__ == "__main__":' in source
+    assert 'if __name__ == "__main__":' in source or source == worker.helper_source()
     assert worker.RUNNER_PATH.name == "runner.py" and worker.RUNNER_PATH.is_file()
 
 

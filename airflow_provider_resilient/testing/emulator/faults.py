@@ -27,7 +27,10 @@ provisioning   ``stockout`` (one provisioning attempt of the job finds no capaci
 running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
                platform restarts the worker in place), ``internal_error``, ``hang`` (the
                processes stop making progress: SIGSTOP); TPU: ``maintenance``, ``preemption``,
-               ``unhealthy``, ``crash``, ``hang``, ``hardware`` (chips vanish)
+               ``unhealthy``, ``crash``, ``hang``, ``hardware`` (chips vanish), ``scheduled_maintenance``
+               (announced in ``Node.upcoming_maintenance`` -- v2alpha1 GetNode -- ``notice_seconds`` before
+               its window; at the window the node has a maintenance event it recovers from, REPAIRING for
+               ``window_seconds``)
 TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item fails): seed 004
 ============== =================================================================================
 
@@ -63,7 +66,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_error", "hang", "quota", "unavailable",
-                    "maintenance", "preemption", "unhealthy", "never_provision", "hardware", "preflight"]
+                    "maintenance", "preemption", "unhealthy", "never_provision", "hardware", "preflight",
+                    "scheduled_maintenance"]
 CREATE_KINDS = frozenset({"quota"})
 GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
@@ -72,7 +76,8 @@ RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "
 #: of worker ``worker`` (the newest process of its startup script): a crash whose exit code means a signal
 #: (6/134 SIGABRT, 11/139 SIGSEGV, 15/143 SIGTERM) delivers that signal; any other code is a SIGKILL
 #: (the process reports 137), since the emulator cannot make a process exit with a chosen code.
-TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy", "hardware"})
+TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy", "hardware",
+                               "scheduled_maintenance"})
 #: Faults of a TPU VM's make-up, struck as its workers boot (before the startup script runs), seed 004's
 #: pre-check finds them: ``hardware`` without ``at_step`` / ``after_seconds`` (``chips`` of worker ``worker``'s
 #: TPU device files are missing; with a timing they vanish while it runs, for the periodic check), and
@@ -132,6 +137,12 @@ class Fault(BaseModel):
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
     terminate_reason: str = "Maintenance event without automatic recovery"
     grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
+    notice_seconds: float = Field(5.0, ge=0, description="scheduled_maintenance: real seconds from the "
+                                  "announcement (upcoming_maintenance PENDING) to the window's start")
+    window_seconds: float | None = Field(None, ge=0, description="scheduled_maintenance: how long the node is "
+                                         "REPAIRING (real seconds; null: the emulator's tpu_repair_seconds)")
+    maintenance_type: Literal["SCHEDULED", "UNSCHEDULED"] = "SCHEDULED"
+    can_reschedule: bool = True
     health: Literal["TIMEOUT", "UNHEALTHY_TENSORFLOW"] = "TIMEOUT"
     symptoms: tuple[str, ...] = ()
     chips: int | None = Field(None, ge=1, description="hardware: TPU chips of the worker lost (null: all)")

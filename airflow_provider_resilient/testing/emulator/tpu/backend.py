@@ -10,6 +10,10 @@ A node of accelerator type T has :func:`.topology.worker_count` worker VMs. Each
     READY -- maintenance (recover) -> SIGTERM workers, REPAIRING / UNHEALTHY_MAINTENANCE, audit
              ``tpu.nodes.restart`` -(tpu_repair_seconds)-> READY/HEALTHY, startup scripts run again
           -- maintenance (no recovery) -> SIGTERM workers, TERMINATED, audit ``tpu.nodes.terminate``
+          -- scheduled maintenance -> announced: ``upcoming_maintenance`` PENDING (v2alpha1 GetNode) with its
+             window; at the window's start ONGOING and a maintenance event with recovery (above), REPAIRING for
+             the fault's ``window_seconds``; READY again with no notice. ``SimulateMaintenanceEvent`` (v2alpha1)
+             starts one at once.
           -- preemption -> PREEMPTED, audit ``tpu.nodes.terminate`` (reason: preempted)
           -- unhealthy -> health TIMEOUT / UNHEALTHY_TENSORFLOW, symptoms
           -- crash / hang -> the workload process of one worker gets the signal / SIGSTOP
@@ -61,6 +65,11 @@ _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 
                     143: signal.SIGTERM, 15: signal.SIGTERM}
 
 
+def _rfc3339(moment: Any) -> str:
+    """``2026-11-25T22:00:00.000000Z`` (the TPU API's timestamp strings)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _types() -> Any:
     from google.cloud.tpu_v2 import types
 
@@ -87,6 +96,12 @@ class NodeRun:
     #: of its disks by path (``RESILIENT_EMULATED_FREE_BYTES``); boot faults change them.
     hostnames: list[str] = field(default_factory=list)
     free_bytes: dict[str, int] = field(default_factory=dict)
+    #: The announced maintenance (``tpu_v2alpha1.UpcomingMaintenance`` as a dict; None: none), when its window
+    #: starts (the emulator's monotonic seconds) and how long the node is then REPAIRING (real seconds).
+    upcoming: dict[str, Any] | None = None
+    window_at: float | None = None
+    window_seconds: float | None = None
+    window_grace: float = 1.0
 
     @property
     def name(self) -> str:
@@ -200,6 +215,8 @@ class TpuBackend:
         for worker in run.workers:
             worker.start(script, self._worker_env(run, worker))
         run.ready_at = now
+        if run.upcoming is not None and run.upcoming.get("maintenance_status") == "ONGOING":
+            run.upcoming = None  # the maintenance is over
         self._set_state(run, "READY", "HEALTHY")
         run.node.health_description = ""
         run.phase = "ready"
@@ -483,7 +500,10 @@ class TpuBackend:
             assert run.operation is not None
             self.operations.finish(run.operation, types.Node.pb(types.Node(run.node)))
         elif run.phase == "ready":
-            self._strike(run, now)
+            if run.window_at is not None and now >= run.window_at:
+                self._maintain(run, now)
+            else:
+                self._strike(run, now)
         elif run.phase == "terminating" and run.term_deadline is not None and now >= run.term_deadline:
             for worker in run.workers:
                 worker.stop()
@@ -538,8 +558,89 @@ class TpuBackend:
         run.after_termination = then
         run.phase = "terminating"
 
+    def _announce(self, run: NodeRun, fault: Fault, now: float) -> None:
+        """A ``scheduled_maintenance`` fault: announce a window ``notice_seconds`` from now (PENDING)."""
+        from datetime import timedelta
+
+        start = self.clock.now() + timedelta(seconds=fault.notice_seconds)
+        window = fault.window_seconds if fault.window_seconds is not None else self.config.scaled(
+            self.config.latencies.tpu_repair_seconds)
+        run.upcoming = {"type_": fault.maintenance_type, "can_reschedule": fault.can_reschedule,
+                        "window_start_time": _rfc3339(start),
+                        "window_end_time": _rfc3339(start + timedelta(seconds=window)),
+                        "latest_window_start_time": _rfc3339(start), "maintenance_status": "PENDING"}
+        run.window_at, run.window_seconds, run.window_grace = now + fault.notice_seconds, window, fault.grace_seconds
+        run.events.append(f"maintenance announced for {run.upcoming['window_start_time']}")
+
+    def _maintain(self, run: NodeRun, now: float, grace: float | None = None) -> None:
+        """The announced window starts (or SimulateMaintenanceEvent): ONGOING, workers get SIGTERM, REPAIRING
+        for the window, audit ``tpu.nodes.restart``; then READY again (seed 002: most events recover)."""
+        window = run.window_seconds if run.window_seconds is not None else self.config.scaled(
+            self.config.latencies.tpu_repair_seconds)
+        grace = run.window_grace if grace is None else grace
+        if run.upcoming is None:
+            run.upcoming = {"type_": "UNSCHEDULED", "can_reschedule": False,
+                            "window_start_time": _rfc3339(self.clock.now())}
+        run.upcoming["maintenance_status"] = "ONGOING"
+        run.window_at = run.window_seconds = None
+        self._set_state(run, "REPAIRING", "UNHEALTHY_MAINTENANCE")
+        run.node.health_description = f"The TPU had a maintenance event at {self.clock.now().isoformat()}"
+        self.audit(run.project, method_name="tpu.nodes.restart", resource_name=run.name, severity="NOTICE")
+        self._terminate_workers(run, now, grace, "repairing")
+        run.next_at = now + window + grace
+
+    def simulate_maintenance_event(self, name: str, worker_ids: list[str]) -> Any:
+        """v2alpha1 SimulateMaintenanceEvent: a maintenance event on the node now (every worker restarts: the
+        emulator's node is one VM group); a node that is not READY refuses (FAILED_PRECONDITION)."""
+        with self.lock:
+            run = self._run(name)
+            if run.phase != "ready":
+                raise FailedPrecondition(f"Node {name} is {run.node.state.name}, not READY")
+            run.events.append(f"simulated maintenance on workers {','.join(worker_ids) or '0'}")
+            self._maintain(run, self.clock.monotonic())
+            op_name = self._op_name(name.rsplit("/nodes/", 1)[0])
+            operation = self.operations.start(op_name, self._metadata(run, "simulateMaintenanceEvent"))
+            from google.cloud.tpu_v2alpha1 import types as alpha
+
+            self.operations.finish(op_name, alpha.Node.pb(self.alpha_node(name)))
+            return operation
+
+    def alpha_node(self, name: str) -> Any:
+        """The node as ``tpu_v2alpha1.Node``: the v2 fields, and ``upcoming_maintenance`` when announced."""
+        from google.cloud.tpu_v2alpha1 import types as alpha
+
+        with self.lock:
+            run = self._run(name)
+            node = alpha.Node.from_json(_types().Node.to_json(run.node), ignore_unknown_fields=True)
+            if run.upcoming is not None:
+                node.upcoming_maintenance = alpha.UpcomingMaintenance(**run.upcoming)
+            return node
+
+    def update_node(self, node: Any, update_mask: list[str]) -> Any:
+        """UpdateNode: ``metadata``, ``labels`` and ``description`` (each replaced whole, as the mask names
+        them); other paths are refused (INVALID_ARGUMENT)."""
+        types = _types()
+        allowed = {"metadata", "labels", "description"}
+        if not update_mask or set(update_mask) - allowed:
+            raise InvalidArgument(f"update_mask must name some of {sorted(allowed)}, got {list(update_mask)}")
+        with self.lock:
+            run = self._run(node.name)
+            for path in update_mask:
+                if path == "description":
+                    run.node.description = node.description
+                else:
+                    getattr(run.node, path).clear()
+                    getattr(run.node, path).update(dict(getattr(node, path)))
+            op_name = self._op_name(node.name.rsplit("/nodes/", 1)[0])
+            operation = self.operations.start(op_name, self._metadata(run, "update"))
+            self.operations.finish(op_name, types.Node.pb(types.Node(run.node)))
+            return operation
+
     def _apply(self, run: NodeRun, fault: Fault, now: float) -> None:
         types = _types()
+        if fault.kind == "scheduled_maintenance":
+            self._announce(run, fault, now)
+            return
         if fault.kind == "maintenance" and fault.recover:
             self._set_state(run, "REPAIRING", "UNHEALTHY_MAINTENANCE")
             run.node.health_description = f"The TPU had a maintenance event at {self.clock.now().isoformat()}"

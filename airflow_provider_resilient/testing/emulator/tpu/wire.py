@@ -1,4 +1,6 @@
-"""``google.cloud.tpu.v2.Tpu`` over gRPC: nodes (long-running operations), guest attributes, queued resources."""
+"""``google.cloud.tpu.v2.Tpu`` over gRPC: nodes (long-running operations), guest attributes, queued resources;
+and the ``google.cloud.tpu.v2alpha1.Tpu`` methods the provider reads maintenance through (REFERENCE.md:
+``Node.upcoming_maintenance`` and ``SimulateMaintenanceEvent`` exist in v2alpha1 only)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from ..wire import Method, generic_handler
 from .backend import TpuBackend
 
 SERVICE = "google.cloud.tpu.v2.Tpu"
+SERVICE_V2ALPHA1 = "google.cloud.tpu.v2alpha1.Tpu"
 
 
 def tpu_service_handler(backend: TpuBackend, calls: CallLog) -> Any:
@@ -44,6 +47,9 @@ def tpu_service_handler(backend: TpuBackend, calls: CallLog) -> Any:
         "GetNode": Method(lambda r: backend.get_node(r.name), t.GetNodeRequest.deserialize, t.Node.serialize,
                           by_name),
         "ListNodes": Method(list_nodes, t.ListNodesRequest.deserialize, t.ListNodesResponse.serialize, by_parent),
+        "UpdateNode": Method(lambda r: backend.update_node(r.node, list(r.update_mask.paths)),
+                             t.UpdateNodeRequest.deserialize, operation,
+                             lambda r: (f"name={r.node.name}", r.node.name)),
         "DeleteNode": Method(lambda r: backend.delete_node(r.name), t.DeleteNodeRequest.deserialize, operation,
                              by_name),
         "StopNode": Method(lambda r: backend.stop_node(r.name), t.StopNodeRequest.deserialize, operation, by_name),
@@ -62,3 +68,24 @@ def tpu_service_handler(backend: TpuBackend, calls: CallLog) -> Any:
                                        t.DeleteQueuedResourceRequest.deserialize, operation, by_name),
     }
     return generic_handler(SERVICE, methods, calls)
+
+
+def tpu_v2alpha1_handler(backend: TpuBackend, calls: CallLog) -> Any:
+    """The v2alpha1 TPU API's GetNode (the v2 node with ``upcoming_maintenance``) and SimulateMaintenanceEvent."""
+    from google.cloud.tpu_v2alpha1.types import cloud_tpu as t
+    from google.longrunning import operations_pb2
+
+    def get_node(r: Any) -> Any:
+        backend.get_node(r.name)  # NOT_FOUND and injected UNAVAILABLE answers, as for v2
+        return backend.alpha_node(r.name)
+
+    def by_name(r: Any) -> tuple[str, str]:
+        return f"name={r.name}", r.name
+
+    methods = {
+        "GetNode": Method(get_node, t.GetNodeRequest.deserialize, t.Node.serialize, by_name),
+        "SimulateMaintenanceEvent": Method(
+            lambda r: backend.simulate_maintenance_event(r.name, list(r.worker_ids)),
+            t.SimulateMaintenanceEventRequest.deserialize, operations_pb2.Operation.SerializeToString, by_name),
+    }
+    return generic_handler(SERVICE_V2ALPHA1, methods, calls)

@@ -1,0 +1,135 @@
+"""Checkpoint on request: the workload's side of the operator's early checkpoint before a maintenance window.
+
+On a Cloud TPU VM this file is importable as ``resilient_checkpoint`` (the TPU operator writes it beside the
+worker runner and puts its directory on ``PYTHONPATH``); in Airflow it is
+``airflow_provider_resilient.worker.checkpoint_request``. Standard library only, Python 3.8 syntax, nothing
+happens at import time.
+
+The protocol (the worker runner's side: :mod:`.runner`, section 4b). When Cloud TPU announces maintenance
+(``Node.upcoming_maintenance``), the operator sets the node's metadata ``resilient-checkpoint-request`` to a
+token shortly before the window; each worker's runner writes the token to ``$RESILIENT_CHECKPOINT_REQUEST_FILE``
+(and, with ``--checkpoint-signal``, signals the command). The workload checks :func:`requested` once per step;
+when it returns a token, it saves a complete checkpoint at once and calls :func:`acknowledge` -- the runner
+reports the token back (guest attribute ``checkpoint_ack``) and the operator knows the progress is safe (with
+``maintenance_policy="move"`` it then moves the run to a fresh node). Seed 002: "Prüfpunkte sind der Schlüssel
+zu kurzen Wiederherstellungen nach Wartungsereignissen" (checkpoints are the key to short recoveries after
+maintenance events) -- a checkpoint written just before the window loses almost nothing.
+
+Plain Python::
+
+    from resilient_checkpoint import save_if_requested
+    for step in range(start, steps):
+        train_step()
+        save_if_requested(step, lambda s: save_checkpoint(s))   # True when it saved on request
+
+JAX / Orbax (``orbax.checkpoint.CheckpointManager``; every host must take the same decision -- Orbax saves are
+collective -- so broadcast process 0's view first)::
+
+    from jax.experimental import multihost_utils
+    from resilient_checkpoint import orbax_save_if_requested, requested
+    wanted = bool(multihost_utils.broadcast_one_to_all(requested() is not None))
+    orbax_save_if_requested(manager, step, args=ocp.args.StandardSave(state), when=wanted)
+
+PyTorch (``torch.distributed.checkpoint``; all ranks call it, as DCP saves are collective)::
+
+    from resilient_checkpoint import torch_dcp_save_if_requested
+    torch_dcp_save_if_requested({"model": model.state_dict(), "optim": optim.state_dict()},
+                                f"{ckpt_dir}/step_{step}", step)
+
+Outside a TPU VM (the variables unset) :func:`requested` is always None, so the same code runs anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
+ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
+
+
+def _read(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def requested(environ: dict | None = None) -> str | None:
+    """The token of a checkpoint request not acknowledged yet, or None (no request, or not under the runner).
+
+    Args:
+        environ: the environment to read the two file paths from (default ``os.environ``).
+    """
+    env = os.environ if environ is None else environ
+    token = _read(env.get(REQUEST_FILE_ENV))
+    if token is None or token == _read(env.get(ACK_FILE_ENV)):
+        return None
+    return token
+
+
+def acknowledge(token: str, environ: dict | None = None) -> None:
+    """Tell the runner the checkpoint asked for by ``token`` is saved and complete (written atomically).
+
+    Raises:
+        OSError: the acknowledgement file cannot be written.
+    """
+    env = os.environ if environ is None else environ
+    path = env.get(ACK_FILE_ENV)
+    if not path:
+        return
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(token)
+    os.replace(partial, path)
+
+
+def save_if_requested(step: int, save: Callable[[int], Any], environ: dict | None = None) -> bool:
+    """When a checkpoint is requested: ``save(step)`` (it must return once the checkpoint is complete), then
+    :func:`acknowledge`. Returns True when it saved. Errors of ``save`` propagate (nothing is acknowledged)."""
+    token = requested(environ)
+    if token is None:
+        return False
+    save(step)
+    acknowledge(token, environ)
+    return True
+
+
+def orbax_save_if_requested(manager: Any, step: int, args: Any = None, when: bool | None = None,
+                            environ: dict | None = None) -> bool:
+    """The Orbax form of :func:`save_if_requested`: ``manager.save(step, args=args, force=True)`` (``force``:
+    regardless of the manager's own interval) and ``manager.wait_until_finished()`` (an async save must be
+    complete before it is acknowledged). ``when``: the caller's agreed decision on a multi-host slice (see
+    the module docstring); None: this host's own view."""
+    token = requested(environ)
+    if not (token is not None if when is None else when):
+        return False
+    manager.save(step, args=args, force=True)
+    manager.wait_until_finished()
+    if token is not None:
+        acknowledge(token, environ)
+    return True
+
+
+def torch_dcp_save_if_requested(state_dict: Any, checkpoint_id: str, step: int,
+                                environ: dict | None = None) -> bool:
+    """The PyTorch form of :func:`save_if_requested`: ``torch.distributed.checkpoint.save(state_dict,
+    checkpoint_id=checkpoint_id)`` (its ``.metadata`` file is written last: the checkpoint is complete when it
+    returns). ``step`` is for the log only."""
+    token = requested(environ)
+    if token is None:
+        return False
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(state_dict, checkpoint_id=checkpoint_id)
+    acknowledge(token, environ)
+    print(f"saved checkpoint of step {step} on request {token}", flush=True)
+    return True
+
+
+__all__ = ["ACK_FILE_ENV", "REQUEST_FILE_ENV", "acknowledge", "orbax_save_if_requested", "requested",
+           "save_if_requested", "torch_dcp_save_if_requested"]

@@ -1,0 +1,131 @@
+"""Upcoming maintenance on the emulator (issue 14, part 1): Cloud TPU announces a window
+(``Node.upcoming_maintenance``, v2alpha1); before it the operator asks the workload for a checkpoint through
+the node's metadata and the worker runner, then rides the event out or moves the run to a fresh node."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
+
+from .test_tpu_operator import A1, A2, ZONE, context, created, decisions, deleted, nodes_left, operator, train
+
+
+def train_slowly(epochs: int = 40, seconds: float = 0.1) -> str:
+    """A 40-epoch run (0.1 s each) with no periodic checkpoint before its end: only a checkpoint on request
+    saves progress before the window."""
+    return train(epochs).replace("--checkpoint-every 3 --epoch-seconds 0.05",
+                                 f"--checkpoint-every 1000 --epoch-seconds {seconds}")
+
+
+def worker_log(emulator: Any, node_id: str) -> str:
+    return (emulator.work_dir / "tpu" / node_id / "worker-0.log").read_text()
+
+
+def boots(log: str) -> list[str]:
+    """The worker's log per boot of its VM."""
+    return re.split(r"===== worker 0 boot \d+ =====\n", log)[1:]
+
+
+def announce(emulator: Any, **fields: Any) -> None:
+    emulator.add_fault({"kind": "scheduled_maintenance", "at_step": 3, "notice_seconds": 3.0,
+                        "window_seconds": 0.5, **fields})
+
+
+def test_ride_out_checkpoints_before_the_window_and_resumes_from_that_checkpoint(resilient_emulator):
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    announce(resilient_emulator)
+    ctx = context()
+    result = operator(train_slowly(), maintenance_lead_seconds=2.0).execute(ctx)
+    # The event itself is waited out on the same node (seed 002: most events recover).
+    assert set(decisions(result)) == {("maintenance_event", "wait")}
+    assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
+    first, second = boots(worker_log(resilient_emulator, A1))
+    (saved,) = re.findall(r"saved checkpoint \S+/step_(\d+) on request \(scheduled maintenance at \S+\)", first)
+    assert "checkpoint requested: scheduled maintenance at" in first  # the runner passed it on
+    # After the repair the workload resumed from the checkpoint it saved on request, past the announcement.
+    assert f"resuming from step {saved}" in second and int(saved) > 3
+    assert result["checkpoint"]["step"] == 40
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+
+
+def test_move_leaves_the_node_before_the_window_without_spending_a_budget(resilient_emulator):
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    announce(resilient_emulator, notice_seconds=30.0)
+    ctx = context()
+    result = operator(train_slowly(), maintenance_lead_seconds=25.0, maintenance_policy="move").execute(ctx)
+    first, second = result["attempts"]
+    assert first["ended_by"] == "maintenance" and not first.get("incidents")
+    assert second["resumed_from_step"] > 3 and not second.get("incidents")
+    assert decisions(result) == []  # no failure, no budget
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    # The move came before the window: the first node never went into maintenance (one boot of its VM), and
+    # the second resumed from the checkpoint the first saved on request.
+    (only,) = boots(worker_log(resilient_emulator, A1))
+    (saved,) = re.findall(r"saved checkpoint \S+/step_(\d+) on request", only)
+    assert second["resumed_from_step"] == int(saved)
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+
+
+def test_auto_rides_out_a_short_window_and_moves_off_a_long_one():
+    from airflow_provider_resilient.supervisor.maintenance import MaintenancePolicy, MaintenanceSettings, Notice, moves
+
+    auto = MaintenanceSettings(MaintenancePolicy.AUTO, lead_seconds=600, move_seconds=600)
+    assert not moves(Notice("SCHEDULED", "PENDING", 1000.0, 1300.0), auto)
+    assert moves(Notice("SCHEDULED", "PENDING", 1000.0, 4600.0), auto)
+
+
+def test_bad_maintenance_arguments_are_refused_at_parse_time():
+    with pytest.raises(AirflowFailException, match=r"maintenance_policy: 'later'.*ride_out, move, auto"):
+        operator("echo hi", maintenance_policy="later")
+    with pytest.raises(AirflowFailException, match=r"maintenance_lead_seconds: -1: give a number of seconds >= 0"):
+        operator("echo hi", maintenance_lead_seconds=-1)
+
+
+def test_the_v2alpha1_api_announces_the_window_and_simulates_an_event(resilient_emulator):
+    """Conformance of the emulator's v2alpha1 face with the real client."""
+    hook = ResilientTPUHook()
+    announce(resilient_emulator, at_step=None, notice_seconds=60.0)
+    hook.create_node("test-project", "us-central2-b", "n1", {
+        "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base",
+        "metadata": {"startup-script": "sleep 60"}})
+    name = f"{ZONE}/nodes/n1"
+    import time
+
+    deadline = time.monotonic() + 30
+    while (upcoming := hook.upcoming_maintenance(name)) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert upcoming.type_.name == "SCHEDULED" and upcoming.maintenance_status.name == "PENDING"
+    assert upcoming.window_start_time < upcoming.window_end_time and upcoming.can_reschedule
+    hook.request_checkpoint(name, "tok")
+    assert dict(hook.get_node(name).metadata)["resilient-checkpoint-request"] == "tok"
+    assert "startup-script" in dict(hook.get_node(name).metadata)  # the rest of the metadata is kept
+    hook.simulate_maintenance_event(name, ["0"])
+    node = hook.get_node(name)
+    assert node.state.name == "REPAIRING" and node.health.name == "UNHEALTHY_MAINTENANCE"
+    assert hook.upcoming_maintenance(name).maintenance_status.name == "ONGOING"
+    hook.delete_node(name)
+
+
+def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(resilient_emulator):
+    """Deferred, the trigger sees the notice appear (v2alpha1) and the workers' acknowledgement, and the task
+    comes back in time to request the checkpoint and to move."""
+    from .test_tpu_operator import run_deferred
+
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    announce(resilient_emulator, notice_seconds=30.0)
+    events: list = []
+    result = run_deferred(lambda: operator(train_slowly(), maintenance_lead_seconds=25.0, maintenance_policy="move",
+                                           deferrable=True), context(), events=events)
+    messages = [e["message"] for e in events]
+    assert any(m.startswith("upcoming maintenance: SCHEDULED PENDING") for m in messages)
+    assert any("saved its checkpoint on request (scheduled maintenance at" in m for m in messages)
+    first, second = result["attempts"]
+    assert first["ended_by"] == "maintenance" and second["resumed_from_step"] > 3
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
