@@ -23,7 +23,10 @@ def print_report(result: dict[str, Any], goodput: dict[str, Any] | None, output:
     for line in history_table(result["attempts"]):
         print(line)
     if goodput:
-        print(f"=== {label}GOODPUT: {Ledger.from_dict(goodput).summary()} ===")
+        ledger = Ledger.from_dict(goodput)
+        print(f"=== {label}GOODPUT: {ledger.summary()} ===")
+        print(f"=== {label}BADPUT (ml-goodput-measurement types, % of the run): "
+              + ", ".join(f"{kind} {share:.1f}" for kind, share in ledger.badput_breakdown().items()) + " ===")
         if "checkpoint_advice" in goodput:
             print(f"=== {label}CHECKPOINTING: {goodput['checkpoint_advice']['summary']} ===")
     with fsspec.open(f"{output}/model/metrics.json") as metrics_file:

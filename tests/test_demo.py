@@ -92,6 +92,8 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path):
     # The run summary: the goodput ledger (from step reports) and the checkpoint-interval advice.
     assert re.search(r"=== GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", vertex), vertex[-2000:]
     assert re.search(r"=== TPU GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", tpu), tpu[-2000:]
+    assert re.search(r"=== TPU BADPUT \(ml-goodput-measurement types, % of the run\): WASTED_PROGRESS_FROM_DISRUPTION "
+                     r"[0-9.]+, INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION [0-9.]+, ", tpu), tpu[-2000:]
     assert "=== CHECKPOINTING: checkpoints every" in vertex and "seed 002: about every 3600 s" in vertex
 
     uninterrupted = uninterrupted_accuracy(tmp_path, 30)

@@ -1,6 +1,7 @@
 """Goodput accounting: the run's ledger of productive and wasted time, and checkpoint-interval advice."""
 
 from .ledger import (
+    BADPUT_TYPES,
     BUCKETS,
     INTERRUPTIONS,
     CheckpointAdvice,
@@ -14,6 +15,7 @@ from .ledger import (
 )
 
 __all__ = [
+    "BADPUT_TYPES",
     "BUCKETS",
     "INTERRUPTIONS",
     "CheckpointAdvice",

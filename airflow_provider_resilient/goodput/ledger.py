@@ -34,6 +34,25 @@ from ..checkpoints.formats import CheckpointSave
 from ..policy import Attempt, DecisionAction, FailureClass
 
 BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "other")
+#: Each badput bucket as ml-goodput-measurement's ``BadputType`` (``goodput_utils.BadputType``), so a team that
+#: reads Google's badput breakdown reads ours the same way:
+#:
+#: * ``wasted_progress`` -> WASTED_PROGRESS_FROM_DISRUPTION ("time that was spent on productive training but lost
+#:   after restart");
+#: * ``detection`` and ``recovery`` -> INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time taken by the
+#:   infrastructure to restart the workload after a disruption": noticing it is part of that);
+#: * ``checkpoint_restore`` -> UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: from an attempt's start to its first step,
+#:   which also holds what Google splits into TPU_INITIALIZATION, TRAINING_PREP and PROGRAM_STARTUP (seen from
+#:   outside the workload they are one span);
+#: * ``other`` -> OTHER.
+#:
+#: A blocking checkpoint save (UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) and data loading (DATA_LOADING_SYNC) fall
+#: between two step reports and count as productive here: only the workload's own goodput events can split
+#: them out.
+BADPUT_TYPES = {"wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
+                "detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+                "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+                "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME", "other": "OTHER"}
 
 
 @dataclass(frozen=True)
@@ -62,9 +81,19 @@ class Ledger:
         """Productive time / total time, 0 to 1 (0 for an empty run)."""
         return self.productive / self.total if self.total > 0 else 0.0
 
-    def as_dict(self) -> dict[str, float | str]:
-        data: dict[str, float | str] = asdict(self)
+    def badput_breakdown(self) -> dict[str, float]:
+        """Badput in percent of the total per ml-goodput-measurement ``BadputType`` name (:data:`BADPUT_TYPES`),
+        as its ``get_job_goodput(include_badput_breakdown=True)`` reports it; every type of the mapping is there."""
+        breakdown = dict.fromkeys(BADPUT_TYPES.values(), 0.0)
+        for bucket, kind in BADPUT_TYPES.items():
+            breakdown[kind] += 100.0 * getattr(self, bucket) / self.total if self.total > 0 else 0.0
+        return {kind: round(share, 2) for kind, share in breakdown.items()}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The buckets (seconds), ``basis``, ``goodput`` (0 to 1), ``badput_breakdown`` (:meth:`badput_breakdown`)."""
+        data: dict[str, Any] = asdict(self)
         data["goodput"] = round(self.goodput, 4)
+        data["badput_breakdown"] = self.badput_breakdown()
         return data
 
     @classmethod

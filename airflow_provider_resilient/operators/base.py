@@ -590,6 +590,8 @@ class SupervisedOperator(BaseOperator):
             ledger = goodput_ledger(state.history, self._step_reports(), end=now, saves=saves or ())
             summary: dict[str, Any] = dict(ledger.as_dict())
             self.log.info("Goodput: %s", ledger.summary())
+            self.log.info("Badput as ml-goodput-measurement names it (%% of the run): %s", ", ".join(
+                f"{kind} {share:.1f}" for kind, share in ledger.badput_breakdown().items()))
             if saves is not None:
                 advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
                 self.log.info("Checkpointing: %s", advice.summary())

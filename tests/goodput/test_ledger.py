@@ -57,6 +57,12 @@ def test_redone_steps_are_wasted_once_and_gaps_are_recovery():
     assert ledger.wasted_progress == pytest.approx(10 + 5)
     assert ledger.productive == pytest.approx(20 + 20 + 5)  # + the tail after step 40 of the success
     assert sum(getattr(ledger, b) for b in BUCKETS) == pytest.approx(ledger.total)
+    # The same run as ml-goodput-measurement's badput breakdown (percent of the total per BadputType name).
+    assert ledger.badput_breakdown() == {"WASTED_PROGRESS_FROM_DISRUPTION": 18.75,  # 15 of 80 s
+                                         "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION": 12.5,  # detection 2 + recovery 8
+                                         "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME": 12.5, "OTHER": 0.0}
+    assert ledger.as_dict()["badput_breakdown"] == ledger.badput_breakdown()
+    assert type(ledger).from_dict(ledger.as_dict()) == ledger  # the XCom reads back
 
 
 def test_without_step_reports_the_bounds_are_stated():
