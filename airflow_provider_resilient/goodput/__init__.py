@@ -11,6 +11,8 @@ from .ledger import (
     goodput_ceiling,
     goodput_ledger,
     handed_interval,
+    trace_ceiling,
+    trace_wall_time,
     young_daly_interval,
 )
 
@@ -25,5 +27,7 @@ __all__ = [
     "goodput_ceiling",
     "goodput_ledger",
     "handed_interval",
+    "trace_ceiling",
+    "trace_wall_time",
     "young_daly_interval",
 ]

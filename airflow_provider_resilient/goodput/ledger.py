@@ -211,6 +211,51 @@ def goodput_ceiling(checkpoint_cost: float, restart_cost: float, mtbf: float) ->
     return max(0.0, 1.0 - math.sqrt(2 * checkpoint_cost / mtbf) - restart_cost / mtbf)
 
 
+def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
+                    interval: float) -> float:
+    """Wall seconds to finish ``work`` seconds of training that checkpoints after every ``interval`` seconds of
+    work (each save costs ``checkpoint_cost`` seconds), when failures strike after the running times ``gaps``
+    (seconds since the run started, then since each restart), each costing ``restart_cost`` seconds and the
+    work since the last save; no save after the last step. ``math.inf`` when the gaps end first.
+
+    Raises:
+        ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
+    """
+    if interval <= 0 or work <= 0 or checkpoint_cost < 0 or restart_cost < 0:
+        raise ValueError("interval and work must be > 0 seconds, the costs >= 0")
+    done = wall = 0.0
+    for gap in gaps:
+        left = work - done
+        finish = left + checkpoint_cost * (math.ceil(left / interval) - 1)
+        if gap >= finish:
+            return wall + finish
+        done += min(left, interval * math.floor(gap / (interval + checkpoint_cost)))
+        wall += gap + restart_cost
+    left = work - done
+    return math.inf if left > 0 else wall
+
+
+def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
+                  points: int = 400) -> tuple[float, float]:
+    """The best goodput any way could reach on this exact trace (issue 15, "a ceiling per trace"): the fixed
+    checkpoint interval best for the failures that struck (:func:`trace_wall_time`, searched over ``points``
+    log-spaced intervals from ``checkpoint_cost / 10`` -- at least 1 ms -- to ``work``), the minimal restart
+    cost, no capacity wait. Unlike :func:`goodput_ceiling`, which assumes the *expected* MTBF, it does not swing
+    with the trace's luck. Returns ``(goodput, interval)``: 0 to 1, and seconds.
+
+    Raises:
+        ValueError: as :func:`trace_wall_time`.
+    """
+    low, high = max(1e-3, checkpoint_cost / 10), max(work, 2e-3)
+    best = (0.0, high)
+    for k in range(points):
+        interval = low * (high / low) ** (k / (points - 1))
+        wall = trace_wall_time(work, gaps, checkpoint_cost, restart_cost, interval)
+        if wall < math.inf and work / wall > best[0]:
+            best = (work / wall, interval)
+    return best
+
+
 #: Failures that interrupt running training and so count towards the MTBF (not capacity, quota, queue,
 #: preflight or permanent errors, which stop a run from starting or end it for good).
 INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_ERROR, FailureClass.WORKER_FAILURE,

@@ -163,3 +163,30 @@ def test_checkpoint_saves_stand_in_for_lost_step_reports():
     seen = goodput_ledger(history, [], end=t0 + 200, saves=saves)
     assert blind.basis == "attempts" and blind.wasted_progress == pytest.approx(100)
     assert seen.basis == "steps" and seen.wasted_progress == pytest.approx(10)  # from step 90's save to the crash
+
+
+def test_the_trace_ceiling_is_the_best_fixed_interval_for_the_failures_that_struck():
+    from airflow_provider_resilient.goodput import trace_ceiling, trace_wall_time
+
+    # No failure: checkpointing only costs; the best is to save never (one interval = the whole work).
+    assert trace_wall_time(100, [1e9], 1, 5, 100) == 100
+    assert trace_ceiling(100, [1e9], 1, 5)[0] == pytest.approx(1.0)
+    # One failure after 55 s of running: with a 10 s interval (5 saves of 1 s = 55 s) 50 s are kept, 5 s of
+    # restart, then 50 s left = 50 + 4 saves.
+    assert trace_wall_time(100, [55, 1e9], 1, 5, 10) == pytest.approx(55 + 5 + 54)
+    goodput, interval = trace_ceiling(100, [55, 1e9], 1, 5)
+    assert goodput >= 100 / (55 + 5 + 54) and 0 < interval <= 100
+    # The gaps end before the work: no finite time.
+    assert trace_wall_time(100, [10, 10], 1, 5, 50) == math.inf
+
+
+@given(st.lists(st.floats(1, 500), min_size=1, max_size=8), st.floats(0.1, 20), st.floats(0, 60))
+@settings(max_examples=50, deadline=None)
+def test_the_trace_ceiling_is_never_above_one_and_never_below_its_end_points(gaps, cost, restart):
+    from airflow_provider_resilient.goodput import trace_ceiling, trace_wall_time
+
+    gaps = [*gaps, 1e9]  # the trace runs out of failures
+    goodput, _ = trace_ceiling(300, gaps, cost, restart)
+    assert 0 < goodput <= 1
+    for interval in (max(1e-3, cost / 10), 300.0):  # the search's first and last interval
+        assert goodput >= 300 / trace_wall_time(300, gaps, cost, restart, interval) - 1e-9
