@@ -324,6 +324,7 @@ class TPUNodeBackend:
 
         now = self.clock()
         self.watching(name)
+        self.maintenance_due = None  # set again below when a READY node's announced window needs a look
         if self.queued_resource and self._granted != name:
             waiting, event = self._await_queue(name, judge, now)
             if waiting:
@@ -361,7 +362,8 @@ class TPUNodeBackend:
             self.baseline = node_baseline(node, [])  # what a deferred watch compares with
             return None
         reports = self._tpu().worker_reports(name)
-        notice = notice_of(self._tpu().upcoming_maintenance(name))
+        # (lead 0: the run never acts on a notice, so it is not read -- one call less per look)
+        notice = notice_of(self._tpu().upcoming_maintenance(name)) if self.maintenance.lead_seconds > 0 else None
         self.baseline = node_baseline(node, reports, notice)
         for worker, report in enumerate(reports):
             status = report.get("status", "")
