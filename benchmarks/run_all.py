@@ -33,6 +33,7 @@ BENCHMARKS = {
                                                       "interval of a wrong MTBF guess"),
     "maintenance": ("maintenance.py", "training progress lost per scheduled TPU maintenance event, with and without "
                                       "the early checkpoint"),
+    "multislice": ("multislice.py", "a multislice run's recovery time after one slice is preempted"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
 }
 

@@ -66,6 +66,15 @@ def test_maintenance_benchmark_prints_the_steps_lost_both_ways():
     assert "mean steps lost" in out.stdout
 
 
+def test_multislice_benchmark_prints_the_recovery_of_a_two_slice_run():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "multislice.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=True)
+    (row,) = [[c.strip() for c in line.split("|")] for line in out.stdout.splitlines() if line.startswith("| 2 | 1 |")]
+    assert row[5] == "2"  # one failed group, one that finished
+    assert float(row[6]) >= 0 and float(row[7]) > 0 and int(row[8]) >= 0  # figures, not timing assertions
+    assert "mean recovery (s)" in out.stdout
+
+
 def test_run_all_writes_results_with_the_machine_and_date(tmp_path: Path):
     output = tmp_path / "RESULTS.md"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--only", "import_time",

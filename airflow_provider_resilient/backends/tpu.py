@@ -79,6 +79,8 @@ def live_nodes(hook: Any, project_id: str, zones: Sequence[str]) -> list[OwnedRe
                 continue
             kind = "queued_resource" if node.queued_resource else "tpu_node"
             metadata = dict(node.metadata)
+            if node.queued_resource and any(f.name == node.queued_resource for f in found):
+                continue  # another slice of the same multislice group
             found.append(OwnedResource(node.queued_resource or node.name, kind, owner_from(metadata),
                                        keep=node.labels.get(LABEL_KEEP) == "true",
                                        checkpoint_dir=metadata.get(ENV_CHECKPOINT_DIR) or None))
@@ -202,6 +204,8 @@ class TPUNodeBackend:
         fallback_zones: the zones the policy's fallbacks may move the run to (listed by :meth:`live_owned`).
         maintenance: what to do before an announced maintenance window (:mod:`~..supervisor.maintenance`; None:
             the defaults -- a checkpoint 10 minutes before, then ride it out).
+        slices: more than 1: each attempt is a multislice group of that many nodes of ``accelerator_type``, one
+            queued resource (``queued_resource`` must be set), looked at and ended as one.
 
     What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
     :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
@@ -215,7 +219,7 @@ class TPUNodeBackend:
                  queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
                  clock: Callable[[], float], fallback_zones: Sequence[str] = (),
-                 maintenance: MaintenanceSettings | None = None) -> None:
+                 maintenance: MaintenanceSettings | None = None, slices: int = 1) -> None:
         self.hooks = hooks
         self.project_id = project_id
         self.zone = zone
@@ -238,6 +242,7 @@ class TPUNodeBackend:
         #: Epoch seconds when the request being waited for passes the queue timeout (None: not waiting).
         self.queue_deadline: float | None = None
         self.maintenance = maintenance or MaintenanceSettings()
+        self.slices = slices
         #: Epoch seconds when an announced maintenance window next needs a look (its checkpoint request, or a
         #: move); None: nothing due. A deferred watch comes back by then.
         self.maintenance_due: float | None = None
@@ -268,12 +273,17 @@ class TPUNodeBackend:
         creating another."""
         from google.api_core import exceptions as gexc
 
+        from ..specs.tpu import queued_resource_name
+
         name = self.node_name(spec)
         try:
-            existing = self._tpu().get_node(name)
+            if self.slices > 1:  # a multislice group exists as its queued resource (its nodes come later)
+                state = self._tpu().get_queued_resource(queued_resource_name(name)).state.state.name
+            else:
+                state = self._tpu().get_node(name).state.name
         except gexc.NotFound:
             return None
-        log.info("Attempt %d already has node %s (%s): watching it", spec.attempt, name, existing.state.name)
+        log.info("Attempt %d already has node %s (%s): watching it", spec.attempt, name, state)
         self.watching(name)
         return Submitted(name, self.clock())
 
@@ -295,7 +305,8 @@ class TPUNodeBackend:
         try:
             if self.queued_resource:
                 self._tpu().create_queued_resource(self.project_id, zone, node_id, body, spot=self.spot,
-                                                   valid_until_seconds=self.valid_until_seconds)
+                                                   valid_until_seconds=self.valid_until_seconds,
+                                                   **({"slices": self.slices} if self.slices > 1 else {}))
             else:
                 self._tpu().create_node(self.project_id, zone, node_id, body)
         except gexc.GoogleAPICallError as exc:
@@ -312,12 +323,20 @@ class TPUNodeBackend:
                      self.clock() - started, resumed)
         return Submitted(name, self.clock(), spec.resume_step, spec.resume_uri)
 
+    def slice_names(self, name: str) -> list[str]:
+        """The nodes of the attempt ``name``: itself, or for a multislice group (``slices`` > 1) the queued
+        resource's nodes ``<name>-0`` ... ``<name>-<slices - 1>`` (``multi_node_params.node_id_prefix``)."""
+        return [f"{name}-{i}" for i in range(self.slices)] if self.slices > 1 else [name]
+
     def look(self, name: str, judge: Judge, started_at: float | None = None) -> LookResult:
-        """One look at the node: its queued resource while not granted (:meth:`_await_queue`), then the audit
-        entries not seen before, the node's state and health, and the workers' reports; an event when something
-        happened, None while it just runs. What the look means beyond the platform's own states -- audit entries
-        not seen before, a stalled or silent worker -- is ``judge``'s (the observer's) to say. ``started_at``:
-        when the attempt was submitted (epoch seconds; the audit log is read from a minute before it)."""
+        """One look at the node -- or at every slice of a multislice group: its queued resource while not granted
+        (:meth:`_await_queue`), then the audit entries not seen before, each node's state and health, and the
+        workers' reports; an event when something happened, None while it just runs. What the look means beyond
+        the platform's own states -- audit entries not seen before, a stalled or silent worker, an announced
+        maintenance window -- is ``judge``'s (the observer's) to say; a group is one resource to it, its workers
+        numbered slice by slice. A failure of one slice fails the attempt (its whole group is then ended).
+        ``started_at``: when the attempt was submitted (epoch seconds; the audit log is read from a minute before
+        it)."""
         from google.api_core import exceptions as gexc
 
         from ..policy import classify_exit_status, classify_tpu_node
@@ -330,79 +349,107 @@ class TPUNodeBackend:
             if waiting:
                 return event
             self._granted, self.queue_deadline = name, None
+        slices = self.slice_names(name)
+        group = len(slices) > 1
+
+        def where(index: int) -> str:
+            return f"slice {index} ({slices[index].rsplit('/', 1)[1]}): " if group else ""
+
         # Every look reads the audit entries that arrived since the last one, so each event counts once. They
         # are read *before* the node: an event that starts between the two reads then shows in the node's
         # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
         # When the node shows a failure, they are read once more for its terminate reason.
-        audits = self._new_audits(name, judge, started_at)
-        try:
-            node = self._tpu().get_node(name)
-        except gexc.NotFound:
-            return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
-                                     message=f"node {name} disappeared", timestamp=now), now, live=False)
-        failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
-        if failure is not None:
-            if not any(a.terminate_reason for a in audits):  # its entry may have come after the first read
-                audits += self._new_audits(name, judge, started_at)
-            # The entry that names the reason also dates the event: the node's state only says it happened by
-            # now, and a look late by an outage (no triggerer) would count the time in between as lost work.
-            # (An entry of another kind -- a maintenance event waited out before the node went unhealthy --
-            # gives its reason, as before, but not its time.)
-            told = next((a for a in reversed(audits) if a.terminate_reason), None)
-            if told is not None:
-                when = failure.timestamp
-                if told.timestamp is not None and told.failure_class == failure.failure_class:
-                    # (never in the future; the clock is read again: the entry may be younger than this look)
-                    when = min(self.clock(), told.timestamp)
-                failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
-            return JobFailed(failure, now, live=True)
+        audits = [a for node_name in slices for a in self._new_audits(node_name, judge, started_at, name)]
+        nodes = []
+        for index, node_name in enumerate(slices):
+            try:
+                node = self._tpu().get_node(node_name)
+            except gexc.NotFound:
+                return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
+                                         message=f"{where(index)}node {node_name} disappeared", timestamp=now),
+                                 now, live=group)  # the other slices of a group still bill
+            failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description,
+                                        timestamp=now)
+            if failure is not None:
+                mine = [a for a in audits if a.terminate_reason]
+                if not mine:  # its entry may have come after the first read
+                    mine = self._new_audits(node_name, judge, started_at, name)
+                # The entry that names the reason also dates the event: the node's state only says it happened
+                # by now, and a look late by an outage (no triggerer) would count the time in between as lost
+                # work. (An entry of another kind -- a maintenance event waited out before the node went
+                # unhealthy -- gives its reason, as before, but not its time.)
+                told = next((a for a in reversed(mine) if a.terminate_reason), None)
+                if told is not None:
+                    when = failure.timestamp
+                    if told.timestamp is not None and told.failure_class == failure.failure_class:
+                        # (never in the future; the clock is read again: the entry may be younger than this look)
+                        when = min(self.clock(), told.timestamp)
+                    failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
+                if group:
+                    failure = replace(failure, message=where(index) + (failure.message or failure.failure_class.value))
+                return JobFailed(failure, now, live=True)
+            nodes.append(node)
         if audits:  # a maintenance event that came and went between two looks
             return JobFailed(audits[-1], now, live=True)
-        if node.state.name != "READY":
-            self.baseline = node_baseline(node, [])  # what a deferred watch compares with
+        if any(node.state.name != "READY" for node in nodes):
+            self.baseline = node_baseline(next(n for n in nodes if n.state.name != "READY"), [])
             return None
-        reports = self._tpu().worker_reports(name)
+        per_slice = [self._tpu().worker_reports(node_name) for node_name in slices]
+        reports = [r for slice_reports in per_slice for r in slice_reports]
         # (lead 0: the run never acts on a notice, so it is not read -- one call less per look)
-        notice = notice_of(self._tpu().upcoming_maintenance(name)) if self.maintenance.lead_seconds > 0 else None
-        self.baseline = node_baseline(node, reports, notice)
-        for worker, report in enumerate(reports):
+        notices = [notice_of(self._tpu().upcoming_maintenance(node_name)) if self.maintenance.lead_seconds > 0
+                   else None for node_name in slices]
+        pending = [n for n in notices if n is not None]
+        notice = min(pending, key=lambda n: n.window_start or 0.0) if pending else None  # the first window
+        self.baseline = node_baseline(nodes[0], reports, notice)
+        workers = 0
+        silent, keys = [], []  # the group's workers, numbered slice by slice
+        for index, (node, slice_reports) in enumerate(zip(nodes, per_slice, strict=True)):
+            count = max(len(slice_reports), _workers(node))
+            keys += [(index, w) for w in range(len(slice_reports))]
+            silent += [worker_key(workers + w) for w in range(count)
+                       if w >= len(slice_reports) or not slice_reports[w].get("status")]
+            workers += count
+        for number, report in enumerate(reports):
+            index, worker = keys[number]
+            label = f"{where(index)}worker {worker}"
             status = report.get("status", "")
             hardware = str(report.get(KEY_HARDWARE) or "")
             if hardware.startswith("faulty") and status != STATUS_PREFLIGHT_FAILED:
                 # Seed 004: the runner's device check failed (a chip or GPU gone) while the workload ran or
                 # when it failed -> isolate the hardware: a new node, whatever the exit status says.
-                return JobFailed(Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=str(worker),
-                                         message=f"worker {worker} hardware check failed: {hardware[7:].strip()}",
+                return JobFailed(Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=str(number),
+                                         message=f"{label} hardware check failed: {hardware[7:].strip()}",
                                          timestamp=now), now, live=True)
             if status in BAD_STATUSES:
                 code = int(report.get("exit_code") or 1)
                 why = (f"preflight {report.get(KEY_PREFLIGHT)}" if status == STATUS_PREFLIGHT_FAILED
                        and report.get(KEY_PREFLIGHT) else str(report.get(KEY_ERROR) or ""))
-                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(worker),
+                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(number),
                                               worker_restarts=int(report.get("restarts") or 0),
-                                              message=f"worker {worker} {status} with exit {code}"
+                                              message=f"{label} {status} with exit {code}"
                                                       + (f": {why}" if why else ""), timestamp=now)
                 if failed is not None:
                     return JobFailed(failed, now, live=True)
         running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
         steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
         beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
-        workers = max(len(reports), _workers(node))
-        silent = [worker_key(w) for w in range(workers) if w >= len(reports) or not reports[w].get("status")]
-        requested = dict(node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE) or None
+        tokens = {dict(node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE) or None for node in nodes}
+        requested = tokens.pop() if len(tokens) == 1 else None  # asked of every slice, or not yet
         acks = [r.get(KEY_CHECKPOINT_ACK, "") for r in reports] + [""] * (workers - len(reports))
-        look = Look(name, Platform.TPU, node.state.name, progress=steps, heartbeats=beats, silent=silent,
+        look = Look(name, Platform.TPU, nodes[0].state.name, progress=steps, heartbeats=beats, silent=silent,
                     maintenance=notice, checkpoint_requested=requested, checkpoint_acks=acks)
         verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout,
                                      maintenance=self.maintenance))
         if verdict.failure is not None:
             return JobFailed(verdict.failure, now, live=True)
-        if reports and all(r.get("status") == "succeeded" for r in reports):
+        if all(per_slice) and all(r.get("status") == "succeeded" for r in reports):
             return JobSucceeded(now, live=True)  # the node bills until it is deleted
         ahead = verdict.maintenance
         if ahead is not None and ahead.request is not None:
             log.warning("%s: asking the workload for a checkpoint (%s)", ahead.reason, ahead.request)
-            self._tpu().request_checkpoint(name, ahead.request)
+            for node_name in slices:  # every slice of a group saves: its collectives span them all
+                self._tpu().request_checkpoint(node_name, ahead.request)
             requested = ahead.request
         self.maintenance_due = self._due(notice, requested)
         if ahead is not None and ahead.move:
@@ -461,7 +508,8 @@ class TPUNodeBackend:
             return True, JobFailed(verdict.failure, now, live=True)
         return True, None
 
-    def _new_audits(self, node_name: str, judge: Judge, started_at: float | None) -> list[Failure]:
+    def _new_audits(self, node_name: str, judge: Judge, started_at: float | None,
+                    resource: str | None = None) -> list[Failure]:
         """The audit entries about the node not seen before (the observer de-duplicates them by ``insertId``),
         classified; entries that mean nothing are dropped. Read from a minute (ingestion delay) before the
         attempt started (``started_at``; unknown: now)."""
@@ -470,7 +518,7 @@ class TPUNodeBackend:
         since = datetime.fromtimestamp((started_at or self.clock()) - 60, tz=UTC)
         entries = self.hooks()[1].node_events(self.project_id, node_name, since)
         ids = [str(e.get("insertId")) for e in entries]
-        fresh = set(judge(Look(node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
+        fresh = set(judge(Look(resource or node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
         return [a for e in entries
                 if str(e.get("insertId")) in fresh and (a := classify_tpu_audit_entry(e)) is not None]
 
@@ -495,6 +543,8 @@ class TPUNodeBackend:
         self.live_node = self.live_queued = None
         self._granted = None
         owned = live_resources(name, queued_resource_name(name) if self.queued_resource else None)
+        if self.slices > 1:  # the queued resource takes its nodes along; the wait covers each of them
+            owned = owned[:1] + [OwnedResource(n, "tpu_node", None) for n in self.slice_names(name)]
         release_all(self._tpu(), [Release(r, "the attempt ends") for r in owned], DELETE_WAIT_SECONDS)
         log.info("Deleted node %s", name)
 

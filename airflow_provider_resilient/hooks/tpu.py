@@ -137,13 +137,16 @@ class ResilientTPUHook(GoogleApiHook):
             self._sleep(min(1.0, timeout))
 
     def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
-                               spot: bool, valid_until_seconds: float | None) -> Any:
+                               spot: bool, valid_until_seconds: float | None, slices: int = 1) -> Any:
         """Request a node through a queued resource (capacity is granted when available). An existing one
         with this id (a retried call) is returned as is.
 
         Args:
             node: the node to create, as for :meth:`create_node`.
             valid_until_seconds: how long the request may wait for capacity (seconds); None: no limit.
+            slices: more than 1: a multislice group of that many nodes ``<resource_id>-0`` ... through the
+                ``tpu_v2alpha1`` API (``multi_node_params``: only v2alpha1 has it, REFERENCE.md), all granted
+                and deleted as one.
 
         Raises:
             google.api_core.exceptions.ResourceExhausted: quota or capacity, on the create call
@@ -152,13 +155,19 @@ class ResilientTPUHook(GoogleApiHook):
         from google.api_core import exceptions as gexc
 
         parent = f"projects/{project_id}/locations/{zone}"
-        request: dict[str, Any] = {"tpu": {"node_spec": [{"parent": parent, "node_id": resource_id, "node": node}]}}
+        spec: dict[str, Any] = {"parent": parent, "node": node}
+        if slices > 1:
+            spec["multi_node_params"] = {"node_count": slices, "node_id_prefix": resource_id}
+        else:
+            spec["node_id"] = resource_id
+        request: dict[str, Any] = {"tpu": {"node_spec": [spec]}}
         if spot:
             request["spot"] = {}
         if valid_until_seconds:
             request["queueing_policy"] = {"valid_until_duration": timedelta(seconds=valid_until_seconds)}
+        client = self.alpha_client() if slices > 1 else self.client()
         with contextlib.suppress(gexc.AlreadyExists):  # a retried call whose first try went through
-            self.call(lambda: self.client().create_queued_resource(
+            self.call(lambda: client.create_queued_resource(
                 parent=parent, queued_resource_id=resource_id, queued_resource=request, retry=None), creating=True)
         return self.get_queued_resource(f"{parent}/queuedResources/{resource_id}")
 

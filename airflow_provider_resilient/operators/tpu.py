@@ -155,6 +155,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             most events recover by themselves) waits the event out, ``"move"`` moves the run to a fresh node once
             the checkpoint is saved (no budget spent), ``"auto"`` moves when the window is longer than
             ``maintenance_move_seconds`` (what a move costs: create, boot, restore; default 600 s).
+        slices: Multislice (default 1: one node). With ``slices=N`` each attempt is a group of N slices of
+            ``accelerator_type`` requested as one queued resource (``multi_node_params``: nodes ``<node id>-0`` ...
+            ``-<N-1>``, through the ``tpu_v2alpha1`` API), and every worker gets Cloud TPU's multislice
+            environment (``MEGASCALE_COORDINATOR_ADDRESS``, ``MEGASCALE_NUM_SLICES``, ``MEGASCALE_SLICE_ID``,
+            ``MEGASCALE_PORT``). A failure of any slice -- maintenance, preemption, unhealthy hardware, a worker
+            out of restarts -- ends the whole group and the next attempt requests a new one, resuming from the
+            latest complete checkpoint: the slices' collectives span the group, so the healthy slices must restart
+            from the same checkpoint anyway, and a queued resource is granted and deleted as one (the API has no
+            call that replaces one of its nodes). Not with ``deferrable=True`` yet.
         maintenance_lead_seconds: seconds before the window's start to request the checkpoint (default 600); 0: never
             request one (the workload learns of the event from its SIGTERM) and never move.
         maintenance_move_seconds: see ``maintenance_policy``.
@@ -197,7 +206,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  secret_env: Mapping[str, str] | None = None,
                  preflight: Preflight | Mapping[str, Any] | bool | None = True,
                  maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
-                 maintenance_move_seconds: float = 600.0, **kwargs: Any) -> None:
+                 maintenance_move_seconds: float = 600.0, slices: int = 1, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -216,7 +225,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.valid_until_duration = valid_until_duration
         self.valid_until_seconds = (valid_until_duration.total_seconds() if isinstance(valid_until_duration, timedelta)
                                     else valid_until_duration)
-        self.queued_resource = queued_resource or self.valid_until_seconds is not None
+        self.slices = slices
+        # Multislice groups exist only as queued resources (multi_node_params).
+        self.queued_resource = (queued_resource or self.valid_until_seconds is not None
+                                or (type(slices) is int and slices > 1))
         self.reserved = reserved
         self.hang_timeout = hang_timeout
         self.heartbeat_seconds = heartbeat_seconds
@@ -303,7 +315,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
                 startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
                 fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
-                maintenance=self._maintenance_settings())
+                maintenance=self._maintenance_settings(), slices=self.slices)
         return self.__dict__["_backend_instance"]
 
     def _maintenance_settings(self) -> Any:
@@ -459,7 +471,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 fallbacks=self.resilience_policy.fallbacks, extra_zones=os.environ.get("RESILIENT_EXTRA_ZONES", ""),
                 secret_env=self.secret_env, preflight=self.preflight, maintenance_policy=self.maintenance_policy,
                 maintenance_lead_seconds=self.maintenance_lead_seconds,
-                maintenance_move_seconds=self.maintenance_move_seconds)
+                maintenance_move_seconds=self.maintenance_move_seconds, slices=self.slices,
+                deferrable=self.deferrable)
         except SpecError as exc:
             left = exc.without(skip)
             if left is not None:

@@ -120,6 +120,10 @@ _TYPE_RE = re.compile(r"^(?P<family>v2|v3|v4|v5p|v5litepod|v5e|v6e)-(?P<size>\d+
 MAX_SLICE = {"v2": 512, "v3": 2048, "v4": 8192, "v5p": 17920, "v5litepod": 256, "v5e": 256, "v6e": 256}
 
 
+#: The most slices one multislice group may have here (Cloud TPU's own limit depends on the quota).
+MAX_SLICES = 64
+
+
 def worker_count(accelerator_type: str) -> int:
     """Worker VMs (hosts) of ``accelerator_type``, e.g. 4 for ``v4-32``. The one table of it:
     v2, v3, v4 and v5p types count TensorCores (v2/v3) or chips x 2 (v4, v5p): 8 per host, so
@@ -192,7 +196,8 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           startup_timeout: object, fallbacks: Sequence[Any], extra_zones: str = "",
                           secret_env: object = None, preflight: object = True,
                           maintenance_policy: object = "ride_out", maintenance_lead_seconds: object = 600.0,
-                          maintenance_move_seconds: object = 600.0) -> None:
+                          maintenance_move_seconds: object = 600.0, slices: object = 1,
+                          deferrable: object = False) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
 
@@ -285,5 +290,11 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                                 "what a move to a fresh node costs")):
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             problems.append(SpecError(name, f"{value!r}: give a number of seconds >= 0 ({what})"))
+    if type(slices) is not int or not 1 <= slices <= MAX_SLICES:
+        problems.append(SpecError("slices", f"{slices!r}: give a whole number of slices from 1 to {MAX_SLICES} "
+                                            "(1: one node; more: a multislice group)"))
+    elif slices > 1 and deferrable is True:
+        problems.append(SpecError("slices", f"{slices} slices with deferrable=True: a multislice run is watched "
+                                            "in the worker for now; set deferrable=False"))
     if problems:
         raise SpecError.of_many(problems)

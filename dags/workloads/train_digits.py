@@ -245,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.epoch_seconds > 0:
             time.sleep(args.epoch_seconds)
         print(f"step {epoch} loss {loss:.6f}", flush=True)
-        # On a multi-host TPU slice every worker trains the same replica; worker 0 alone writes checkpoints.
-        writer = os.environ.get("TPU_WORKER_ID", "0") == "0"
+        # On a multi-host TPU slice -- and on every slice of a multislice group -- every worker trains the same
+        # replica; worker 0 of slice 0 alone writes checkpoints.
+        writer = os.environ.get("TPU_WORKER_ID", "0") == "0" and os.environ.get("MEGASCALE_SLICE_ID", "0") == "0"
         due = time.monotonic() - last_save >= interval if interval > 0 else epoch % args.checkpoint_every == 0
         token = requested()  # a checkpoint asked for before a maintenance window
         if writer and (due or token or epoch == args.epochs):
@@ -263,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no epoch to train and no checkpoint to evaluate", file=sys.stderr, flush=True)
         return 1
     accuracy = float(model.score(x_test, y_test))
-    if args.model_dir and os.environ.get("TPU_WORKER_ID", "0") == "0":
+    if args.model_dir and os.environ.get("TPU_WORKER_ID", "0") == "0" and os.environ.get("MEGASCALE_SLICE_ID",
+                                                                                          "0") == "0":
         model_fs, model_path = filesystem(args.model_dir)
         metrics = {"test_accuracy": accuracy, "epochs": args.epochs, "seed": args.seed}
         write_files(model_fs, model_path, [(MODEL_FILE, pickle.dumps(model)),

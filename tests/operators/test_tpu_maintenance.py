@@ -129,3 +129,67 @@ def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(re
     assert first["ended_by"] == "maintenance" and second["resumed_from_step"] > 3
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
     assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
+
+
+# ------------------------------------------------------------------ multislice (issue 14, part 4)
+def test_a_multislice_group_recovers_whole_when_one_slice_fails(resilient_emulator):
+    """Two v4-8 slices through one queued resource (v2alpha1 multi_node_params); slice 1 of the first group is
+    preempted at step 9: the whole group is ended and a new one resumes from the latest complete checkpoint,
+    every worker seeing the multislice environment; nothing is left behind."""
+    from airflow_provider_resilient.clients import tpu_client
+
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    # Slice 1 is struck at step 9; slice 0 writes the checkpoints (every 3 steps of 0.2 s): the slices run on
+    # their own here, so the margin between them is 6 steps (1.2 s), whatever the machine's load.
+    resilient_emulator.add_fault({"kind": "preemption", "at_step": 9, "grace_seconds": 0.2,
+                                  "match": {"display_name": f"{A1}-1"}})
+    command = ('echo "multislice: slice $MEGASCALE_SLICE_ID of $MEGASCALE_NUM_SLICES, coordinator '
+               '$MEGASCALE_COORDINATOR_ADDRESS"; ' + train(12).replace("--epoch-seconds 0.05", "--epoch-seconds 0.2"))
+    ctx = context()
+    result = operator(command, slices=2).execute(ctx)
+    assert decisions(result) == [("preemption", "recreate_node")]
+    first, second = result["attempts"]
+    assert first["incidents"][0]["failure"]["message"].startswith(f"slice 1 ({A1}-1): ")
+    assert second["resumed_from_step"] >= 3 and result["checkpoint"]["step"] == 12
+    # Every slice node of both groups was created by its queued resource and is gone with it.
+    made = sorted(c.resource.rsplit("/", 1)[1] for c in resilient_emulator.calls.list("CreateQueuedResource"))
+    assert made == [A1, A2]
+    for node_id in (f"{A1}-0", f"{A1}-1", f"{A2}-0", f"{A2}-1"):
+        log = worker_log(resilient_emulator, node_id)
+        slice_id = node_id.rsplit("-", 1)[1]
+        assert f"multislice: slice {slice_id} of 2, coordinator 127.0.0.1:8080" in log
+    assert nodes_left() == [] and [q.name for q in tpu_client().list_queued_resources(parent=ZONE)] == []
+    assert resilient_emulator.tpu.processes() == []
+
+
+def test_multislice_arguments_are_checked_at_parse_time():
+    with pytest.raises(AirflowFailException, match=r"slices: 0: give a whole number of slices from 1 to 64"):
+        operator("echo hi", slices=0)
+    with pytest.raises(AirflowFailException, match=r"slices: 2 slices with deferrable=True"):
+        operator("echo hi", slices=2, deferrable=True)
+    assert operator("echo hi", slices=2).queued_resource  # a group exists only as a queued resource
+
+
+def test_a_multislice_group_is_one_queued_resource_to_the_reconciler(resilient_emulator):
+    """The v2alpha1 request makes ``node_count`` nodes ``<prefix>-i`` (``multislice_node``); the reconciler's
+    listing holds the group once, as its queued resource (deleting it takes every slice)."""
+    import time
+
+    from airflow_provider_resilient.backends.tpu import live_nodes
+    from airflow_provider_resilient.specs.common import LABEL_ATTEMPT
+
+    hook = ResilientTPUHook()
+    hook.create_queued_resource("test-project", "us-central2-b", "grp", {
+        "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base", "labels": {LABEL_ATTEMPT: "1"},
+        "metadata": {"startup-script": "sleep 60"}}, spot=False, valid_until_seconds=None, slices=3)
+    deadline = time.monotonic() + 30
+    while len(nodes := hook.list_nodes("test-project", "us-central2-b")) < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sorted(n.name.rsplit("/", 1)[1] for n in nodes) == ["grp-0", "grp-1", "grp-2"]
+    assert all(n.multislice_node and n.queued_resource.endswith("/queuedResources/grp") for n in nodes)
+    found = live_nodes(hook, "test-project", ["us-central2-b"])
+    assert [(f.name, f.kind) for f in found] == [(f"{ZONE}/queuedResources/grp", "queued_resource")]
+    hook.delete_queued_resource(f"{ZONE}/queuedResources/grp")
+    for node in nodes:
+        hook.wait_gone(node.name, 30)

@@ -35,7 +35,9 @@ TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item 
 ============== =================================================================================
 
 ``match.nth`` counts, per fault, the matching calls of its RPC for create/get-time faults, and the
-matching jobs in creation order for the others. Running faults strike ``after_seconds`` of real time
+matching jobs in creation order for the others. A TPU node's display name is its node id, so a fault can strike
+one slice of a multislice group: ``match: {display_name: "*-a1-1"}`` is slice 1 of an attempt's first group.
+Running faults strike ``after_seconds`` of real time
 after the job's processes started, or when the workload reaches ``at_step`` (seen from a complete
 checkpoint under ``AIP_CHECKPOINT_DIR`` -- ``step_source: checkpoint`` -- or a log line matching
 ``log_pattern``, whose first group is the step -- ``step_source: log``); with neither, at once.

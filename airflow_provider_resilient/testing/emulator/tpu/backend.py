@@ -61,6 +61,8 @@ TPU_SERVICE = "tpu.googleapis.com"
 #: An emulated TPU VM's disks: a 100 GB boot disk with 80 GB free; ``/dev/shm`` half of its memory.
 VM_ROOT_FREE_BYTES = 80 * 1000**3
 VM_SHM_FREE_BYTES = 200 * 1000**3
+#: The port of a multislice group's coordinator (``MEGASCALE_PORT``).
+MEGASCALE_PORT = 8080
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV,
                     143: signal.SIGTERM, 15: signal.SIGTERM}
 
@@ -102,6 +104,10 @@ class NodeRun:
     window_at: float | None = None
     window_seconds: float | None = None
     window_grace: float = 1.0
+    #: Multislice: this node's slice id, the number of slices and the coordinator (slice 0's worker 0) of its
+    #: queued resource's group; ``num_slices`` 1 for a node on its own.
+    slice_id: int = 0
+    num_slices: int = 1
 
     @property
     def name(self) -> str:
@@ -173,6 +179,11 @@ class TpuBackend:
                     "TPU_NAME": run.name.rsplit("/", 1)[1], "TPU_ACCELERATOR_TYPE": run.node.accelerator_type,
                     "TPU_WORKER_HOSTNAMES": ",".join(run.hostnames), "RESILIENT_DEVICE_ROOT": str(dev),
                     "RESILIENT_EMULATED_FREE_BYTES": json.dumps(free)})
+        if run.num_slices > 1:  # Multislice: what Cloud TPU gives each worker of a slice of the group
+            env.update({"MEGASCALE_COORDINATOR_ADDRESS": f"{run.hostnames[0] if run.hostnames else '127.0.0.1'}:"
+                                                         f"{MEGASCALE_PORT}",
+                        "MEGASCALE_NUM_SLICES": str(run.num_slices), "MEGASCALE_SLICE_ID": str(run.slice_id),
+                        "MEGASCALE_PORT": str(MEGASCALE_PORT)})
         return env
 
     def _make_devices(self, run: NodeRun) -> None:
@@ -222,7 +233,8 @@ class TpuBackend:
         run.phase = "ready"
 
     # ------------------------------------------------------------------ Node verbs
-    def create_node(self, parent: str, node_id: str, node: Any, *, queued_resource: str | None = None) -> Any:
+    def create_node(self, parent: str, node_id: str, node: Any, *, queued_resource: str | None = None,
+                    slice_id: int = 0, num_slices: int = 1) -> Any:
         """CreateNode: validate, CREATING, return the pending operation."""
         types = _types()
         if not node_id:
@@ -249,7 +261,8 @@ class TpuBackend:
                 created.queued_resource = queued_resource
             created.network_endpoints = [{"ip_address": "127.0.0.1", "port": 8470} for _ in range(count)]
             log_dir = self.work_dir / "tpu" / node_id
-            run = NodeRun(created, zone, project, [])
+            run = NodeRun(created, zone, project, [], slice_id=slice_id, num_slices=num_slices)
+            created.multislice_node = num_slices > 1
             run.workers = [Worker(i, MetadataServer(i, self._attributes_of(run, i)), log_dir / f"worker-{i}.log")
                            for i in range(count)]
             self.all_workers.extend(run.workers)
@@ -362,12 +375,18 @@ class TpuBackend:
             return out
 
     # ------------------------------------------------------------------ queued resources
-    def create_queued_resource(self, parent: str, queued_resource_id: str, queued_resource: Any) -> Any:
+    def create_queued_resource(self, parent: str, queued_resource_id: str, queued_resource: Any,
+                               slices: tuple[int, str] | None = None) -> Any:
+        """CreateQueuedResource (v2; v2alpha1 with ``slices``: its node spec's ``multi_node_params`` as
+        ``(node_count, node_id_prefix)`` -- the group's nodes are ``<prefix>-0`` ... ``<prefix>-<count - 1>``)."""
         types = _types()
         name = f"{parent}/queuedResources/{queued_resource_id}"
         specs = list(queued_resource.tpu.node_spec)
         if len(specs) != 1:
             raise InvalidArgument("queued_resource.tpu.node_spec: exactly one node spec is supported")
+        if slices is not None and (slices[0] < 2 or specs[0].node_id):
+            raise InvalidArgument("queued_resource.tpu.node_spec[0]: multi_node_params.node_count must be > 1, and "
+                                  "node_id must not be given with multi_node_params")
         self._check_quota(queued_resource_id, dict(specs[0].node.labels), f"create:{name}", parent)
         with self.lock:
             if name in self.queued:
@@ -380,7 +399,8 @@ class TpuBackend:
             now = self.clock.monotonic()
             self.queued[name] = {"qr": qr, "phase": "accepted", "next_at": self._later(now, self.config.latencies.
                                                                                          tpu_queue_seconds),
-                                 "expires_at": now + valid.total_seconds() if valid else None}
+                                 "expires_at": now + valid.total_seconds() if valid else None,
+                                 "slices": (slices[0], slices[1] or queued_resource_id) if slices else None}
             self.faults.job_created(name, queued_resource_id, {})
             op_name = self._op_name(parent)
             self.operations.start(op_name, types.OperationMetadata.pb(types.OperationMetadata(
@@ -407,12 +427,13 @@ class TpuBackend:
             entry = self.queued.get(name)
             if entry is None:
                 raise NotFound(f"Resource '{name}' was not found")
-            node = entry.get("node")
-            if node in self.nodes:
-                if not force:
-                    raise FailedPrecondition(f"Queued resource {name} still has node {node}: delete it first or "
-                                             "use force")
-                self.delete_node(node)
+            nodes = [n for n in entry.get("nodes", [entry.get("node")]) if n in self.nodes]
+            if nodes and not force:
+                raise FailedPrecondition(f"Queued resource {name} still has node {nodes[0]}: delete it first or "
+                                         "use force")
+            for node in nodes:
+                if self.nodes[node].phase != "deleting":
+                    self.delete_node(node)
             del self.queued[name]
             op_name = self._op_name(name.rsplit("/queuedResources/", 1)[0])
             self.operations.start(op_name, types.OperationMetadata.pb(types.OperationMetadata(target=name,
@@ -424,7 +445,7 @@ class TpuBackend:
         types = _types()
         qr, state = entry["qr"], types.QueuedResourceState.State
         if entry["phase"] in ("failed", "active"):
-            if entry["phase"] == "active" and entry.get("node") not in self.nodes:
+            if entry["phase"] == "active" and any(n not in self.nodes for n in entry["nodes"]):
                 qr.state = types.QueuedResourceState(state=state.SUSPENDED)
             return
         if entry["expires_at"] is not None and now >= entry["expires_at"] and entry["phase"] != "provisioning":
@@ -442,17 +463,25 @@ class TpuBackend:
                 qr.state = types.QueuedResourceState(state=state.WAITING_FOR_RESOURCES)
                 return
             spec = qr.tpu.node_spec[0]
-            self.create_node(spec.parent, spec.node_id, spec.node, queued_resource=name)
-            entry["node"] = f"{spec.parent}/nodes/{spec.node_id}"
+            count, prefix = entry["slices"] or (1, "")
+            ids = [f"{prefix}-{i}" for i in range(count)] if entry["slices"] else [spec.node_id]
+            for index, node_id in enumerate(ids):  # a multislice group: every slice at once, or none
+                self.create_node(spec.parent, node_id, spec.node, queued_resource=name, slice_id=index,
+                                 num_slices=count)
+            entry["nodes"] = [f"{spec.parent}/nodes/{node_id}" for node_id in ids]
+            entry["node"] = entry["nodes"][0]
             entry["phase"] = "provisioning"
             qr.state = types.QueuedResourceState(state=state.PROVISIONING)
         elif entry["phase"] == "provisioning":
-            run = self.nodes.get(entry["node"])
-            if run is None:
+            runs = [self.nodes.get(n) for n in entry["nodes"]]
+            if any(run is None for run in runs):
+                for node in entry["nodes"]:  # a group is granted whole: a slice without capacity fails them all
+                    if node in self.nodes and self.nodes[node].phase != "deleting":
+                        self.delete_node(node)
                 qr.state = types.QueuedResourceState(state=state.FAILED, failed_data={"error": {
                     "code": 8, "message": "There is no more capacity in the zone."}})
                 entry["phase"] = "failed"
-            elif run.phase == "ready":
+            elif all(run is not None and run.phase == "ready" for run in runs):
                 qr.state = types.QueuedResourceState(state=state.ACTIVE)
                 entry["phase"] = "active"
 

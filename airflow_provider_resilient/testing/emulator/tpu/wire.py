@@ -82,7 +82,33 @@ def tpu_v2alpha1_handler(backend: TpuBackend, calls: CallLog) -> Any:
     def by_name(r: Any) -> tuple[str, str]:
         return f"name={r.name}", r.name
 
+    def create_queued(r: Any) -> Any:
+        """A v2alpha1 CreateQueuedResource -- the only way to ask for a multislice group (``multi_node_params``)."""
+        from google.cloud.tpu_v2.types import cloud_tpu as t2
+        from google.protobuf import any_pb2
+
+        specs = list(r.queued_resource.tpu.node_spec)
+        multi = specs[0].multi_node_params if specs and "multi_node_params" in specs[0] else None
+        body = t2.QueuedResource.from_json(t.QueuedResource.to_json(r.queued_resource), ignore_unknown_fields=True)
+        operation = backend.create_queued_resource(r.parent, r.queued_resource_id, body,
+                                                   (multi.node_count, multi.node_id_prefix) if multi else None)
+        answer = operations_pb2.Operation()
+        answer.CopyFrom(operation)
+        if answer.done and answer.HasField("response"):  # the v2alpha1 client reads a v2alpha1 QueuedResource
+            packed = any_pb2.Any()
+            packed.Pack(t.QueuedResource.pb(t.QueuedResource.from_json(
+                t2.QueuedResource.to_json(backend.get_queued_resource(f"{r.parent}/queuedResources/"
+                                                                      f"{r.queued_resource_id}")),
+                ignore_unknown_fields=True)))
+            answer.response.CopyFrom(packed)
+        return answer
+
+    def create_summary(r: Any) -> tuple[str, str]:
+        return f"parent={r.parent} id={r.queued_resource_id}", f"{r.parent}/{r.queued_resource_id}"
+
     methods = {
+        "CreateQueuedResource": Method(create_queued, t.CreateQueuedResourceRequest.deserialize,
+                                       operations_pb2.Operation.SerializeToString, create_summary),
         "GetNode": Method(get_node, t.GetNodeRequest.deserialize, t.Node.serialize, by_name),
         "SimulateMaintenanceEvent": Method(
             lambda r: backend.simulate_maintenance_event(r.name, list(r.worker_ids)),
