@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..policy import Fallback, Platform
-from ..supervisor import Ended, JobFailed, JobSucceeded, SubmitFailed, Submitted
+from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, SubmitFailed, Submitted
 from ..supervisor.observe import Limits, Look, Verdict
 from ..supervisor.reconcile import OwnedResource, Owner
 
 #: How a backend has a look judged: the operators' observer
 #: (:meth:`~..operators.base.SupervisedOperator._observe`), which keeps its memory in the persisted run state.
 Judge = Callable[[Look, Limits], Verdict]
-#: What one look at a live attempt reports: an outcome, or None while it just runs (or waits for capacity).
-LookResult = JobSucceeded | JobFailed | None
+#: What one look at a live attempt reports: an outcome, a move off the node before a maintenance window (TPU),
+#: or None while it just runs (or waits for capacity).
+LookResult = JobSucceeded | JobFailed | MoveOff | None
 
 
 @dataclass(frozen=True)

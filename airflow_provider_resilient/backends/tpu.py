@@ -72,7 +72,7 @@ def live_nodes(hook: Any, project_id: str, zones: Sequence[str]) -> list[OwnedRe
     from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_ATTEMPT, LABEL_KEEP
     from ..supervisor.reconcile import owner_from
 
-    found = []
+    found: list[OwnedResource] = []
     for zone in dict.fromkeys(zones):
         for node in hook.list_nodes(project_id, zone):
             if LABEL_ATTEMPT not in node.labels or node.state.name in ("DELETING", "HIDDEN"):

@@ -42,7 +42,7 @@ Outside a TPU VM (the variables unset) :func:`requested` is always None, so the 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
@@ -59,26 +59,26 @@ def _read(path: str | None) -> str | None:
         return None
 
 
-def requested(environ: dict | None = None) -> str | None:
+def requested(environ: Mapping[str, str] | None = None) -> str | None:
     """The token of a checkpoint request not acknowledged yet, or None (no request, or not under the runner).
 
     Args:
         environ: the environment to read the two file paths from (default ``os.environ``).
     """
-    env = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     token = _read(env.get(REQUEST_FILE_ENV))
     if token is None or token == _read(env.get(ACK_FILE_ENV)):
         return None
     return token
 
 
-def acknowledge(token: str, environ: dict | None = None) -> None:
+def acknowledge(token: str, environ: Mapping[str, str] | None = None) -> None:
     """Tell the runner the checkpoint asked for by ``token`` is saved and complete (written atomically).
 
     Raises:
         OSError: the acknowledgement file cannot be written.
     """
-    env = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     path = env.get(ACK_FILE_ENV)
     if not path:
         return
@@ -88,7 +88,7 @@ def acknowledge(token: str, environ: dict | None = None) -> None:
     os.replace(partial, path)
 
 
-def save_if_requested(step: int, save: Callable[[int], Any], environ: dict | None = None) -> bool:
+def save_if_requested(step: int, save: Callable[[int], Any], environ: Mapping[str, str] | None = None) -> bool:
     """When a checkpoint is requested: ``save(step)`` (it must return once the checkpoint is complete), then
     :func:`acknowledge`. Returns True when it saved. Errors of ``save`` propagate (nothing is acknowledged)."""
     token = requested(environ)
@@ -100,7 +100,7 @@ def save_if_requested(step: int, save: Callable[[int], Any], environ: dict | Non
 
 
 def orbax_save_if_requested(manager: Any, step: int, args: Any = None, when: bool | None = None,
-                            environ: dict | None = None) -> bool:
+                            environ: Mapping[str, str] | None = None) -> bool:
     """The Orbax form of :func:`save_if_requested`: ``manager.save(step, args=args, force=True)`` (``force``:
     regardless of the manager's own interval) and ``manager.wait_until_finished()`` (an async save must be
     complete before it is acknowledged). ``when``: the caller's agreed decision on a multi-host slice (see
@@ -116,7 +116,7 @@ def orbax_save_if_requested(manager: Any, step: int, args: Any = None, when: boo
 
 
 def torch_dcp_save_if_requested(state_dict: Any, checkpoint_id: str, step: int,
-                                environ: dict | None = None) -> bool:
+                                environ: Mapping[str, str] | None = None) -> bool:
     """The PyTorch form of :func:`save_if_requested`: ``torch.distributed.checkpoint.save(state_dict,
     checkpoint_id=checkpoint_id)`` (its ``.metadata`` file is written last: the checkpoint is complete when it
     returns). ``step`` is for the log only."""

@@ -314,7 +314,7 @@ class GuestAttributes:
                                          headers={"Metadata-Flavor": "Google"})
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
-                return response.read().decode("utf-8", "replace")
+                return str(response.read().decode("utf-8", "replace"))
         except Exception:
             return None
 

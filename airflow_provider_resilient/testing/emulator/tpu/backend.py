@@ -69,7 +69,7 @@ _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 
 
 def _rfc3339(moment: Any) -> str:
     """``2026-11-25T22:00:00.000000Z`` (the TPU API's timestamp strings)."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 
 def _types() -> Any:
