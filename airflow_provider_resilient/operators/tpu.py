@@ -379,7 +379,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     def _begin_watch(self, context: Any, state: RunState, node_name: str) -> None:
         """Push the node's links and remember it (and its queued resource) for ``on_kill``; the first look is
         made at once."""
-        push_node_links(context, node_name)
+        push_node_links(context, self._backend().slice_names(node_name)[0])  # a multislice group: its slice 0
         self._backend().watching(node_name)
 
     def _trigger_args(self, node_name: str) -> dict[str, Any]:
