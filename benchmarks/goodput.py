@@ -1,6 +1,6 @@
 """Goodput of one training job under a seeded fault trace, run three ways side by side on the emulator:
 
-    python benchmarks/goodput.py [--seed 3] [--quick]
+    python benchmarks/goodput.py [--seed 3] [--seeds N] [--quick]
 
 * **ours** -- ``ResilientCustomJobOperator`` with its default policy (backoffs compressed by the time
   scale like every other delay), one fallback region, the workload resuming from the checkpoint.
@@ -210,10 +210,73 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.02, help="real seconds per platform second")
     parser.add_argument("--horizon", type=float, default=2.5, help="stop a way after this many x the work")
     parser.add_argument("--quick", action="store_true", help="a 30 min job, MTBF 10 min (CI)")
+    parser.add_argument("--seeds", type=int, default=1, help="run this many seeded traces, from --seed on, and "
+                                                                 "print the mean, p10 and p90 per way")
     a = parser.parse_args()
     if a.quick:
         a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1800.0, 600.0, 10.0, 600.0
     logging.disable(logging.WARNING)  # the operator's own log lines would drown the tables
+    first = a.seed
+    results = []
+    for seed in range(first, first + a.seeds):
+        a.seed = seed
+        results.append(one_seed(a))
+    if len(results) > 1:
+        summarize(results)
+    return 0
+
+
+def machine_seconds(way: str, scale: float) -> float:
+    """Replica-seconds billed to ``way`` (platform seconds): each of its jobs from its start to its end (or now),
+    in both regions -- what a team pays, idle waits on a live job included."""
+    from datetime import UTC, datetime
+
+    from airflow_provider_resilient.clients import vertex_job_client
+
+    total = 0.0
+    for region in (PRIMARY, FALLBACK):
+        jobs = vertex_job_client(region).list_custom_jobs(request={
+            "parent": f"projects/{PROJECT}/locations/{region}", "filter": f'labels.bench-way="{way}"'})
+        for job in jobs:
+            if "start_time" not in job:
+                continue
+            end = job.end_time if "end_time" in job else datetime.now(tz=UTC)
+            replicas = sum(int(pool.replica_count or 1) for pool in job.job_spec.worker_pool_specs)
+            total += replicas * (end - job.start_time).total_seconds()
+    return total / scale
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summarize(results: list[dict[str, Any]]) -> None:
+    """The many-trace table: per way the mean, p10 and p90 of goodput (an unfinished way counts with its bound
+    ``work / elapsed``, so its figures are upper bounds, marked), its mean share of each seed's Young/Daly ceiling
+    and trace ceiling, jobs submitted and machine time."""
+    import statistics
+
+    seeds = [r["seed"] for r in results]
+    print(f"\n## Goodput over {len(results)} seeded traces (seeds {seeds[0]}-{seeds[-1]})\n")
+    print("| way | finished | mean goodput | p10 | p90 | of Young/Daly ceiling | of trace ceiling | jobs submitted "
+          "| machine time (replica-s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for way in results[0]["ways"]:
+        rows = [r["ways"][way] for r in results]
+        goodput = [w["goodput"] for w in rows]
+        done = sum(1 for w in rows if w["finished"])
+        bound = "" if done == len(rows) else "< "
+        print(f"| {way} | {done}/{len(rows)} | {bound}{statistics.mean(goodput):.3f} | {_percentile(goodput, 0.1):.3f} "
+              f"| {_percentile(goodput, 0.9):.3f} | "
+              f"{statistics.mean(w['goodput'] / r['ceiling'] for w, r in zip(rows, results, strict=True)):.1%} | "
+              f"{statistics.mean(w['goodput'] / r['trace_ceiling'] for w, r in zip(rows, results, strict=True)):.1%} | "
+              f"{statistics.mean(w['submits'] for w in rows):.1f} | "
+              f"{statistics.mean(w['machine'] for w in rows):.0f} |")
+
+
+def one_seed(a: argparse.Namespace) -> dict[str, Any]:
+    """One seeded trace, every way side by side; prints its tables and returns its figures."""
     s = a.time_scale
     step_seconds = 6.0  # platform seconds per step (0.12 s real at the default scale)
     steps = round(a.work / step_seconds)
@@ -306,16 +369,21 @@ def main() -> int:
         for thread in threads:
             thread.join(timeout=30)
         figures = {}
-        print("| way | finished | wall s | goodput | of ceiling | failures struck | jobs submitted | regions |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling, "ways": {}}
+        print("| way | finished | wall s | goodput | of ceiling | failures struck | jobs submitted | regions | "
+              "machine time (replica-s) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, o in outcomes.items():
             wall = ((o.ended or time.monotonic()) - o.started) / s
             goodput = a.work / wall
             figures[name] = goodput if o.finished else None
+            machine = machine_seconds(label[name], s)
+            result["ways"][name] = {"goodput": goodput, "finished": o.finished, "submits": o.submits,
+                                    "machine": machine}
             shown = f"{goodput:.3f}" if o.finished else f"< {goodput:.3f}"
             status = "yes" if o.finished else ("no: " + o.error if o.error else "no: stopped")
             print(f"| {name} | {status} | {wall:.0f} | {shown} | {goodput / ceiling:.0%} | {len(struck[name])} | "
-                  f"{o.submits} | {', '.join(sorted(o.regions))} |")
+                  f"{o.submits} | {', '.join(sorted(o.regions))} | {machine:.0f} |")
         if outcomes["ours"].history:
             from airflow_provider_resilient.policy import history_from_json, history_table
 
@@ -330,7 +398,7 @@ def main() -> int:
                   f"baselines: {'yes' if all(g is None or ours > g for g in others) else 'no'}")
         else:
             print("\nours: did not finish")
-    return 0
+    return result
 
 
 if __name__ == "__main__":

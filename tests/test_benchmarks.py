@@ -38,6 +38,7 @@ def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
         cells = [c.strip() for c in row.split("|")]
         assert float(cells[4].lstrip("< ")) > 0  # a goodput figure, not a timing assertion
         assert int(cells[6]) >= 1  # failures of the trace struck every way
+        assert float(cells[9]) > 0  # replica-seconds billed to its jobs
     assert "ours, attempt by attempt:" in out.stdout
 
 
