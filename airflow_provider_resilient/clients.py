@@ -77,57 +77,50 @@ def vertex_job_async_client(region: str, *, credentials: Any = None, emulator: s
     return JobServiceAsyncClient(credentials=credentials, client_options=_options(region))
 
 
-def tpu_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
-    """A ``google.cloud.tpu_v2.TpuClient`` (or one on the emulator)."""
-    from google.cloud.tpu_v2 import TpuClient
+#: The Cloud TPU API versions the provider calls: v2 for nodes and queued resources, v2alpha1 for what only it has
+#: (``Node.upcoming_maintenance``, ``SimulateMaintenanceEvent``, multislice ``multi_node_params``; REFERENCE.md).
+TPU_VERSIONS = ("v2", "v2alpha1")
 
+
+def tpu_client(*, credentials: Any = None, emulator: str | None = None, version: str = "v2") -> Any:
+    """A ``google.cloud.tpu_<version>.TpuClient`` (or one on the emulator); ``version``: one of :data:`TPU_VERSIONS`.
+
+    Raises:
+        ValueError: another version.
+    """
+    import importlib
+
+    if version not in TPU_VERSIONS:
+        raise ValueError(f"version must be one of {TPU_VERSIONS}, got {version!r}")
+    module = importlib.import_module(f"google.cloud.tpu_{version}")
     host = emulator_host(emulator)
     if host:
         import grpc
-        from google.cloud.tpu_v2.services.tpu.transports.grpc import TpuGrpcTransport
 
-        return TpuClient(transport=TpuGrpcTransport(channel=grpc.insecure_channel(host)))
-    return TpuClient(credentials=credentials)
+        transports = importlib.import_module(f"google.cloud.tpu_{version}.services.tpu.transports.grpc")
+        return module.TpuClient(transport=transports.TpuGrpcTransport(channel=grpc.insecure_channel(host)))
+    return module.TpuClient(credentials=credentials)
 
 
-def tpu_v2alpha1_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
-    """A ``google.cloud.tpu_v2alpha1.TpuClient`` (or one on the emulator): the API version that carries
-    ``Node.upcoming_maintenance`` and ``SimulateMaintenanceEvent`` (REFERENCE.md)."""
-    from google.cloud.tpu_v2alpha1 import TpuClient
+def tpu_async_client(*, credentials: Any = None, emulator: str | None = None, version: str = "v2") -> Any:
+    """A ``google.cloud.tpu_<version>.TpuAsyncClient`` (or one on the emulator); create it inside its event loop.
 
+    Raises:
+        ValueError: a version not in :data:`TPU_VERSIONS`.
+    """
+    import importlib
+
+    if version not in TPU_VERSIONS:
+        raise ValueError(f"version must be one of {TPU_VERSIONS}, got {version!r}")
+    module = importlib.import_module(f"google.cloud.tpu_{version}")
     host = emulator_host(emulator)
     if host:
         import grpc
-        from google.cloud.tpu_v2alpha1.services.tpu.transports.grpc import TpuGrpcTransport
 
-        return TpuClient(transport=TpuGrpcTransport(channel=grpc.insecure_channel(host)))
-    return TpuClient(credentials=credentials)
-
-
-def tpu_v2alpha1_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
-    """A ``google.cloud.tpu_v2alpha1.TpuAsyncClient`` (or one on the emulator); create it inside its event loop."""
-    from google.cloud.tpu_v2alpha1 import TpuAsyncClient
-
-    host = emulator_host(emulator)
-    if host:
-        import grpc
-        from google.cloud.tpu_v2alpha1.services.tpu.transports.grpc_asyncio import TpuGrpcAsyncIOTransport
-
-        return TpuAsyncClient(transport=TpuGrpcAsyncIOTransport(channel=grpc.aio.insecure_channel(host)))
-    return TpuAsyncClient(credentials=credentials)
-
-
-def tpu_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
-    """A ``google.cloud.tpu_v2.TpuAsyncClient`` (or one on the emulator); create it inside its event loop."""
-    from google.cloud.tpu_v2 import TpuAsyncClient
-
-    host = emulator_host(emulator)
-    if host:
-        import grpc
-        from google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio import TpuGrpcAsyncIOTransport
-
-        return TpuAsyncClient(transport=TpuGrpcAsyncIOTransport(channel=grpc.aio.insecure_channel(host)))
-    return TpuAsyncClient(credentials=credentials)
+        transports = importlib.import_module(f"google.cloud.tpu_{version}.services.tpu.transports.grpc_asyncio")
+        channel = grpc.aio.insecure_channel(host)
+        return module.TpuAsyncClient(transport=transports.TpuGrpcAsyncIOTransport(channel=channel))
+    return module.TpuAsyncClient(credentials=credentials)
 
 
 def serializable_chain(chain: str | Sequence[str] | None) -> str | list[str] | None:

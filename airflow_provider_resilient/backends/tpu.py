@@ -16,7 +16,7 @@ from typing import Any
 
 from ..policy import Failure, FailureClass, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, SubmitFailed, Submitted
-from ..supervisor.maintenance import MaintenanceSettings, Notice
+from ..supervisor.maintenance import MaintenanceSettings, Notice, next_look
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
 from ..worker import (
@@ -451,23 +451,11 @@ class TPUNodeBackend:
             for node_name in slices:  # every slice of a group saves: its collectives span them all
                 self._tpu().request_checkpoint(node_name, ahead.request)
             requested = ahead.request
-        self.maintenance_due = self._due(notice, requested)
+        self.maintenance_due = next_look(notice, self.maintenance, requested)
         if ahead is not None and ahead.move:
             log.warning("%s", ahead.reason)
             return MoveOff(now, ahead.reason)
         return None
-
-    def _due(self, notice: Notice | None, requested: str | None) -> float | None:
-        """When the announced window next needs a look: the checkpoint request's time, or -- with a policy that
-        moves -- half the lead before the window (the move without an acknowledgement); None: nothing due."""
-        if notice is None or notice.status != "PENDING" or notice.window_start is None:
-            return None
-        lead = self.maintenance.lead_seconds
-        if requested != notice.token:
-            return notice.window_start - lead
-        from ..supervisor.maintenance import moves
-
-        return notice.window_start - lead / 2 if moves(notice, self.maintenance) else None
 
     def _await_queue(self, node_name: str, judge: Judge, now: float) -> tuple[bool, LookResult]:
         """One look at the queued resource the node was requested through, while it is not yet granted:

@@ -200,9 +200,8 @@ class ResilientTPUHook(GoogleApiHook):
     def alpha_client(self) -> Any:
         """The ``tpu_v2alpha1`` client: the only API version with ``upcoming_maintenance`` (REFERENCE.md)."""
         if "tpu_v2alpha1" not in self._clients:
-            from ..clients import tpu_v2alpha1_client
-
-            self._clients["tpu_v2alpha1"] = tpu_v2alpha1_client(credentials=self.credentials, emulator=self.emulator)
+            self._clients["tpu_v2alpha1"] = tpu_client(credentials=self.credentials, emulator=self.emulator,
+                                                       version="v2alpha1")
         return self._clients["tpu_v2alpha1"]
 
     def upcoming_maintenance(self, name: str) -> Any:
@@ -301,9 +300,10 @@ class AsyncResilientTPUHook(AsyncGoogleApiHook):
     def alpha_client(self) -> Any:
         """The v2alpha1 ``TpuAsyncClient``; after :meth:`open`."""
         if getattr(self, "_alpha", None) is None:
-            from ..clients import tpu_v2alpha1_async_client
+            from ..clients import tpu_async_client
 
-            self._alpha = tpu_v2alpha1_async_client(credentials=self.sync.credentials, emulator=self.sync.emulator)
+            self._alpha = tpu_async_client(credentials=self.sync.credentials, emulator=self.sync.emulator,
+                                           version="v2alpha1")
         return self._alpha
 
     async def upcoming_maintenance(self, name: str) -> Any:

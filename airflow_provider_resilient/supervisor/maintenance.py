@@ -147,5 +147,17 @@ def plan(notice: Notice | None, now: float, settings: MaintenanceSettings, *, re
     return None
 
 
+def next_look(notice: Notice | None, settings: MaintenanceSettings, requested: str | None) -> float | None:
+    """When ``notice``'s window next needs a look (epoch seconds), so that a deferred watch comes back in time:
+    the checkpoint request's time (``lead_seconds`` before the window) while not yet requested, then -- with a
+    policy that moves -- half the lead before the window (:func:`plan`'s move without an acknowledgement); None:
+    nothing is due (no pending window, lead 0, or riding out once requested)."""
+    if notice is None or notice.status != "PENDING" or notice.window_start is None or settings.lead_seconds <= 0:
+        return None
+    if requested != notice.token:
+        return notice.window_start - settings.lead_seconds
+    return notice.window_start - settings.lead_seconds / 2 if moves(notice, settings) else None
+
+
 __all__ = ["DEFAULT_LEAD_SECONDS", "DEFAULT_MOVE_SECONDS", "MaintenancePolicy", "MaintenanceSettings",
-           "MaintenanceStep", "Notice", "moves", "plan"]
+           "MaintenanceStep", "Notice", "moves", "next_look", "plan"]

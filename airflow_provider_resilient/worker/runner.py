@@ -612,6 +612,7 @@ class Runner:
         self._requests_dir: str | None = None
         self._served: str | None = None  # the checkpoint request token passed on (or acknowledged before a boot)
         self._acked: str | None = None
+        self._ack_lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
         self._child_spoke = False  # the running command wrote a line to stdout (its handlers are in place)
         self._signal_pending = False
@@ -666,7 +667,7 @@ class Runner:
 
     def _report_ack(self) -> None:
         """Report the token the command last acknowledged (guest attribute ``checkpoint_ack``), when it is new."""
-        with self._step_lock:  # the heartbeat thread and the main loop both report it
+        with self._ack_lock:  # the heartbeat thread and the main loop both report it
             try:
                 with open(self._request_files()[1], encoding="utf-8") as handle:
                     acked = handle.read().strip() or None

@@ -66,3 +66,13 @@ def test_a_move_off_ends_the_attempt_and_submits_the_next_without_an_incident():
 def test_a_lead_of_zero_never_asks():
     never = MaintenanceSettings(MaintenancePolicy.MOVE, lead_seconds=0)
     assert plan(NOTICE, START - 1, never, requested=None, acked=[]) is None
+
+
+def test_the_next_look_is_the_request_time_then_half_the_lead_when_moving():
+    from airflow_provider_resilient.supervisor.maintenance import next_look
+
+    assert next_look(NOTICE, RIDE, requested=None) == START - 600
+    assert next_look(NOTICE, RIDE, requested=NOTICE.token) is None  # requested, riding out: nothing more
+    assert next_look(NOTICE, MOVE, requested=NOTICE.token) == START - 300
+    assert next_look(None, MOVE, requested=None) is None
+    assert next_look(NOTICE, MaintenanceSettings(lead_seconds=0), requested=None) is None
