@@ -11,7 +11,10 @@ time, total = first attempt's start to the last attempt's end, across every rest
 * ``checkpoint_restore`` -- from an attempt's start to its first step report, and after a waited-out
   event (a TPU maintenance event with recovery) until the step moves again (program startup and loading
   the checkpoint);
-* ``other`` -- the rest, reported, never hidden.
+* ``other`` -- the rest, reported, never hidden: stalls (a span between two step reports more than
+  :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform, seed 003's
+  "restarts the replica", which the attempt history does not see -- counts as work at the pace and the rest
+  as other), and time no report explains.
 
 The buckets add up to the total. Input: the attempt history (:mod:`..policy.decide`) and, when the
 workload reports them (runner heartbeats, checkpoint steps), step observations ``(time, step)``. Without
@@ -111,6 +114,22 @@ class Ledger:
         return "; ".join(parts) + f" [from {self.basis}]"
 
 
+#: A span between two step reports slower than this many times the run's pace holds a stall (see ``other``).
+STALL_FACTOR = 2.0
+#: The fewest spans of progress from which the run's pace is taken.
+PACE_SPANS = 4
+
+
+def run_pace(reports: Sequence[StepReport]) -> float | None:
+    """The run's pace, seconds per step: the lower quartile of seconds per step over consecutive step reports
+    that moved forward (``reports`` oldest first), or None with fewer than :data:`PACE_SPANS` of them. The
+    lower quartile: the pace of undisturbed training, which spans holding a restart or a save do not skew."""
+    paces = [(b.time - a.time) / (b.step - a.step) for a, b in itertools.pairwise(reports) if b.step > a.step]
+    if len(paces) < PACE_SPANS:
+        return None
+    return statistics.quantiles(paces, n=4)[0]
+
+
 def _end(attempt: Attempt, end: float) -> float:
     if attempt.ended_at is not None:
         return attempt.ended_at
@@ -142,6 +161,7 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     buckets = dict.fromkeys(BUCKETS, 0.0)
     seen = {(r.time, r.step) for r in steps} | {(s.completed_at, s.step) for s in saves if s.completed_at >= start}
     reports = [StepReport(t, n) for t, n in sorted(seen)]
+    pace = run_pace(reports)
     best_step = -1  # the furthest step reached by any earlier attempt
     for index, attempt in enumerate(ran):
         assert attempt.started_at is not None
@@ -162,9 +182,21 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         if not mine:
             buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - begin)
         else:
-            buckets["checkpoint_restore"] += mine[0].time - begin
-            previous = StepReport(mine[0].time, attempt.resumed_from_step if attempt.resumed_from_step is not None
-                                  else mine[0].step)
+            # From the start to the first report: start-up and restore, then the steps up to that report. A
+            # workload that keeps only its newest saves has deleted the proof of the earlier steps, so the steps
+            # it made there are timed at the run's pace (else this attempt's own: its reports' seconds per step).
+            head, start_step = mine[0].time - begin, attempt.resumed_from_step or 0
+            head_steps = mine[0].step - start_step
+            head_pace = pace if pace is not None else (
+                (mine[-1].time - mine[0].time) / (mine[-1].step - mine[0].step) if mine[-1].step > mine[0].step
+                else None)
+            head_work = min(head, head_steps * head_pace) if head_pace is not None and head_steps > 0 else 0.0
+            buckets["checkpoint_restore"] += head - head_work
+            if head_work > 0:
+                redone = max(0, min(mine[0].step, best_step) - start_step)
+                buckets["wasted_progress"] += head_work * redone / head_steps
+                buckets["productive"] += head_work * (head_steps - redone) / head_steps
+            previous = mine[0]
             restarting = False  # after a waited-out event, until the workload moves again
             for report in mine:
                 span = report.time - previous.time
@@ -174,6 +206,9 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 work = (min(waited) - previous.time) if waited else span
                 if waited:
                     buckets["recovery"] += span - work
+                if work > 0 and gained > 0 and pace is not None and work > STALL_FACTOR * gained * pace:
+                    buckets["other"] += work - gained * pace  # a stall: an in-place restart, slow steps
+                    work = gained * pace
                 if work > 0 and gained <= 0:
                     buckets["checkpoint_restore" if restarting else "other"] += work
                 elif work > 0:
@@ -211,28 +246,49 @@ def goodput_ceiling(checkpoint_cost: float, restart_cost: float, mtbf: float) ->
     return max(0.0, 1.0 - math.sqrt(2 * checkpoint_cost / mtbf) - restart_cost / mtbf)
 
 
-def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
-                    interval: float) -> float:
-    """Wall seconds to finish ``work`` seconds of training that checkpoints after every ``interval`` seconds of
-    work (each save costs ``checkpoint_cost`` seconds), when failures strike after the running times ``gaps``
-    (seconds since the run started, then since each restart), each costing ``restart_cost`` seconds and the
-    work since the last save; no save after the last step. ``math.inf`` when the gaps end first.
+def trace_budget(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
+                 interval: float) -> dict[str, float]:
+    """Where the wall time of :func:`trace_wall_time` goes, in seconds: ``work`` (the training itself),
+    ``checkpoint`` (the saves), ``wasted_progress`` (work since the last save when a failure struck, and the part
+    of a save it interrupted), ``restart`` (``restart_cost`` per failure) and ``total`` (their sum; ``math.inf``
+    when the gaps end before the work does, the other entries then being what was spent until then). This is the
+    ceiling's own budget, to set beside a run's ledger (issue 15: "explain the gap to the ceiling").
 
     Raises:
         ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
     """
     if interval <= 0 or work <= 0 or checkpoint_cost < 0 or restart_cost < 0:
         raise ValueError("interval and work must be > 0 seconds, the costs >= 0")
-    done = wall = 0.0
+    budget = dict.fromkeys(("work", "checkpoint", "wasted_progress", "restart"), 0.0)
+    done = 0.0
     for gap in gaps:
         left = work - done
-        finish = left + checkpoint_cost * (math.ceil(left / interval) - 1)
-        if gap >= finish:
-            return wall + finish
-        done += min(left, interval * math.floor(gap / (interval + checkpoint_cost)))
-        wall += gap + restart_cost
-    left = work - done
-    return math.inf if left > 0 else wall
+        saves = math.ceil(left / interval) - 1
+        if gap >= left + checkpoint_cost * saves:  # no save after the last step
+            budget["work"] += left
+            budget["checkpoint"] += checkpoint_cost * saves
+            return {**budget, "total": sum(budget.values())}
+        completed = math.floor(gap / (interval + checkpoint_cost))  # segments of work and save before the failure
+        done += interval * completed
+        budget["work"] += interval * completed
+        budget["checkpoint"] += checkpoint_cost * completed
+        budget["wasted_progress"] += gap - completed * (interval + checkpoint_cost)
+        budget["restart"] += restart_cost
+    return {**budget, "total": math.inf}
+
+
+def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
+                    interval: float) -> float:
+    """Wall seconds to finish ``work`` seconds of training that checkpoints after every ``interval`` seconds of
+    work (each save costs ``checkpoint_cost`` seconds), when failures strike after the running times ``gaps``
+    (seconds since the run started, then since each restart), each costing ``restart_cost`` seconds and the
+    work since the last save; no save after the last step. ``math.inf`` when the gaps end first
+    (:func:`trace_budget` splits it up).
+
+    Raises:
+        ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
+    """
+    return trace_budget(work, gaps, checkpoint_cost, restart_cost, interval)["total"]
 
 
 def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,

@@ -313,20 +313,39 @@ class SupervisedOperator(BaseOperator):
             return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=str(torn)),
                                 self._clock())
         uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
+        saves = self._checkpoint_saves() if location and action.attempt > 1 and state.history else None
+        if saves:
+            self._note_saves(state, saves)
         resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
                             failure_class=action.failure_class, demoted=state.demoted,
-                            checkpoint_interval=self._handed_interval(state, action.attempt))
+                            checkpoint_interval=self._handed_interval(state, action.attempt, saves))
         return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
 
-    def _handed_interval(self, state: RunState, attempt: int) -> float | None:
+    def _note_saves(self, state: RunState, saves: Sequence[Any]) -> None:
+        """Note the run's complete checkpoints (``checkpoints.CheckpointSave``) as step reports for the goodput
+        ledger, before a new attempt starts: a workload that keeps only its newest saves (Orbax
+        ``max_to_keep``, a step-folder rotation) deletes the proof of an earlier attempt's progress, and the
+        ledger would count that attempt's work as lost. Saves from before the run's first start and steps
+        already noted at that time are left out; the reports are kept with the task state."""
+        from ..goodput import StepReport
+
+        started = [a.started_at for a in state.history if a.started_at is not None]
+        if not started:
+            return
+        seen = {(r.time, r.step) for r in self._step_reports()}
+        new = [StepReport(s.completed_at, s.step) for s in saves
+               if s.completed_at >= min(started) and (s.completed_at, s.step) not in seen]
+        if new:
+            self.__dict__["_steps_seen"] = sorted([*self._step_reports(), *new], key=lambda r: r.time)
+
+    def _handed_interval(self, state: RunState, attempt: int, saves: Sequence[Any] | None) -> float | None:
         """The checkpoint interval handed to attempt ``attempt`` (:func:`~..goodput.handed_interval` of the run's
-        history and newest saves), logged with why; None for a first attempt, before an interruption, or when
-        the saves cannot be listed."""
+        history and ``saves``, its newest complete checkpoints), logged with why; None for a first attempt,
+        before an interruption, or when the saves could not be listed."""
         if attempt <= 1 or not state.history:
             return None
         from ..goodput import advise_checkpointing, handed_interval
 
-        saves = self._checkpoint_saves()
         if not saves:
             return None
         advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=self._clock())

@@ -165,6 +165,35 @@ def test_checkpoint_saves_stand_in_for_lost_step_reports():
     assert seen.basis == "steps" and seen.wasted_progress == pytest.approx(10)  # from step 90's save to the crash
 
 
+def test_steps_before_the_first_surviving_save_are_timed_at_the_attempts_pace():
+    """A workload that keeps only its two newest saves: at the end, attempt 1's first report is its step-80
+    save. The 80 steps before it are work at the attempt's pace (1 s a step), not start-up; what is left of the
+    span from the start is start-up (10 s). Attempt 2 resumed from step 90 and redid nothing."""
+    first = failed_attempt(1, T0, fail_at=T0 + 100, decided_at=T0 + 100)
+    first = Attempt(1, "job-1", started_at=T0, ended_at=T0 + 100, incidents=first.incidents)
+    second = Attempt(2, "job-2", started_at=T0 + 110, ended_at=T0 + 150, resumed_from_step=90)
+    steps = [StepReport(T0 + 90, 80), StepReport(T0 + 100, 90), StepReport(T0 + 120, 100), StepReport(T0 + 150, 130)]
+    ledger = goodput_ledger((first, second), steps, end=T0 + 150)
+    assert ledger.checkpoint_restore == pytest.approx(10 + 0)  # attempt 2's step 100 came at its pace: no start-up
+    assert ledger.productive == pytest.approx(80 + 10 + 10 + 30)
+    assert ledger.recovery == pytest.approx(10) and ledger.wasted_progress == pytest.approx(0)
+    # Without a second report there is no pace: the span to the first report stays start-up.
+    alone = goodput_ledger((Attempt(1, "job-1", started_at=T0, ended_at=T0 + 100),), [StepReport(T0 + 90, 80)],
+                           end=T0 + 100)
+    assert alone.checkpoint_restore == pytest.approx(90)
+
+
+def test_a_stall_the_history_does_not_see_is_other_not_productive():
+    """The platform restarted the replica in place between steps 5 and 6 (seed 003): that span took 60 s at a
+    pace of 10 s a step. 10 s of it are the step; 50 s are a stall, reported as other -- not hidden in
+    productive time."""
+    times = [T0 + 10 * i for i in range(6)] + [T0 + 50 + 60 + 10 * (i - 6) for i in range(6, 11)]
+    steps = [StepReport(t, i) for i, t in enumerate(times)]
+    ledger = goodput_ledger((Attempt(1, "job-1", started_at=T0, ended_at=times[-1]),), steps, end=times[-1])
+    assert ledger.other == pytest.approx(50)
+    assert ledger.productive == pytest.approx(100)
+
+
 def test_the_trace_ceiling_is_the_best_fixed_interval_for_the_failures_that_struck():
     from airflow_provider_resilient.goodput import trace_ceiling, trace_wall_time
 
@@ -178,6 +207,31 @@ def test_the_trace_ceiling_is_the_best_fixed_interval_for_the_failures_that_stru
     assert goodput >= 100 / (55 + 5 + 54) and 0 < interval <= 100
     # The gaps end before the work: no finite time.
     assert trace_wall_time(100, [10, 10], 1, 5, 50) == math.inf
+
+
+def test_the_ceilings_budget_says_where_its_wall_time_goes():
+    from airflow_provider_resilient.goodput import trace_budget
+
+    # The trace above: 100 s of work, 5 + 4 saves of 1 s, no work lost (the failure struck right after a save),
+    # one restart of 5 s.
+    assert trace_budget(100, [55, 1e9], 1, 5, 10) == pytest.approx(
+        {"work": 100, "checkpoint": 9, "wasted_progress": 0, "restart": 5, "total": 114})
+    # A failure 7 s into the third segment: 2 segments kept, 7 s lost.
+    budget = trace_budget(100, [29, 1e9], 1, 5, 10)
+    assert budget["wasted_progress"] == pytest.approx(7) and budget["work"] == pytest.approx(100)
+    assert trace_budget(100, [10, 10], 1, 5, 50)["total"] == math.inf
+
+
+@given(st.lists(st.floats(1, 500), min_size=1, max_size=8), st.floats(0.1, 20), st.floats(0, 60),
+       st.floats(1, 300))
+@settings(max_examples=50, deadline=None)
+def test_the_ceilings_budget_adds_up_to_its_wall_time(gaps, cost, restart, interval):
+    from airflow_provider_resilient.goodput import trace_budget
+
+    budget = trace_budget(300, [*gaps, 1e9], cost, restart, interval)
+    parts = budget["work"] + budget["checkpoint"] + budget["wasted_progress"] + budget["restart"]
+    assert budget["total"] == pytest.approx(parts) and budget["work"] == pytest.approx(300)
+    assert budget["wasted_progress"] >= 0 and budget["restart"] <= restart * len(gaps) + 1e-9
 
 
 @given(st.lists(st.floats(1, 500), min_size=1, max_size=8), st.floats(0.1, 20), st.floats(0, 60))

@@ -255,6 +255,28 @@ def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilie
     assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
 
 
+def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted(resilient_emulator):
+    """A workload that keeps only its 2 newest saves (Orbax max_to_keep) crashes for good at step 40; by the end
+    of the run the saves of steps 10..30 are gone. The operator noted them before the next attempt, so the
+    ledger still counts attempt 1's steps as work, not as lost progress."""
+    from pathlib import Path
+
+    from airflow_provider_resilient.policy import history_from_json
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 40, "match": {"nth": 1}, "times": 4})
+    op = operator(base_output_dir="gs://unit-bucket/rotating", disable_retries=True)
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "60", "--every", "10",
+                                                            "--step-seconds", "0.02", "--keep", "2"]
+    ctx = context()
+    result = op.execute(ctx)
+    assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
+    steps = {step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]}
+    assert {30, 40} <= steps  # attempt 1's saves, noted before attempt 2 (only 50 and 60 are left at the end)
+    ledger = ctx["ti"].xcom["goodput"]
+    assert ledger["basis"] == "steps" and ledger["productive"] > ledger["wasted_progress"]
+
+
 def test_hang_timeout_must_exceed_the_poll_interval():
     with pytest.raises(ValueError, match="hang_timeout"):
         operator(hang_timeout=0.01)
