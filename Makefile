@@ -31,17 +31,30 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-# Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale.
-bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+# Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
+# their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
+# matplotlib (its plot) to what the demo installs.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml constraints-bench.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip uv
+	$(BENCH_VENV)/bin/uv pip install --quiet --compile-bytecode --python $(BENCH_VENV)/bin/python -c constraints-bench.txt -e '.[demo,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/run_all.py
 
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:
 	test -x $(BIN)/uv || (test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); $(BIN)/python -m pip install --quiet uv)
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres pyproject.toml -o constraints.txt
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra demo --extra bench pyproject.toml -o constraints-bench.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
 # compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
