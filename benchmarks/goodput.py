@@ -94,11 +94,13 @@ class Trace:
 
     @classmethod
     def draw(cls, seed: int, work: float, mtbf: float, checkpoint_cost: float, launch_outage: float,
-             capacity_up: float, capacity_down: float, horizon: float) -> Trace:
+             capacity_up: float, capacity_down: float, horizon: float, mix: dict[str, float] | None = None) -> Trace:
+        """Draw the failures (classes from ``mix``, default :data:`MIX`) and the primary's outages from ``seed``."""
+        mix = mix or MIX
         rng = random.Random(seed)
         failures: list[tuple[float, str]] = []
         while sum(d for d, _ in failures) < 4 * horizon:
-            kind = rng.choices(list(MIX), weights=list(MIX.values()))[0]
+            kind = rng.choices(list(mix), weights=list(mix.values()))[0]
             failures.append((rng.expovariate(1 / mtbf), kind))
         outages: list[tuple[float, float]] = [(0.0, launch_outage)] if launch_outage > 0 else []
         t, down = launch_outage, False
@@ -157,14 +159,32 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
         poll_interval=poll, hang_timeout=hang_timeout, deferrable=False)
+    execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
+
+
+def execute_ours(outcome: Outcome, op: Any, stop: threading.Event, run_id: str, where: tuple[str, str]) -> None:
+    """Run our operator ``op`` in this thread as run ``run_id``; once ``stop`` is set, kill it as Airflow would
+    (``on_kill``: it cancels or deletes what runs). Its figures go to ``outcome`` (:func:`record_ours`)."""
     threading.Thread(target=lambda: stop.wait() and op.on_kill(), daemon=True).start()
-    context = standalone_context("goodput")
-    result = op.execute(context)
+    context = standalone_context(run_id)
+    try:
+        op.execute(context)
+        outcome.finished = True
+    finally:
+        record_ours(outcome, op, context, where)
+
+
+def record_ours(outcome: Outcome, op: Any, context: dict[str, Any], where: tuple[str, str]) -> None:
+    """Our run's figures into ``outcome``, finished or not: its attempts (from the run's state, as a retried task
+    reads them), resources created, the ``(primary, fallback)`` locations they ran in, and the goodput ledger."""
+    from airflow_provider_resilient.policy import history_to_json
+    from airflow_provider_resilient.supervisor import state_from_json
+
+    history = state_from_json(context["task_state_store"].get(op.STATE_KEY)).history
     outcome.ledger = context["ti"].xcom.get("goodput", {})
-    outcome.history = result["attempts"]
-    outcome.submits = len(result["attempts"])
-    outcome.regions = {FALLBACK if a["fallback_index"] >= 0 else PRIMARY for a in result["attempts"]}
-    outcome.finished = True
+    outcome.history = history_to_json(history)
+    outcome.submits = sum(1 for a in history if a.resource_name)
+    outcome.regions = {where[1] if a.fallback_index >= 0 else where[0] for a in history if a.resource_name}
 
 
 def run_resubmitting(outcome: Outcome, args: list[str], way: str, delay: float, poll: float,
@@ -255,10 +275,11 @@ def run_google_provider(outcome: Outcome, args: list[str], delay: float, poll: f
 
 
 def arm_failures(emulator: Emulator, way: str, trace: Trace, scale: float, stop: threading.Event,
-                 struck: list[str]) -> None:
-    """Keep exactly one failure of the trace armed for ``way``: the next once the previous struck."""
+                 struck: list[str], faults: dict[str, dict[str, Any]] | None = None) -> None:
+    """Keep exactly one failure of the trace armed for ``way``: the next once the previous struck. ``faults``: the
+    emulator fault of each class (default :data:`FAULT`)."""
     for delay, kind in trace.failures:
-        index = emulator.add_fault({**FAULT[kind], "after_seconds": delay * scale, "times": 1,
+        index = emulator.add_fault({**(faults or FAULT)[kind], "after_seconds": delay * scale, "times": 1,
                                     "match": {"labels": {"bench-way": way}}})
         while emulator.faults.fired(index) == 0:
             if stop.wait(0.02):
@@ -277,28 +298,33 @@ def measure_restore(emulator: Emulator, scale: float) -> float:
     return (time.perf_counter() - began) / scale
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def trace_parser(doc: str | None, place: str) -> argparse.ArgumentParser:
+    """The command line both goodput benchmarks share: the trace (``place``: where capacity runs out, e.g. "region"),
+    the run and the many-seed options."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=1, help="run this many seeded traces, from --seed on, and "
+                                                                 "print the mean, p10 and p90 per way")
     parser.add_argument("--work", type=float, default=2 * 3600.0, help="useful training, platform seconds")
-    parser.add_argument("--mtbf", type=float, default=1800.0, help="mean time between failures, seconds")
+    parser.add_argument("--mtbf", type=float, default=1800.0, help="mean running time between failures, seconds")
     parser.add_argument("--checkpoint-cost", type=float, default=30.0, help="C: seconds per checkpoint")
     parser.add_argument("--launch-outage", type=float, default=1800.0, help="seconds without capacity at launch")
-    parser.add_argument("--capacity-up", type=float, default=7200.0, help="mean seconds the region has capacity")
+    parser.add_argument("--capacity-up", type=float, default=7200.0, help=f"mean seconds the {place} has capacity")
     parser.add_argument("--capacity-down", type=float, default=1800.0, help="mean seconds of a later outage")
     parser.add_argument("--poll-interval", type=float, default=30.0, help="seconds, every way")
     parser.add_argument("--time-scale", type=float, default=0.02, help="real seconds per platform second")
     parser.add_argument("--horizon", type=float, default=2.5, help="stop a way after this many x the work")
-    parser.add_argument("--quick", action="store_true", help="a 30 min job, MTBF 10 min (CI)")
-    parser.add_argument("--seeds", type=int, default=1, help="run this many seeded traces, from --seed on, and "
-                                                                 "print the mean, p10 and p90 per way")
     parser.add_argument("--plot", type=Path, help="write goodput per way per seed to this PNG (needs matplotlib)")
     parser.add_argument("--json", type=Path, help="write every seed's figures to this file as each seed ends")
     parser.add_argument("--from-json", type=Path, help="run nothing: print the many-trace table (and --plot) of "
                                                        "the figures a --json run wrote, e.g. one stopped early")
-    a = parser.parse_args()
-    if a.quick:
-        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1800.0, 600.0, 10.0, 600.0
+    return parser
+
+
+def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[str, Any]], unit: str,
+              what: str) -> int:
+    """Run ``one`` seed after another from ``a.seed`` (or read ``a.from_json``), then the many-trace table (in
+    machine time ``unit``) and the plot (of ``what``)."""
     logging.disable(logging.WARNING)  # the operator's own log lines would drown the tables
     first = a.seed
     results = []
@@ -308,16 +334,25 @@ def main() -> int:
         results = json.loads(a.from_json.read_text())
     for seed in range(first, first + a.seeds) if not a.from_json else ():
         a.seed = seed
-        results.append(one_seed(a))
+        results.append(one(a))
         if a.json:
             import json
 
             a.json.write_text(json.dumps(results, indent=1))
     if len(results) > 1:
-        summarize(results)
+        summarize(results, unit)
     if a.plot:
-        plot(results, a.plot)
+        plot(results, a.plot, what)
     return 0
+
+
+def main() -> int:
+    parser = trace_parser(__doc__, "region")
+    parser.add_argument("--quick", action="store_true", help="a 30 min job, MTBF 10 min (CI)")
+    a = parser.parse_args()
+    if a.quick:
+        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1800.0, 600.0, 10.0, 600.0
+    return run_seeds(a, one_seed, "replica-s", "one training job")
 
 
 def machine_seconds(way: str, scale: float) -> float:
@@ -340,27 +375,40 @@ def machine_seconds(way: str, scale: float) -> float:
     return total / scale
 
 
+def way_goodput(work: float, wall: float, outcome: Outcome) -> float:
+    """A way's goodput: ``work / wall`` when it finished, or its upper bound when it was stopped still running;
+    0 when it gave up (a failed task delivers no training)."""
+    return 0.0 if outcome.error and not outcome.finished else work / wall
+
+
+def shown_goodput(goodput: float, outcome: Outcome) -> str:
+    """As a table shows it: ``0.738``, ``< 0.512`` (stopped: a bound) or ``0 (gave up)``."""
+    if outcome.finished:
+        return f"{goodput:.3f}"
+    return "0 (gave up)" if outcome.error else f"< {goodput:.3f}"
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def summarize(results: list[dict[str, Any]]) -> None:
-    """The many-trace table: per way the mean, p10 and p90 of goodput (an unfinished way counts with its bound
-    ``work / elapsed``, so its figures are upper bounds, marked), its mean share of each seed's Young/Daly ceiling
-    and trace ceiling, jobs submitted and machine time."""
+def summarize(results: list[dict[str, Any]], unit: str = "replica-s") -> None:
+    """The many-trace table: per way the mean, p10 and p90 of goodput (a way stopped still running counts with
+    its bound ``work / elapsed``, so its figures are upper bounds, marked ``<``; one that gave up counts 0), its mean
+    share of each seed's Young/Daly ceiling and trace ceiling, jobs submitted and machine time."""
     import statistics
 
     seeds = [r["seed"] for r in results]
     print(f"\n## Goodput over {len(results)} seeded traces (seeds {seeds[0]}-{seeds[-1]})\n")
     print("| way | finished | mean goodput | p10 | p90 | of Young/Daly ceiling | of trace ceiling | jobs submitted "
-          "| machine time (replica-s) |")
+          f"| machine time ({unit}) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for way in results[0]["ways"]:
         rows = [r["ways"][way] for r in results]
         goodput = [w["goodput"] for w in rows]
         done = sum(1 for w in rows if w["finished"])
-        bound = "" if done == len(rows) else "< "
+        bound = "< " if any(not w["finished"] and not w.get("failed") for w in rows) else ""
         print(f"| {way} | {done}/{len(rows)} | {bound}{statistics.mean(goodput):.3f} | {_percentile(goodput, 0.1):.3f} "
               f"| {_percentile(goodput, 0.9):.3f} | "
               f"{statistics.mean(w['goodput'] / r['ceiling'] for w, r in zip(rows, results, strict=True)):.1%} | "
@@ -389,7 +437,7 @@ def print_budget(budget: dict[str, dict[str, float]], title: str) -> None:
           f"{sum(ours.values()) - sum(best.values()):+.0f} |")
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def plot(results: list[dict[str, Any]], path: Path, what: str = "one training job") -> None:
     """Goodput per way per seed (a filled marker: finished; hollow: stopped, its bound), with each seed's trace
     ceiling and Young/Daly ceiling, as a PNG at ``path``."""
     try:
@@ -406,7 +454,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
             label="trace ceiling")
     ax.plot(seeds, [r["ceiling"] for r in results], "_", color="grey", markersize=16, mew=1.5,
             label="Young/Daly ceiling")
-    markers = {"ours": "o", "Google provider": "s", "seed 002 loop": "^", "task retries": "v"}
+    markers = {"ours": "o", "Google provider": "s", "seed 002 loop": "^", "task retries": "v", "recreate loop": "D",
+               "ssh loop": "^"}
     for index, way in enumerate(results[0]["ways"]):
         x = [seed + 0.12 * (index - 1.5) for seed in seeds]
         y = [r["ways"][way]["goodput"] for r in results]
@@ -414,35 +463,176 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         color = f"C{index}"
         ax.scatter([p for p, d in zip(x, done, strict=True) if d], [q for q, d in zip(y, done, strict=True) if d],
                    marker=markers.get(way, "o"), color=color, label=way, zorder=3)
-        ax.scatter([p for p, d in zip(x, done, strict=True) if not d],
-                   [q for q, d in zip(y, done, strict=True) if not d], marker=markers.get(way, "o"),
+        stopped = [not r["ways"][way]["finished"] and not r["ways"][way].get("failed") for r in results]
+        ax.scatter([p for p, d in zip(x, stopped, strict=True) if d],
+                   [q for q, d in zip(y, stopped, strict=True) if d], marker=markers.get(way, "o"),
                    facecolors="none", edgecolors=color, zorder=3)
-    ax.set_xlabel("trace seed (hollow: stopped unfinished, its upper bound)")
+        failed = [bool(r["ways"][way].get("failed")) for r in results]
+        ax.scatter([p for p, d in zip(x, failed, strict=True) if d], [0.01] * sum(failed), marker="x", color=color,
+                   zorder=3)
+    ax.set_xlabel("trace seed (hollow: stopped unfinished, its upper bound; x: gave up)")
     ax.set_ylabel("goodput (useful work / wall time)")
     ax.set_xticks(seeds)
     ax.set_xlim(seeds[0] - 0.6, seeds[-1] + 0.6)
     ax.set_ylim(0, 1)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="lower left", fontsize=8, ncol=3)
-    ax.set_title(f"Goodput of one training job per seeded fault trace ({len(seeds)} traces)")
+    ax.set_title(f"Goodput of {what} per seeded fault trace ({len(seeds)} traces)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     print(f"\nplot: {path}")
 
 
+def race(emulator: Emulator, ways: dict[str, Callable[[Outcome], None]], label: dict[str, str], trace: Trace,
+         scale: float, work: float, horizon: float, stop: threading.Event,
+         faults: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, Outcome], dict[str, list[str]]]:
+    """Run every way side by side, each in a thread with the trace's failures armed for its label
+    (:func:`arm_failures`), until all ended, or a quarter of ``work`` after ours ended, or ``horizon`` (platform
+    seconds); then set ``stop`` (the ways clean up) and wait for them. Returns each way's outcome and the failure
+    classes that struck it."""
+    stop_faults = threading.Event()
+    outcomes: dict[str, Outcome] = {}
+    struck: dict[str, list[str]] = {}
+    threads = []
+    began = time.monotonic()
+    for name, body in ways.items():
+        outcome = outcomes[name] = Outcome(name, began)
+        struck[name] = []
+        threads.append(threading.Thread(target=arm_failures, daemon=True,
+                                        args=(emulator, label[name], trace, scale, stop_faults, struck[name], faults)))
+
+        def run(body: Callable[[Outcome], None] = body, outcome: Outcome = outcome) -> None:
+            try:
+                body(outcome)
+            except Exception as exc:  # a way that gives up is a result, not a crash of the benchmark
+                if not stop.is_set():  # (an exception caused by our stopping it is no giving up)
+                    outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            finally:
+                outcome.ended = time.monotonic()
+
+        threads.append(threading.Thread(target=run, name=name, daemon=True))
+    for thread in threads:
+        thread.start()
+    deadline = began + horizon * scale
+    while time.monotonic() < deadline:
+        if all(o.ended is not None for o in outcomes.values()):
+            break
+        ours_ended = outcomes["ours"].ended
+        if ours_ended is not None:  # the others get a quarter of the work more, then their bound is clear
+            deadline = min(deadline, ours_ended + 0.25 * work * scale)
+        time.sleep(0.1)
+    stop.set()
+    for thread in threads:
+        if thread.name in ways:  # the stopped ways clean up (cancel, delete) before the faults stop
+            thread.join(timeout=30)
+    stop_faults.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes, struck
+
+
+def report_ways(outcomes: dict[str, Outcome], struck: dict[str, list[str]], work: float, ceiling: float,
+                scale: float, machine: Callable[[str], float], columns: tuple[str, str, str]) -> dict[str, Any]:
+    """Print one row per way (finished, wall, goodput, its share of ``ceiling``, failures struck, resources
+    created, where, machine time; ``columns`` names the last three's resources, places and unit) and ours'
+    attempt history; returns each way's figures for the many-trace table."""
+    created, places, unit = columns
+    print(f"| way | finished | wall s | goodput | of ceiling | failures struck | {created} | {places} | "
+          f"machine time ({unit}) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ways = {}
+    for name, o in outcomes.items():
+        wall = ((o.ended or time.monotonic()) - o.started) / scale
+        goodput = way_goodput(work, wall, o)
+        billed = machine(name)
+        ways[name] = {"goodput": goodput, "finished": o.finished, "failed": bool(o.error), "submits": o.submits,
+                      "machine": billed}
+        status = "yes" if o.finished else ("no: " + o.error if o.error else "no: stopped")
+        print(f"| {name} | {status} | {wall:.0f} | {shown_goodput(goodput, o)} | {goodput / ceiling:.0%} | "
+              f"{len(struck[name])} | {o.submits} | {', '.join(sorted(o.regions))} | {billed:.0f} |")
+    if outcomes["ours"].history:
+        from airflow_provider_resilient.policy import history_from_json, history_table
+
+        print("\nours, attempt by attempt:\n\n```")
+        print("\n".join(history_table(history_from_json(outcomes["ours"].history))))
+        print("```")
+    return ways
+
+
+def print_verdict(result: dict[str, Any]) -> None:
+    """One line: ours' goodput against the seed's two ceilings, and whether it beat every other way (a way
+    stopped still running counts with its upper bound, one that gave up with 0)."""
+    ours, ceiling, best = result["ways"]["ours"], result["ceiling"], result["trace_ceiling"]
+    if not ours["finished"]:
+        print("\nours: did not finish")
+        return
+    others = [w["goodput"] for name, w in result["ways"].items() if name != "ours"]
+    print(f"\nours: {ours['goodput']:.3f} = {ours['goodput'] / ceiling:.1%} of the Young/Daly ceiling {ceiling:.3f}, "
+          f"{ours['goodput'] / best:.1%} of this trace's ceiling {best:.3f}; above every other way: "
+          f"{'yes' if all(ours['goodput'] > g for g in others) else 'no'}")
+
+
+def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str,
+            scale: float) -> dict[str, dict[str, float]]:
+    """The trace ceiling's budget (:func:`~airflow_provider_resilient.goodput.trace_budget`; its restarts split
+    ``split`` : ``1 - split`` into ``recovery`` and start-up) beside ours' ledger when ours finished, both in
+    platform seconds, bucket by bucket as :func:`print_budget` shows them."""
+    rows = {"training and checkpoint saves": budget["work"] + budget["checkpoint"],
+            "wasted progress": budget["wasted_progress"], "detection": 0.0, recovery: budget["restart"] * split,
+            "start to first step (start-up, restore)": budget["restart"] * (1 - split),
+            "submit to the first start": 0.0, "other (in-place restarts, stalls)": 0.0}
+    result = {"trace ceiling": rows}
+    if ours.finished and ours.ledger and ours.ended is not None:
+        wall = (ours.ended - ours.started) / scale
+        led = {k: float(ours.ledger[k]) / scale for k in ("total", "productive", "wasted_progress", "detection",
+                                                           "recovery", "checkpoint_restore", "other")}
+        result["ours"] = dict(zip(rows, (led["productive"], led["wasted_progress"], led["detection"],
+                                         led["recovery"], led["checkpoint_restore"], max(0.0, wall - led["total"]),
+                                         led["other"]), strict=True))
+    return result
+
+
+STEP_SECONDS = 6.0  # platform seconds per step of the workload (0.12 s real at the default scale)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One seed's run: the trace, the workload's steps, its checkpoint period (every ``every`` steps, the
+    Young/Daly ``interval`` rounded to steps), its arguments (real seconds), the horizon (platform seconds)."""
+
+    trace: Trace
+    steps: int
+    interval: float
+    every: int
+    horizon: float
+    args: list[str]
+
+    @classmethod
+    def of(cls, a: argparse.Namespace, mix: dict[str, float] | None = None) -> Plan:
+        s = a.time_scale
+        interval = young_daly_interval(a.checkpoint_cost, a.mtbf)
+        every = max(1, round(interval / STEP_SECONDS))
+        steps = round(a.work / STEP_SECONDS)
+        horizon = a.horizon * a.work
+        trace = Trace.draw(a.seed, a.work, a.mtbf, a.checkpoint_cost, a.launch_outage, a.capacity_up,
+                           a.capacity_down, horizon, mix)
+        args = ["--steps", str(steps), "--step-seconds", f"{STEP_SECONDS * s:g}", "--every", str(every),
+                "--save-seconds", f"{a.checkpoint_cost * s:g}"]
+        return cls(trace, steps, interval, every, horizon, args)
+
+    def hang_timeout(self, a: argparse.Namespace) -> float:
+        """Ours' ``hang_timeout``, real seconds: :data:`HANG_PERIODS` checkpoint periods."""
+        return HANG_PERIODS * (self.every * STEP_SECONDS + a.checkpoint_cost) * a.time_scale
+
+
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:
     """One seeded trace, every way side by side; prints its tables and returns its figures."""
     s = a.time_scale
-    step_seconds = 6.0  # platform seconds per step (0.12 s real at the default scale)
-    steps = round(a.work / step_seconds)
-    interval = young_daly_interval(a.checkpoint_cost, a.mtbf)
-    every = max(1, round(interval / step_seconds))
-    horizon = a.horizon * a.work
-    trace = Trace.draw(a.seed, a.work, a.mtbf, a.checkpoint_cost, a.launch_outage, a.capacity_up,
-                       a.capacity_down, horizon)
-    args = ["--steps", str(steps), "--step-seconds", f"{step_seconds * s:g}", "--every", str(every),
-            "--save-seconds", f"{a.checkpoint_cost * s:g}"]
+    plan = Plan.of(a)
+    trace, steps, interval, every, horizon, args = (plan.trace, plan.steps, plan.interval, plan.every, plan.horizon,
+                                                    plan.args)
+    step_seconds = STEP_SECONDS
     config = EmulatorConfig(time_scale=s, seed=a.seed)
     with Emulator(config=config) as emulator:
         os.environ.update(emulator.env())
@@ -482,13 +672,10 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         for lo, hi in trace.outages:
             emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
                                 "active_seconds": [lo * s, hi * s]})
-        stop_all, stop_faults = threading.Event(), threading.Event()
-        outcomes: dict[str, Outcome] = {}
-        struck: dict[str, list[str]] = {}
+        stop_all = threading.Event()
         poll = a.poll_interval * s
         ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll,
-                                       HANG_PERIODS * (every * step_seconds + a.checkpoint_cost) * s, stop_all),
+            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, plan.hang_timeout(a), stop_all),
             "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                        AIRFLOW_RETRY_DELAY * s, poll, stop_all),
             "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * s,
@@ -497,88 +684,21 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         label = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
         if google_provider_installed():
             ways["Google provider"] = lambda o: run_google_provider(o, args, AIRFLOW_RETRY_DELAY * s, poll, stop_all)
-        threads = []
-        began = time.monotonic()
-        for name, body in ways.items():
-            outcome = outcomes[name] = Outcome(name, began)
-            struck[name] = []
-            threads.append(threading.Thread(target=arm_failures, daemon=True,
-                                            args=(emulator, label[name], trace, s, stop_faults, struck[name])))
-
-            def work(body: Callable[[Outcome], None] = body, outcome: Outcome = outcome) -> None:
-                try:
-                    body(outcome)
-                except Exception as exc:  # a way that gives up is a result, not a crash of the benchmark
-                    outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-                finally:
-                    outcome.ended = time.monotonic()
-
-            threads.append(threading.Thread(target=work, name=name, daemon=True))
-        for thread in threads:
-            thread.start()
-        deadline = began + horizon * s
-        while time.monotonic() < deadline:
-            if all(o.ended is not None for o in outcomes.values()):
-                break
-            ours_ended = outcomes["ours"].ended
-            if ours_ended is not None:  # the others get a quarter of the work more, then their bound is clear
-                deadline = min(deadline, ours_ended + 0.25 * a.work * s)
-            time.sleep(0.1)
-        stop_all.set()
-        stop_faults.set()
-        for thread in threads:
-            thread.join(timeout=30)
-        figures = {}
-        result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling, "ways": {}}
-        print("| way | finished | wall s | goodput | of ceiling | failures struck | jobs submitted | regions | "
-              "machine time (replica-s) |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name, o in outcomes.items():
-            wall = ((o.ended or time.monotonic()) - o.started) / s
-            goodput = a.work / wall
-            figures[name] = goodput if o.finished else None
-            machine = machine_seconds(label[name], s)
-            result["ways"][name] = {"goodput": goodput, "finished": o.finished, "submits": o.submits,
-                                    "machine": machine}
-            shown = f"{goodput:.3f}" if o.finished else f"< {goodput:.3f}"
-            status = "yes" if o.finished else ("no: " + o.error if o.error else "no: stopped")
-            print(f"| {name} | {status} | {wall:.0f} | {shown} | {goodput / ceiling:.0%} | {len(struck[name])} | "
-                  f"{o.submits} | {', '.join(sorted(o.regions))} | {machine:.0f} |")
-        if outcomes["ours"].history:
-            from airflow_provider_resilient.policy import history_from_json, history_table
-
-            print("\nours, attempt by attempt:\n\n```")
-            print("\n".join(history_table(history_from_json(outcomes["ours"].history))))
-            print("```")
+        outcomes, struck = race(emulator, ways, label, trace, s, a.work, horizon, stop_all)
+        result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
+                                  "ways": report_ways(outcomes, struck, a.work, ceiling, s,
+                                                      lambda name: machine_seconds(label[name], s),
+                                                      ("jobs submitted", "regions", "replica-s"))}
         if not google_provider_installed():
             print("\n(Google provider way: apache-airflow-providers-google is not installed here; `make bench` "
                   "installs it in .venv-bench)")
-        budget = trace_budget(a.work, [d for d, _ in trace.failures], a.checkpoint_cost, restart, struck_interval)
         split = config.latencies.restart_seconds / restart if restart > 0 else 0.0
-        ceiling_rows = {"training and checkpoint saves": budget["work"] + budget["checkpoint"],
-                        "wasted progress": budget["wasted_progress"], "detection": 0.0,
-                        "recovery (platform restart, capacity waits)": budget["restart"] * split,
-                        "start to first step (start-up, restore)": budget["restart"] * (1 - split),
-                        "submit to the first start": 0.0, "other (in-place restarts, stalls)": 0.0}
-        result["budget"] = {"trace ceiling": ceiling_rows}
-        o = outcomes["ours"]
-        if o.finished and o.ledger:
-            wall = ((o.ended or time.monotonic()) - o.started) / s
-            led = {k: float(o.ledger[k]) / s for k in ("total", "productive", "wasted_progress", "detection",
-                                                        "recovery", "checkpoint_restore", "other")}
-            result["budget"]["ours"] = dict(zip(ceiling_rows, (
-                led["productive"], led["wasted_progress"], led["detection"], led["recovery"],
-                led["checkpoint_restore"], max(0.0, wall - led["total"]), led["other"]), strict=True))
-            print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
-                                           f"budget at its interval {struck_interval:.0f} s):\n")
-        ours = figures["ours"]
-        others = [g for n, g in figures.items() if n != "ours"]
-        if ours is not None:
-            print(f"\nours: {ours:.3f} = {ours / ceiling:.1%} of the Young/Daly ceiling {ceiling:.3f}, "
-                  f"{ours / struck_ceiling:.1%} of this trace's ceiling {struck_ceiling:.3f}; above both "
-                  f"baselines: {'yes' if all(g is None or ours > g for g in others) else 'no'}")
-        else:
-            print("\nours: did not finish")
+        result["budget"] = budgets(outcomes["ours"], trace_budget(a.work, [d for d, _ in trace.failures],
+                                                                  a.checkpoint_cost, restart, struck_interval),
+                                   split, "recovery (platform restart, capacity waits)", s)
+        print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
+                                       f"budget at its interval {struck_interval:.0f} s):\n")
+        print_verdict(result)
     return result
 
 

@@ -30,6 +30,8 @@ BENCHMARKS = {
     "detection": ("detection.py", "fault-to-decision and decision-to-running latency per failure class"),
     "goodput": ("goodput.py", "goodput over 20 seeded fault traces: ours, Airflow task retries, the Google "
                               "provider with retries=3, seed 002 loop"),
+    "tpu_goodput": ("tpu_goodput.py", "goodput over 20 seeded Cloud TPU fault traces: ours, seed 002's recreate "
+                                      "loop and its ssh loop"),
     "checkpoint_interval": ("checkpoint_interval.py", "goodput with the handed checkpoint interval against the fixed "
                                                       "interval of a wrong MTBF guess"),
     "maintenance": ("maintenance.py", "training progress lost per scheduled TPU maintenance event, with and without "
@@ -39,7 +41,8 @@ BENCHMARKS = {
 }
 
 #: Arguments of a full (not --quick) run beyond the script's defaults.
-FULL_ARGS = {"goodput": ["--seeds", "20", "--plot", str(HERE / "goodput.png")]}
+FULL_ARGS = {"goodput": ["--seeds", "20", "--plot", str(HERE / "goodput.png")],
+             "tpu_goodput": ["--seeds", "20", "--plot", str(HERE / "tpu_goodput.png")]}
 
 
 def machine() -> list[tuple[str, str]]:

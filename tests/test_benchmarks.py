@@ -50,6 +50,23 @@ def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
     assert buckets[0] == "training and checkpoint saves" and buckets[-1] == "**total**", buckets
 
 
+def test_tpu_goodput_benchmark_prints_the_trace_a_row_per_way_and_the_budget():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tpu_goodput.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=True)
+    assert "| Young/Daly ceiling | " in out.stdout and "| ceiling of the failures that struck | " in out.stdout
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| way | finished |"))
+    rows = list(itertools.takewhile(lambda line: line.startswith("| "), lines[header + 2:]))
+    assert [r.split("|")[1].strip() for r in rows] == ["ours", "recreate loop", "ssh loop"], out.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")]
+        assert cells[4] == "0 (gave up)" or float(cells[4].lstrip("< ")) > 0  # a figure, not a timing assertion
+        assert int(cells[7]) >= 1 and float(cells[9]) >= 0  # nodes created, host-seconds billed
+    assert any(line.startswith("* ours: ") for line in lines)  # the failures that struck it
+    if rows[0].split("|")[2].strip() == "yes":  # ours finished: its ledger beside the ceiling's budget
+        assert any(line.startswith("Where the time went") for line in lines), out.stdout
+
+
 def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "checkpoint_interval.py"), "--quick"],
                          capture_output=True, text=True, timeout=600, check=True)

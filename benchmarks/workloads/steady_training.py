@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, required=True, help="checkpoint every this many steps")
     parser.add_argument("--save-seconds", type=float, default=0.0, help="seconds one checkpoint costs (C)")
     parser.add_argument("--resume", choices=("scan", "none"), default="scan")
+    parser.add_argument("--log-steps", action="store_true", help="print 'step N' after every step (a TPU worker "
+                                                                  "runner reports it as the heartbeat's step)")
     parser.add_argument("--handed-interval", action="store_true",
                         help="checkpoint every RESILIENT_CHECKPOINT_INTERVAL_SECONDS (real seconds) when the provider "
                              "hands one, instead of every --every steps")
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     while step < args.steps:
         time.sleep(args.step_seconds)
         step += 1
+        if args.log_steps:
+            print(f"step {step}", flush=True)
         due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
         if due or step == args.steps:
             save(fs, base, step, args.save_seconds)

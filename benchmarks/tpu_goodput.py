@@ -1,0 +1,283 @@
+"""Goodput of one Cloud TPU training workload under a seeded fault trace, three ways side by side on the emulator:
+
+    python benchmarks/tpu_goodput.py [--seed 3] [--seeds N] [--quick] [--plot PATH] [--json PATH]
+
+* **ours** -- ``ResilientTPUWorkloadOperator`` on a spot node with its default policy (backoffs compressed by the
+  time scale), one fallback zone, ``hang_timeout`` = 3 checkpoint periods; the workload resumes from the checkpoint
+  the operator hands it.
+* **recreate loop** -- seed 002's recovery script ("a recovery script to detect the TPU's state and delete and
+  re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
+  startup script reports the exit code as a guest attribute), is deleted and created again, in the same zone (a
+  stockout: created again after ``--create-retry`` seconds); a maintenance event with recovery is waited out (the
+  node comes back and its startup script -- "run whenever a TPU VM is created" -- resumes the training).
+* **ssh loop** -- seed 002's ``while ! gcloud compute tpus tpu-vm ssh ${TPU_NAME} --command "python3 [training
+  command]"; do sleep 1; done``: the node is created once (again after a stockout) and the command is run again
+  until it succeeds. The loop runs in the node's startup script, so a reboot after a repair starts it again, as
+  the next ssh would; a preempted or terminated node is never replaced -- the ssh fails for ever.
+
+The trace (all figures in *platform seconds*; the emulator runs them ``--time-scale`` times faster):
+
+* failures of the running node with exponential inter-arrival times of mean ``--mtbf`` (running time since the
+  previous failure's node or processes started), each of a class drawn from :data:`TPU_MIX` -- maintenance events
+  with automatic recovery (seed 002: most events; REPAIRING for the emulator's ``tpu_repair_seconds``) and without
+  (TERMINATED), preemptions of the spot node, a crash of the workload (exit 139) and a hang (SIGSTOP: no platform
+  signal at all). The same sequence strikes every way;
+* capacity outages of the primary zone us-central2-b (CreateNode fails RESOURCE_EXHAUSTED): one at launch of
+  ``--launch-outage`` seconds, then exponential periods of mean ``--capacity-up`` / ``--capacity-down``; the
+  fallback zone europe-west4-a has capacity throughout;
+* a checkpoint cost C every Young/Daly interval for every way; the restart cost R of the ceilings = the workload's
+  measured start-up and restore + the least platform time per class, weighted by the mix (a new node,
+  ``tpu_create_seconds``, after a preemption, a termination or a maintenance event -- re-creating beats a repair
+  -- and nothing after a crash or a hang, restarted in place once seen).
+
+Goodput = useful work / wall time from the first create to success; a way still unfinished a quarter of the work
+after ours finished (or at ``--horizon`` x the work) is stopped and printed as ``< x``. Machine time: host-seconds
+of every node of the way while READY or REPAIRING (what a spot node is billed for; a preempted or terminated one
+is not). Prints Markdown tables like ``goodput.py`` (whose trace, tables and plot this shares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # before Airflow is imported: quiet runs
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from goodput import (
+    STEP_SECONDS,
+    WORKLOAD,
+    Outcome,
+    Plan,
+    budgets,
+    execute_ours,
+    measure_restore,
+    print_budget,
+    print_verdict,
+    race,
+    report_ways,
+    run_seeds,
+    scaled_policy,
+    trace_parser,
+)
+
+from airflow_provider_resilient.goodput import (
+    goodput_ceiling,
+    trace_budget,
+    trace_ceiling,
+)
+from airflow_provider_resilient.policy import RetryPolicy
+from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+
+PROJECT = "bench-project"
+PRIMARY, FALLBACK = "us-central2-b", "europe-west4-a"
+ACCELERATOR, RUNTIME = "v4-8", "tpu-ubuntu2204-base"
+#: The failure classes of a running TPU node and their shares (seed 002's events; crash and hang of the workload).
+TPU_MIX = {"maintenance_event": 0.4, "maintenance_terminate": 0.1, "preemption": 0.3, "crash": 0.1, "hang": 0.1}
+TPU_FAULT = {"maintenance_event": {"kind": "maintenance", "recover": True},
+             "maintenance_terminate": {"kind": "maintenance", "recover": False},
+             "preemption": {"kind": "preemption"}, "crash": {"kind": "crash", "exit_code": 139},
+             "hang": {"kind": "hang"}}
+#: Classes after which the best way needs a new node (the others: the workload restarted in place).
+NEW_NODE = {"maintenance_event", "maintenance_terminate", "preemption"}
+BILLED = {"READY", "REPAIRING"}
+#: The exit code guest attribute a baseline's startup script writes (namespace/key).
+EXIT_ATTRIBUTE = "bench/exit"
+REPORT_EXIT = ("python3 -c 'import os, sys, urllib.request as u; u.urlopen(u.Request(\"http://\" + "
+               "os.environ[\"GCE_METADATA_HOST\"] + \"/computeMetadata/v1/instance/guest-attributes/"
+               f"{EXIT_ATTRIBUTE}\", data=sys.argv[1].encode(), method=\"PUT\", "
+               "headers={\"Metadata-Flavor\": \"Google\"}))' \"$code\"")
+
+
+def baseline_script(way: str, args: list[str], loop: bool) -> str:
+    """The startup script of a baseline's node: the training command once (``loop=False``) or until it succeeds
+    (the ssh loop's ``while ! ...; do sleep 1; done``), then its exit code as guest attribute ``bench/exit``."""
+    train = " ".join([f"AIP_CHECKPOINT_DIR=gs://bench/tpu-{way}", "python3", WORKLOAD, *args, "--resume", "scan"])
+    body = f"while ! {train}; do sleep 1; done\ncode=0" if loop else f"{train}\ncode=$?"
+    return f"#!/bin/bash\n{body}\n{REPORT_EXIT}\n"
+
+
+def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
+             stop: threading.Event) -> None:
+    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node."""
+    from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
+
+    command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
+                        "--resume", "scan", "--log-steps"])
+    op = ResilientTPUWorkloadOperator(
+        task_id="ours", project_id=PROJECT, zone=PRIMARY, accelerator_type=ACCELERATOR, runtime_version=RUNTIME,
+        tpu_node_id="bench-ours", spot=True, command=command, checkpoint_dir="gs://bench/tpu-ours",
+        checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
+        resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
+        startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False)
+    execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
+
+
+def run_baseline(outcome: Outcome, way: str, script: str, poll: float, create_retry: float, recreate: bool,
+                 stop: threading.Event) -> None:
+    """A baseline's loop: create the node (again after ``create_retry`` seconds when the zone has no capacity),
+    watch it every ``poll`` seconds until its workload reports exit 0; ``recreate``: a TERMINATED or PREEMPTED
+    node or a non-zero exit is deleted and created again (the recreate loop), else waited on for ever (ssh)."""
+    from airflow_provider_resilient.clients import tpu_client
+
+    client = tpu_client()
+    parent = f"projects/{PROJECT}/locations/{PRIMARY}"
+    node = {"accelerator_type": ACCELERATOR, "runtime_version": RUNTIME, "labels": {"bench-way": way},
+            "metadata": {"startup-script": script}, "scheduling_config": {"spot": True}}
+    name = ""
+    try:
+        for tried in itertools.count(1):
+            if stop.is_set():
+                return
+            operation = client.create_node(parent=parent, node_id=f"bench-{way}-{tried}", node=node)
+            while not operation.done():
+                if stop.wait(poll):
+                    return
+            if operation.exception() is not None:  # no capacity: the script tries again later
+                if stop.wait(create_retry):
+                    return
+                continue
+            outcome.submits += 1
+            outcome.regions.add(PRIMARY)
+            name = f"{parent}/nodes/bench-{way}-{tried}"
+            while not stop.wait(poll):
+                state = client.get_node(name=name).state.name
+                if state in ("TERMINATED", "PREEMPTED"):
+                    if recreate:
+                        break
+                    continue  # the ssh loop: "ssh: connect to host ... failed", again and again
+                if state != "READY":
+                    continue
+                attributes = client.get_guest_attributes(request={"name": name, "query_path": EXIT_ATTRIBUTE})
+                codes = {v.query_value.items[0].value if v.query_value.items else "" for v in
+                         attributes.guest_attributes}
+                if "0" in codes:
+                    outcome.finished = True
+                    return
+                if codes - {""} and recreate:
+                    break
+            else:
+                return
+            client.delete_node(name=name)  # not waited for: the next create goes on at once
+            name = ""
+    finally:
+        if name:
+            client.delete_node(name=name)
+
+
+def sample_machine_time(emulator: Emulator, totals: dict[str, float], scale: float, stop: threading.Event,
+                        every: float = 0.1) -> None:
+    """Add host-seconds (platform seconds) of every billed node (:data:`BILLED` states) to its way's total."""
+    last = time.monotonic()
+    while not stop.wait(every):
+        now = time.monotonic()
+        with emulator.tpu.lock:
+            for run in emulator.tpu.nodes.values():
+                way = run.node.labels.get("bench-way")
+                if way and run.node.state.name in BILLED:
+                    totals[way] = totals.get(way, 0.0) + len(run.workers) * (now - last) / scale
+        last = now
+
+
+def one_seed(a: argparse.Namespace) -> dict[str, Any]:
+    """One seeded trace, every way side by side; prints its tables and returns its figures."""
+    s = a.time_scale
+    plan = Plan.of(a, TPU_MIX)
+    trace, steps, interval, every, horizon, args = (plan.trace, plan.steps, plan.interval, plan.every, plan.horizon,
+                                                    plan.args)
+    step_seconds = STEP_SECONDS
+    config = EmulatorConfig(time_scale=s, seed=a.seed)
+    with Emulator(config=config) as emulator:
+        os.environ.update(emulator.env())
+        emulator.ensure_bucket("bench")
+        restore = measure_restore(emulator, s)
+        platform = sum(share * (config.latencies.tpu_create_seconds if kind in NEW_NODE else 0.0)
+                       for kind, share in TPU_MIX.items())
+        restart = platform + restore
+        ceiling = goodput_ceiling(a.checkpoint_cost, restart, a.mtbf)
+        gaps = [d for d, _ in trace.failures]
+        struck_ceiling, struck_interval = trace_ceiling(a.work, gaps, a.checkpoint_cost, restart)
+        print(f"## TPU goodput: seed {a.seed}, time scale {s:g}\n")
+        print("| trace | value |\n| --- | --- |")
+        for name, value in [
+            ("useful work W", f"{a.work:.0f} s ({steps} steps of {step_seconds:g} s) on a spot {ACCELERATOR}"),
+            ("MTBF of the running node", f"{a.mtbf:.0f} s, classes "
+                                         f"{', '.join(f'{k} {v:.0%}' for k, v in TPU_MIX.items())}"),
+            ("checkpoint cost C", f"{a.checkpoint_cost:.0f} s, every {every} steps ({every * step_seconds:.0f} s; "
+                                  f"Young/Daly {interval:.0f} s)"),
+            ("restart cost R", f"{restart:.0f} s (a new node {config.latencies.tpu_create_seconds:.0f} s after "
+                               f"{sum(TPU_MIX[k] for k in NEW_NODE):.0%} of failures + workload start-up and "
+                               f"restore {restore:.0f} s); a repair takes {config.latencies.tpu_repair_seconds:.0f} s"),
+            ("capacity outages in " + PRIMARY,
+             ", ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in trace.outages if lo < horizon) or "none"),
+            ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
+            ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (best fixed interval {struck_interval:.0f} "
+                                                   "s; restart R; no capacity wait; a hang seen at once)"),
+        ]:
+            print(f"| {name} | {value} |")
+        print(flush=True)
+
+        from airflow_provider_resilient.clients import tpu_client
+        from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator  # noqa: F401 (warm)
+
+        tpu_client().list_nodes(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
+        emulator.reset()  # the outage windows count from here
+        emulator.ensure_bucket("bench")
+        for lo, hi in trace.outages:
+            emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
+                                "active_seconds": [lo * s, hi * s]})
+        stop_all = threading.Event()
+        poll = a.poll_interval * s
+        hang_timeout = plan.hang_timeout(a)
+        ways: dict[str, Callable[[Outcome], None]] = {
+            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, hang_timeout, stop_all),
+            "recreate loop": lambda o: run_baseline(o, "recreate", baseline_script("recreate", args, loop=False),
+                                                    poll, a.create_retry * s, True, stop_all),
+            "ssh loop": lambda o: run_baseline(o, "ssh", baseline_script("ssh", args, loop=True), poll,
+                                               a.create_retry * s, False, stop_all),
+        }
+        label = {"ours": "ours", "recreate loop": "recreate", "ssh loop": "ssh"}
+        machine: dict[str, float] = {}
+        sampling = threading.Event()
+        sampler = threading.Thread(target=sample_machine_time, args=(emulator, machine, s, sampling), daemon=True)
+        sampler.start()
+        outcomes, struck = race(emulator, ways, label, trace, s, a.work, horizon, stop_all, TPU_FAULT)
+        sampling.set()
+        sampler.join(timeout=30)
+        result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
+                                  "ways": report_ways(outcomes, struck, a.work, ceiling, s,
+                                                      lambda name: machine.get(label[name], 0.0),
+                                                      ("nodes created", "zones", "host-s"))}
+        print("\nfailures struck, in order (the same sequence for every way; a way stopped early sees fewer):\n")
+        for name in outcomes:
+            print(f"* {name}: {', '.join(struck[name]) or 'none'}")
+        result["budget"] = budgets(outcomes["ours"], trace_budget(a.work, gaps, a.checkpoint_cost, restart,
+                                                                  struck_interval),
+                                   platform / restart if restart > 0 else 0.0,
+                                   "recovery (new node, repair, capacity waits)", s)
+        print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
+                                       f"budget at its interval {struck_interval:.0f} s):\n")
+        print_verdict(result)
+    return result
+
+
+def main() -> int:
+    parser = trace_parser(__doc__, "zone")
+    parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
+    parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 20 min (CI)")
+    a = parser.parse_args()
+    if a.quick:
+        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1200.0, 1200.0, 10.0, 300.0
+    return run_seeds(a, one_seed, "host-s", "one TPU training workload")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
