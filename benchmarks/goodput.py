@@ -277,7 +277,9 @@ def run_google_provider(outcome: Outcome, args: list[str], delay: float, poll: f
 def arm_failures(emulator: Emulator, way: str, trace: Trace, scale: float, stop: threading.Event,
                  struck: list[str], faults: dict[str, dict[str, Any]] | None = None) -> None:
     """Keep exactly one failure of the trace armed for ``way``: the next once the previous struck. ``faults``: the
-    emulator fault of each class (default :data:`FAULT`)."""
+    emulator fault of each class (default :data:`FAULT`). After a hang the next failure waits for a job or node of
+    the way that the hang did not stop (a way that never notices its hung job stays hung, as it would: a later
+    crash must not free it)."""
     for delay, kind in trace.failures:
         index = emulator.add_fault({**(faults or FAULT)[kind], "after_seconds": delay * scale, "times": 1,
                                     "match": {"labels": {"bench-way": way}}})
@@ -285,6 +287,20 @@ def arm_failures(emulator: Emulator, way: str, trace: Trace, scale: float, stop:
             if stop.wait(0.02):
                 return
         struck.append(kind)
+        if kind == "hang":
+            hung = resources_of(emulator, way)
+            while not resources_of(emulator, way) - hung:
+                if stop.wait(0.02):
+                    return
+
+
+def resources_of(emulator: Emulator, way: str) -> set[str]:
+    """The names of the Vertex AI jobs and TPU nodes labelled ``bench-way=<way>`` the emulator has now."""
+    with emulator.vertex.lock:
+        jobs = {name for name, run in emulator.vertex.runs.items() if run.job.labels.get("bench-way") == way}
+    with emulator.tpu.lock:
+        nodes = {name for name, run in emulator.tpu.nodes.items() if run.node.labels.get("bench-way") == way}
+    return jobs | nodes
 
 
 def measure_restore(emulator: Emulator, scale: float) -> float:
