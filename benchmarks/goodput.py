@@ -364,10 +364,10 @@ def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[st
 
 def main() -> int:
     parser = trace_parser(__doc__, "region")
-    parser.add_argument("--quick", action="store_true", help="a 30 min job, MTBF 10 min (CI)")
+    parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 400 s (CI)")
     a = parser.parse_args()
     if a.quick:
-        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1800.0, 600.0, 10.0, 600.0
+        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1200.0, 400.0, 10.0, 400.0
     return run_seeds(a, one_seed, "replica-s", "one training job")
 
 
