@@ -78,7 +78,7 @@ from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
 
 PROJECT = "bench-project"
 PRIMARY, FALLBACK = "us-central2-b", "europe-west4-a"
-ACCELERATOR, RUNTIME = "v4-8", "tpu-ubuntu2204-base"
+RUNTIME = "tpu-ubuntu2204-base"
 #: The failure classes of a running TPU node and their shares (seed 002's events; crash and hang of the workload).
 TPU_MIX = {"maintenance_event": 0.4, "maintenance_terminate": 0.1, "preemption": 0.3, "crash": 0.1, "hang": 0.1}
 TPU_FAULT = {"maintenance_event": {"kind": "maintenance", "recover": True},
@@ -104,15 +104,15 @@ def baseline_script(way: str, args: list[str], loop: bool) -> str:
     return f"#!/bin/bash\n{body}\n{REPORT_EXIT}\n"
 
 
-def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
-             stop: threading.Event) -> None:
+def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryPolicy, poll: float,
+             hang_timeout: float, stop: threading.Event) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node."""
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
     command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
                         "--resume", "scan", "--log-steps"])
     op = ResilientTPUWorkloadOperator(
-        task_id="ours", project_id=PROJECT, zone=PRIMARY, accelerator_type=ACCELERATOR, runtime_version=RUNTIME,
+        task_id="ours", project_id=PROJECT, zone=PRIMARY, accelerator_type=accelerator, runtime_version=RUNTIME,
         tpu_node_id="bench-ours", spot=True, command=command, checkpoint_dir="gs://bench/tpu-ours",
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
@@ -120,8 +120,8 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 
-def run_baseline(outcome: Outcome, way: str, script: str, poll: float, create_retry: float, recreate: bool,
-                 stop: threading.Event) -> None:
+def run_baseline(outcome: Outcome, way: str, accelerator: str, script: str, poll: float, create_retry: float,
+                 recreate: bool, stop: threading.Event) -> None:
     """A baseline's loop: create the node (again after ``create_retry`` seconds when the zone has no capacity),
     watch it every ``poll`` seconds until its workload reports exit 0; ``recreate``: a TERMINATED or PREEMPTED
     node or a non-zero exit is deleted and created again (the recreate loop), else waited on for ever (ssh)."""
@@ -129,7 +129,7 @@ def run_baseline(outcome: Outcome, way: str, script: str, poll: float, create_re
 
     client = tpu_client()
     parent = f"projects/{PROJECT}/locations/{PRIMARY}"
-    node = {"accelerator_type": ACCELERATOR, "runtime_version": RUNTIME, "labels": {"bench-way": way},
+    node = {"accelerator_type": accelerator, "runtime_version": RUNTIME, "labels": {"bench-way": way},
             "metadata": {"startup-script": script}, "scheduling_config": {"spot": True}}
     name = ""
     try:
@@ -207,7 +207,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         print(f"## TPU goodput: seed {a.seed}, time scale {s:g}\n")
         print("| trace | value |\n| --- | --- |")
         for name, value in [
-            ("useful work W", f"{a.work:.0f} s ({steps} steps of {step_seconds:g} s) on a spot {ACCELERATOR}"),
+            ("useful work W", f"{a.work:.0f} s ({steps} steps of {step_seconds:g} s) on a spot {a.accelerator_type}"),
             ("MTBF of the running node", f"{a.mtbf:.0f} s, classes "
                                          f"{', '.join(f'{k} {v:.0%}' for k, v in TPU_MIX.items())}"),
             ("checkpoint cost C", f"{a.checkpoint_cost:.0f} s, every {every} steps ({every * step_seconds:.0f} s; "
@@ -238,11 +238,13 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         poll = a.poll_interval * s
         hang_timeout = plan.hang_timeout(a)
         ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, hang_timeout, stop_all),
-            "recreate loop": lambda o: run_baseline(o, "recreate", baseline_script("recreate", args, loop=False),
-                                                    poll, a.create_retry * s, True, stop_all),
-            "ssh loop": lambda o: run_baseline(o, "ssh", baseline_script("ssh", args, loop=True), poll,
-                                               a.create_retry * s, False, stop_all),
+            "ours": lambda o: run_ours(o, a.accelerator_type, args, scaled_policy(RetryPolicy(), s), poll,
+                                       hang_timeout, stop_all),
+            "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
+                                                    baseline_script("recreate", args, loop=False), poll,
+                                                    a.create_retry * s, True, stop_all),
+            "ssh loop": lambda o: run_baseline(o, "ssh", a.accelerator_type, baseline_script("ssh", args, loop=True),
+                                               poll, a.create_retry * s, False, stop_all),
         }
         label = {"ours": "ours", "recreate loop": "recreate", "ssh loop": "ssh"}
         machine: dict[str, float] = {}
@@ -272,6 +274,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     parser = trace_parser(__doc__, "zone")
     parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
+    parser.add_argument("--accelerator-type", default="v4-8", help="the slice: v4-8 has one worker VM, v4-16 two, "
+                                                                   "v4-32 four (every worker runs the workload)")
     parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 20 min (CI)")
     a = parser.parse_args()
     if a.quick:

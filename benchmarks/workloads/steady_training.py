@@ -10,6 +10,8 @@ starts from step 0, as a script that is not wired for resumption does (it still 
 
 ``--handed-interval``: once the provider hands ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``, checkpoint by time instead.
 
+On a multi-host TPU slice every worker trains; worker 0 (``TPU_WORKER_ID``) writes the checkpoints.
+
 Standard library plus fsspec/gcsfs (``gs://`` reaches the emulated bucket through STORAGE_EMULATOR_HOST).
 Prints ``start step S`` when training begins and ``done steps N`` at the end; exits 0 when all steps ran.
 """
@@ -60,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"step {step}", flush=True)
         due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
         if due or step == args.steps:
-            save(fs, base, step, args.save_seconds)
+            if os.environ.get("TPU_WORKER_ID", "0") == "0":  # a multi-host slice: worker 0 writes, as process 0 does
+                save(fs, base, step, args.save_seconds)
+            else:
+                time.sleep(args.save_seconds)  # the others take part in the (collective) save
             last_save = time.monotonic()
     print(f"done steps {step}", flush=True)
     return 0
