@@ -50,6 +50,7 @@ import argparse
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -342,6 +343,8 @@ def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[st
     """Run ``one`` seed after another from ``a.seed`` (or read ``a.from_json``), then the many-trace table (in
     machine time ``unit``) and the plot (of ``what``)."""
     logging.disable(logging.WARNING)  # the operator's own log lines would drown the tables
+    # A SIGTERM (kill, timeout) unwinds the emulator like Ctrl-C does: its jobs' and VMs' processes go with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     first = a.seed
     results = []
     if a.from_json:
