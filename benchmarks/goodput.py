@@ -1,9 +1,10 @@
-"""Goodput of one training job under a seeded fault trace, run three ways side by side on the emulator:
+"""Goodput of one Vertex AI training job under a seeded fault trace, four ways side by side on the emulator:
 
-    python benchmarks/goodput.py [--seed 3] [--seeds N] [--quick]
+    python benchmarks/goodput.py [--seed 3] [--seeds N] [--quick] [--plot PATH] [--json PATH] [--from-json PATH]
 
 * **ours** -- ``ResilientCustomJobOperator`` with its default policy (backoffs compressed by the time
-  scale like every other delay), one fallback region, the workload resuming from the checkpoint.
+  scale like every other delay), one fallback region, ``hang_timeout`` = 3 checkpoint periods, the workload
+  resuming from the checkpoint.
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -22,9 +23,8 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
   each of a class drawn from the seed mix -- ``transient_crash`` (exit 139, seed 003: retried by the
   platform 3 times), ``internal_error`` (seed 003: retried twice), ``worker_failure`` (VM lost, seed
   000/003: restarted in place up to 5 times) and ``hang`` (the processes stop making progress and the
-  platform never says so: the job stays RUNNING -- only a way that watches progress gets out; ours does with
-  ``hang_timeout`` = 3 checkpoint periods, the others wait until they are stopped). The same sequence
-  strikes every way;
+  platform never says so: the job stays RUNNING -- only a way that watches progress gets out; the others
+  wait until they are stopped). The same sequence strikes every way;
 * capacity outages of the primary region us-central1 (seed 003's stockout: "Resources are insufficient in
   region"): one at launch lasting ``--launch-outage`` seconds -- the common experience with scarce
   accelerators -- then alternating exponential periods of mean ``--capacity-up`` and ``--capacity-down``;
