@@ -365,13 +365,64 @@ def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[st
     return 0
 
 
+CRASH_STEP = 25  # the deterministic crash of the crash-loop scenario: every run dies at this step
+
+
+def crash_loop(a: argparse.Namespace) -> dict[str, Any]:
+    """The crash-loop scenario: a deterministic bug -- every run of the workload dies with exit 139 at step
+    :data:`CRASH_STEP` (its last checkpoint is step 20), so no retry can ever succeed. What matters then is how soon a
+    way stops paying for it: each way runs until it gives up, or until a quarter of ``--work`` after ours did.
+    Prints one row per way and returns the figures."""
+    s = a.time_scale
+    args = ["--steps", "600", "--step-seconds", f"{STEP_SECONDS * s:g}", "--every", "10", "--save-seconds", "0",
+            "--crash-at-step", str(CRASH_STEP)]
+    with Emulator(config=EmulatorConfig(time_scale=s, seed=a.seed)) as emulator:
+        os.environ.update(emulator.env())
+        emulator.ensure_bucket("bench")
+        stop = threading.Event()
+        poll = a.poll_interval * s
+        ways: dict[str, Callable[[Outcome], None]] = {
+            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, 3600 * s, stop),
+            "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
+                                                       AIRFLOW_RETRY_DELAY * s, poll, stop),
+            "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * s,
+                                                        poll, stop),
+        }
+        label = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
+        if google_provider_installed():
+            ways["Google provider"] = lambda o: run_google_provider(o, args, AIRFLOW_RETRY_DELAY * s, poll, stop)
+        nothing = Trace(a.seed, a.work, a.mtbf, a.checkpoint_cost, (), ())
+        outcomes, _ = race(emulator, ways, label, nothing, s, a.work, 20 * a.work, stop)
+        print(f"\n## A crash loop: every run dies at step {CRASH_STEP} (exit 139), time scale {s:g}\n")
+        print("| way | ended | after s | jobs submitted | machine time (replica-s) |\n| --- | --- | --- | --- | --- |")
+        figures = {}
+        for name, o in outcomes.items():
+            after = ((o.ended or time.monotonic()) - o.started) / s
+            billed = machine_seconds(label[name], s)
+            figures[name] = {"gave_up": bool(o.error), "after": after, "submits": o.submits, "machine": billed}
+            ended = f"gave up: {o.error}" if o.error else "stopped, still retrying"
+            print(f"| {name} | {ended} | {after:.0f} | {o.submits} | {billed:.0f} |")
+        if outcomes["ours"].history:
+            from airflow_provider_resilient.policy import history_from_json, history_table
+
+            print("\nours, attempt by attempt:\n\n```")
+            print("\n".join(history_table(history_from_json(outcomes["ours"].history))))
+            print("```")
+    return figures
+
+
 def main() -> int:
     parser = trace_parser(__doc__, "region")
     parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 400 s (CI)")
+    parser.add_argument("--crash-loop", action="store_true", help="after the traces, the crash-loop scenario "
+                                                                   "(:func:`crash_loop`)")
     a = parser.parse_args()
     if a.quick:
         a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1200.0, 400.0, 10.0, 400.0
-    return run_seeds(a, one_seed, "replica-s", "one training job")
+    status = run_seeds(a, one_seed, "replica-s", "one training job") if a.seeds > 0 or a.from_json else 0
+    if a.crash_loop:
+        crash_loop(a)
+    return status
 
 
 def machine_seconds(way: str, scale: float) -> float:

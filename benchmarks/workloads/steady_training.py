@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, required=True, help="checkpoint every this many steps")
     parser.add_argument("--save-seconds", type=float, default=0.0, help="seconds one checkpoint costs (C)")
     parser.add_argument("--resume", choices=("scan", "none"), default="scan")
+    parser.add_argument("--crash-at-step", type=int, default=0, help="a deterministic bug: exit 139 on reaching "
+                                                                     "this step, every run (0: never)")
     parser.add_argument("--log-steps", action="store_true", help="print 'step N' after every step (a TPU worker "
                                                                   "runner reports it as the heartbeat's step)")
     parser.add_argument("--handed-interval", action="store_true",
@@ -60,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
         if args.log_steps:
             print(f"step {step}", flush=True)
+        if step == args.crash_at_step:
+            sys.stderr.write(f"Segmentation fault at step {step}\n")
+            return 139
         due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
         if due or step == args.steps:
             if os.environ.get("TPU_WORKER_ID", "0") == "0":  # a multi-host slice: worker 0 writes, as process 0 does
