@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,16 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
         startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
+
+
+def ours_policy(a: argparse.Namespace) -> RetryPolicy:
+    """Ours' retry policy: the default, or with ``--maintenance-wait`` seconds as the ``maintenance_wait`` budget
+    (how long a maintenance event with recovery is waited out before the node is re-created; 0: re-created after
+    one look, when a new node comes up sooner than a repair)."""
+    if a.maintenance_wait is None:
+        return RetryPolicy()
+    wait = RetryPolicy().effective_budgets["maintenance_wait"]
+    return RetryPolicy(budgets={"maintenance_wait": replace(wait, max_seconds=a.maintenance_wait)})
 
 
 def run_baseline(outcome: Outcome, way: str, accelerator: str, script: str, poll: float, create_retry: float,
@@ -221,6 +232,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("capacity outages in " + PRIMARY,
              ", ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in trace.outages if lo < horizon) or "none"),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("ours' maintenance_wait", "the policy's default (900 s)" if a.maintenance_wait is None
+             else f"{a.maintenance_wait:g} s"),
             ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
             ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (best fixed interval {struck_interval:.0f} "
                                                    "s; restart R; no capacity wait; a hang seen at once)"),
@@ -243,7 +256,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         # ours can call a hang after a few heartbeats without a new step -- not after checkpoint periods.
         hang_timeout = HANG_HEARTBEATS * poll
         ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, a.accelerator_type, args, scaled_policy(RetryPolicy(), s), poll,
+            "ours": lambda o: run_ours(o, a.accelerator_type, args, scaled_policy(ours_policy(a), s), poll,
                                        hang_timeout, stop_all),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
@@ -280,6 +293,8 @@ def main() -> int:
     parser = trace_parser(__doc__, "zone")
     parser.set_defaults(work=3600.0)  # a 1 h job: 20 seeds in about an hour
     parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
+    parser.add_argument("--maintenance-wait", type=float, help="ours' maintenance_wait budget, platform seconds "
+                                                                 "(default: the policy's 900 s; 0: re-create at once)")
     parser.add_argument("--accelerator-type", default="v4-8", help="the slice: v4-8 has one worker VM, v4-16 two, "
                                                                    "v4-32 four (every worker runs the workload)")
     parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 20 min (CI)")
