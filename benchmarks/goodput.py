@@ -368,6 +368,26 @@ def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[st
 CRASH_STEP = 25  # the deterministic crash of the crash-loop scenario: every run dies at this step
 
 
+#: Each Vertex AI way's ``bench-way`` label (its jobs' label, its fault matcher, its checkpoint directory).
+LABEL = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
+
+
+def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
+                stop: threading.Event) -> dict[str, Callable[[Outcome], None]]:
+    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds), task retries, the
+    seed 002 loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
+    ways: dict[str, Callable[[Outcome], None]] = {
+        "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), scale), poll, hang_timeout, stop),
+        "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
+                                                   AIRFLOW_RETRY_DELAY * scale, poll, stop),
+        "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
+                                                    poll, stop),
+    }
+    if google_provider_installed():
+        ways["Google provider"] = lambda o: run_google_provider(o, args, AIRFLOW_RETRY_DELAY * scale, poll, stop)
+    return ways
+
+
 def crash_loop(a: argparse.Namespace) -> dict[str, Any]:
     """The crash-loop scenario: a deterministic bug -- every run of the workload dies with exit 139 at step
     :data:`CRASH_STEP` (its last checkpoint is step 20), so no retry can ever succeed. What matters then is how soon a
@@ -380,25 +400,15 @@ def crash_loop(a: argparse.Namespace) -> dict[str, Any]:
         os.environ.update(emulator.env())
         emulator.ensure_bucket("bench")
         stop = threading.Event()
-        poll = a.poll_interval * s
-        ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, 3600 * s, stop),
-            "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
-                                                       AIRFLOW_RETRY_DELAY * s, poll, stop),
-            "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * s,
-                                                        poll, stop),
-        }
-        label = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
-        if google_provider_installed():
-            ways["Google provider"] = lambda o: run_google_provider(o, args, AIRFLOW_RETRY_DELAY * s, poll, stop)
+        ways = vertex_ways(args, s, a.poll_interval * s, 3600 * s, stop)
         nothing = Trace(a.seed, a.work, a.mtbf, a.checkpoint_cost, (), ())
-        outcomes, _ = race(emulator, ways, label, nothing, s, a.work, 20 * a.work, stop)
+        outcomes, _ = race(emulator, ways, LABEL, nothing, s, a.work, 20 * a.work, stop)
         print(f"\n## A crash loop: every run dies at step {CRASH_STEP} (exit 139), time scale {s:g}\n")
         print("| way | ended | after s | jobs submitted | machine time (replica-s) |\n| --- | --- | --- | --- | --- |")
         figures = {}
         for name, o in outcomes.items():
             after = ((o.ended or time.monotonic()) - o.started) / s
-            billed = machine_seconds(label[name], s)
+            billed = machine_seconds(LABEL[name], s)
             figures[name] = {"gave_up": bool(o.error), "after": after, "submits": o.submits, "machine": billed}
             ended = f"gave up: {o.error}" if o.error else "stopped, still retrying"
             print(f"| {name} | {ended} | {after:.0f} | {o.submits} | {billed:.0f} |")
@@ -743,21 +753,11 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
-        poll = a.poll_interval * s
-        ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), s), poll, plan.hang_timeout(a), stop_all),
-            "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
-                                                       AIRFLOW_RETRY_DELAY * s, poll, stop_all),
-            "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * s,
-                                                        poll, stop_all),
-        }
-        label = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
-        if google_provider_installed():
-            ways["Google provider"] = lambda o: run_google_provider(o, args, AIRFLOW_RETRY_DELAY * s, poll, stop_all)
-        outcomes, struck = race(emulator, ways, label, trace, s, a.work, horizon, stop_all)
+        ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all)
+        outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
-                                                      lambda name: machine_seconds(label[name], s),
+                                                      lambda name: machine_seconds(LABEL[name], s),
                                                       ("jobs submitted", "regions", "replica-s"))}
         if not google_provider_installed():
             print("\n(Google provider way: apache-airflow-providers-google is not installed here; `make bench` "
