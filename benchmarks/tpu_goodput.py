@@ -4,7 +4,8 @@
 
 * **ours** -- ``ResilientTPUWorkloadOperator`` on a spot node with its default policy (backoffs compressed by the
   time scale), one fallback zone, ``hang_timeout`` = 5 heartbeats without a new step (the workload logs its step,
-  the worker runner reports it); the workload resumes from the checkpoint the operator hands it.
+  the worker runner reports it; ``expect_steps``: also before its first step, so a hang during the start-up is
+  caught); the workload resumes from the checkpoint the operator hands it.
 * **recreate loop** -- seed 002's recovery script ("a recovery script to detect the TPU's state and delete and
   re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
   startup script reports the exit code as a guest attribute), is deleted and created again, in the same zone (a
@@ -120,7 +121,7 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         tpu_node_id="bench-ours", spot=True, command=command, checkpoint_dir="gs://bench/tpu-ours",
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
-        startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False)
+        expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 

@@ -199,6 +199,7 @@ class TPUNodeBackend:
         valid_until_seconds: how long a queued resource may wait (None: the policy's ``queue_timeout``).
         queue_timeout: ``RetryPolicy.queue_timeout_seconds`` (seed 004: 30 minutes).
         hang_timeout, startup_timeout: the observer's limits for a READY node's workers (seconds).
+        expect_steps: the workload logs steps from its start (:attr:`~..supervisor.observe.Limits.expect_steps`).
         keep_node: :meth:`release` keeps the last node (and its queued resource) for inspection.
         clock: epoch seconds now.
         fallback_zones: the zones the policy's fallbacks may move the run to (listed by :meth:`live_owned`).
@@ -219,8 +220,9 @@ class TPUNodeBackend:
                  queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
                  clock: Callable[[], float], fallback_zones: Sequence[str] = (),
-                 maintenance: MaintenanceSettings | None = None, slices: int = 1) -> None:
+                 maintenance: MaintenanceSettings | None = None, slices: int = 1, expect_steps: bool = False) -> None:
         self.hooks = hooks
+        self.expect_steps = expect_steps
         self.project_id = project_id
         self.zone = zone
         self.fallback_zones = tuple(fallback_zones)
@@ -440,7 +442,7 @@ class TPUNodeBackend:
         look = Look(name, Platform.TPU, nodes[0].state.name, progress=steps, heartbeats=beats, silent=silent,
                     maintenance=notice, checkpoint_requested=requested, checkpoint_acks=acks)
         verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout,
-                                     maintenance=self.maintenance))
+                                     maintenance=self.maintenance, expect_steps=self.expect_steps))
         if verdict.failure is not None:
             return JobFailed(verdict.failure, now, live=True)
         if all(per_slice) and all(r.get("status") == "succeeded" for r in reports):

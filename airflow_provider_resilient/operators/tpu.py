@@ -142,7 +142,14 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         max_worker_restarts: in-place restarts per worker by the runner, and the policy's ``worker_restarts``
             budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, seed 000: 5.
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
-            that reports steps, before the worker counts as hung (a transient failure: a new node).
+            that reports steps, before the worker counts as hung (a transient failure: a new node). A workload
+            reports steps by printing lines like ``step 120`` (the runner's ``--step-pattern``); once a worker
+            has reported one, on any attempt of the run, a later attempt's worker that runs ``hang_timeout``
+            without reporting its first step is hung too (restore and compile time count: size the timeout for
+            them).
+        expect_steps: every worker's workload reports steps from its very first attempt, so one that hangs
+            before its first step on attempt 1 is caught too (default False: a workload is only expected to
+            report steps once it has; one that never does is judged by its runner's heartbeat alone).
         heartbeat_seconds: how often each worker reports its heartbeat and step (guest attributes).
         startup_timeout: seconds a worker may stay silent -- no report at all from its runner -- on a node that
             is READY (default 1800: the setup script and the image's boot count). Past it the worker counts as
@@ -206,7 +213,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  secret_env: Mapping[str, str] | None = None,
                  preflight: Preflight | Mapping[str, Any] | bool | None = True,
                  maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
-                 maintenance_move_seconds: float = 600.0, slices: int = 1, **kwargs: Any) -> None:
+                 maintenance_move_seconds: float = 600.0, slices: int = 1, expect_steps: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -231,6 +239,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                 or (type(slices) is int and slices > 1))
         self.reserved = reserved
         self.hang_timeout = hang_timeout
+        self.expect_steps = expect_steps
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
         self.keep_node = keep_node
@@ -315,7 +324,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
                 startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
                 fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
-                maintenance=self._maintenance_settings(), slices=self.slices)
+                maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps)
         return self.__dict__["_backend_instance"]
 
     def _maintenance_settings(self) -> Any:
@@ -472,7 +481,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 secret_env=self.secret_env, preflight=self.preflight, maintenance_policy=self.maintenance_policy,
                 maintenance_lead_seconds=self.maintenance_lead_seconds,
                 maintenance_move_seconds=self.maintenance_move_seconds, slices=self.slices,
-                deferrable=self.deferrable)
+                deferrable=self.deferrable, expect_steps=self.expect_steps)
         except SpecError as exc:
             left = exc.without(skip)
             if left is not None:

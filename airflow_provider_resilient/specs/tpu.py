@@ -197,7 +197,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           secret_env: object = None, preflight: object = True,
                           maintenance_policy: object = "ride_out", maintenance_lead_seconds: object = 600.0,
                           maintenance_move_seconds: object = 600.0, slices: object = 1,
-                          deferrable: object = False) -> None:
+                          deferrable: object = False, expect_steps: object = False) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
 
@@ -249,7 +249,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                                                  "a letter, at most 59 characters"))
     problems += label_problems(labels)
     for name, flag in (("spot", spot), ("reserved", reserved), ("queued_resource", queued_resource),
-                       ("keep_node", keep_node)):
+                       ("keep_node", keep_node), ("expect_steps", expect_steps)):
         if not isinstance(flag, bool):
             problems.append(SpecError(name, f"{flag!r}: give True or False"))
     if spot is True and reserved is True:

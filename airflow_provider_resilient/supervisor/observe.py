@@ -13,7 +13,12 @@ observer"):
   treated as a transient crash. A *progress clock* per key (``"checkpoints"`` for the newest complete
   checkpoint of a CustomJob, ``"worker N"`` for the step a TPU worker reports) starts when a step is first
   seen and restarts when it changes; a clock older than ``Limits.hang_seconds`` is a hang. A runner's
-  heartbeat older than that is one too (the VM or its runner is gone).
+  heartbeat older than that is one too (the VM or its runner is gone). A TPU worker whose runner is running
+  the workload but has no step to report yet -- it hangs before its first step, a deadlock in the first
+  collective, a restore that never ends -- gets a clock from the first look that finds it so, when its
+  workload is known to log steps: it logged one earlier in the run (on any attempt; the memory keeps the
+  keys, :attr:`WatchMemory.stepping`), or the operator declared it (``Limits.expect_steps``). A workload that
+  never logs a step is judged by its runner's heartbeat alone.
 * **Start-up deadline** -- a worker whose runner has not reported at all (issue 13: the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
@@ -61,6 +66,7 @@ class Limits:
     queue_seconds: float | None = None
     startup_seconds: float | None = None
     maintenance: MaintenanceSettings | None = None
+    expect_steps: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,11 +85,15 @@ class WatchMemory:
         resource: the attempt's job or node name (None: nothing watched yet).
         clocks: progress clock per key (:data:`CHECKPOINTS`, :func:`worker_key`), as sorted pairs.
         audit_seen: ids of the audit entries already handed back, the newest :data:`AUDIT_IDS_KEPT`.
+        stepping: the worker clock keys that have reported a step in this run, sorted. Kept, like
+            ``audit_seen``, when a new attempt starts: a worker of a workload that logs steps is judged from its
+            first look on every later attempt, before its first step.
     """
 
     resource: str | None = None
     clocks: tuple[tuple[str, Clock], ...] = ()
     audit_seen: tuple[str, ...] = ()
+    stepping: tuple[str, ...] = ()
 
     def clock(self, key: str) -> Clock | None:
         """The clock of ``key``, or None."""
@@ -98,6 +108,8 @@ class WatchMemory:
             data["clocks"] = {k: ([c.step] if c.step is not None else []) + [c.since] for k, c in self.clocks}
         if self.audit_seen:
             data["audit_seen"] = list(self.audit_seen)
+        if self.stepping:
+            data["stepping"] = list(self.stepping)
         return data
 
     @classmethod
@@ -114,9 +126,10 @@ class WatchMemory:
                 clocks.append((str(key), Clock(int(step[0]) if step else None, float(since))))
             except (TypeError, ValueError, IndexError):
                 continue
-        seen = data.get("audit_seen")
+        seen, stepping = data.get("audit_seen"), data.get("stepping")
         return cls(resource=data.get("resource") or None, clocks=tuple(sorted(clocks)),
-                   audit_seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())
+                   audit_seen=tuple(str(i) for i in seen) if isinstance(seen, list) else (),
+                   stepping=tuple(sorted({str(k) for k in stepping})) if isinstance(stepping, list) else ())
 
 
 @dataclass(frozen=True)
@@ -130,7 +143,8 @@ class Look:
         queued_since: when the job (or queued resource) was created, epoch seconds; None: unknown.
         progress: the step seen now per clock key, only for the keys looked at this time (None: no
             checkpoint yet). A key not given keeps its clock and is not judged.
-        heartbeats: per clock key, when its runner last reported (epoch seconds); 0 or absent: never.
+        heartbeats: per clock key of a worker whose runner runs the workload, when the runner last reported
+            (epoch seconds; 0: never). A key here and not in ``progress`` has no step to report yet.
         audit_ids: ids of the audit entries read this time, oldest first.
         silent: the clock keys of the workers with no report at all from their runner, when the workers were
             looked at (None: they were not; a worker not listed has spoken and its silence clock stops).
@@ -182,7 +196,7 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
     first, then heartbeats, then the progress clocks (the first stalled key, in sorted order, is named).
     """
     if look.resource != memory.resource:
-        memory = WatchMemory(resource=look.resource, audit_seen=memory.audit_seen)
+        memory = WatchMemory(resource=look.resource, audit_seen=memory.audit_seen, stepping=memory.stepping)
     seen = set(memory.audit_seen)
     fresh = tuple(dict.fromkeys(i for i in look.audit_ids if i not in seen))
     clocks = dict(memory.clocks)
@@ -192,19 +206,26 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
         if clock is None or clock.step != step:
             clocks[key] = Clock(step, now)
             progressed.append((key, step or 0, now))
+    stepless = sorted(key for key in look.heartbeats if key not in look.progress
+                      and (limits.expect_steps or key in memory.stepping))
+    for key in stepless:  # running, no step yet: a clock from the first such look (no progress: no ledger entry)
+        clocks.setdefault(key, Clock(None, now))
+    stepped = {key for key, step in look.progress.items() if step is not None and key != CHECKPOINTS}
+    stepping = tuple(sorted(stepped.union(memory.stepping)))
     if look.silent is not None:
         silent = {SILENT + key for key in look.silent}
         clocks = {k: c for k, c in clocks.items() if not k.startswith(SILENT) or k in silent}
         clocks.update({key: Clock(None, now) for key in silent if key not in clocks})
     memory = WatchMemory(resource=look.resource, clocks=tuple(sorted(clocks.items())),
-                         audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:])
-    failure = _failure(memory, look, now, limits)
+                         audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:], stepping=stepping)
+    failure = _failure(memory, look, now, limits, judged=sorted({*look.progress, *stepless}))
     ahead = None if failure is not None or limits.maintenance is None else plan(
         look.maintenance, now, limits.maintenance, requested=look.checkpoint_requested, acked=look.checkpoint_acks)
     return memory, Verdict(failure, tuple(progressed), fresh, ahead)
 
 
-def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits) -> Failure | None:
+def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits, judged: Sequence[str]) -> Failure | None:
+    """The first failure of the look (see :func:`observe`); ``judged``: the progress clock keys judged, sorted."""
     if limits.queue_seconds is not None:
         waited = classify_queue_wait(look.state, look.queued_since, now, limits.queue_seconds,
                                      platform=look.platform, resource=look.resource)
@@ -224,7 +245,7 @@ def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits) -> Fai
     for key, beat in sorted(look.heartbeats.items()):
         if beat and now - beat > hang:
             return _hang(look, key, f"{key}: no heartbeat for {now - beat:.0f} s", beat)
-    for key in sorted(look.progress):
+    for key in judged:
         clock = memory.clock(key)
         if clock is None or now - clock.since <= hang:
             continue
@@ -232,6 +253,8 @@ def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits) -> Fai
         if key == CHECKPOINTS:
             where = f"step {clock.step}" if clock.step is not None else "no checkpoint"
             message = f"no new checkpoint past {where} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
+        elif clock.step is None:
+            message = f"{key}: running {stalled:.0f} s without logging a step (hang_timeout {hang:.0f} s)"
         else:
             message = f"{key}: no progress past step {clock.step} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
         return _hang(look, key, message, clock.since)

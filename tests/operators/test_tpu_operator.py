@@ -314,6 +314,27 @@ def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
     assert nodes_left() == []
 
 
+@pytest.mark.parametrize("expect_steps", [False, True], ids=["once-it-logged-steps", "declared"])
+def test_a_workload_hung_before_its_first_step_is_detected(resilient_emulator, expect_steps):
+    # TPU benchmark seed 15: a hang before the workload's first step was never seen (the runner kept
+    # heartbeating, and a worker's step clock started with its first step). Attempt 2 runs without logging a
+    # step, as a restore or a first collective that never ends; attempt 1 logs steps until the fault freezes
+    # it -- or, with expect_steps declared, hangs before its first step too; attempt 3 runs 3 steps and ends.
+    if expect_steps:
+        first = "sleep 120"
+    else:
+        resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
+        first = 'echo "step 1"; echo "step 2"; sleep 120'
+    command = f'case "$RESILIENT_ATTEMPT" in 1) {first};; 2) sleep 120;; *) {steps(3)};; esac'
+    result = operator(command, hang_timeout=1.0, expect_steps=expect_steps).execute(context())
+    assert decisions(result) == [("hang", "resubmit")] * 2 and len(result["attempts"]) == 3
+    messages = [a["incidents"][0]["failure"]["message"] for a in result["attempts"][:2]]
+    before_a_step = [m.startswith("worker 0: running") and m.endswith("without logging a step (hang_timeout 1 s)")
+                     for m in messages]
+    assert before_a_step == [expect_steps, True]
+    assert created(resilient_emulator) == [A1, A2, A3] == deleted(resilient_emulator)
+
+
 # ------------------------------------------------------------------ node failures
 @pytest.mark.parametrize(("fault", "expected"), [
     ({"kind": "preemption", "grace_seconds": 0.05}, ("preemption", "recreate_node")),
@@ -522,7 +543,8 @@ def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator)
     ("echo ok", {"env": {"MY-VAR": "v"}}, re.escape("env['MY-VAR']")),
     ("echo ok", {"env": {"HF_TOKEN": 12345}}, re.escape("env['HF_TOKEN']")),
     ("echo ok", {"labels": {"team": 5}}, re.escape("labels['team']")),
-    ("echo ok", {"heartbeat_seconds": 0}, "heartbeat_seconds"), ("echo ok", {"hang_timeout": -1}, "hang_timeout")])
+    ("echo ok", {"heartbeat_seconds": 0}, "heartbeat_seconds"), ("echo ok", {"hang_timeout": -1}, "hang_timeout"),
+    ("echo ok", {"expect_steps": "yes"}, "expect_steps")])
 def test_bad_arguments_fail_before_any_node_exists(resilient_emulator, command, kwargs, field):
     kwargs = {**kwargs, "env": {**kwargs.get("env", {}), "SECRET": "hunter2"}}
     with pytest.raises(AirflowFailException, match=f"{field}:") as failed:

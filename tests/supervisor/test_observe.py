@@ -82,6 +82,45 @@ def test_tpu_workers_stall_by_their_step_or_their_runner_heartbeat_and_are_named
     assert verdict.failure.message == "worker 1: no heartbeat for 140 s" and verdict.failure.timestamp == T0 + 10
 
 
+def tpu(at: float, node: str = NODE, **steps: int) -> Look:
+    """A look at ``node`` at ``at`` whose workers 0 and 1 run (a heartbeat just now); ``steps``: ``w0=5`` --
+    worker 0 at step 5."""
+    return Look(node, Platform.TPU, "READY", progress={worker_key(int(k[1:])): v for k, v in steps.items()},
+                heartbeats={worker_key(0): at - 1, worker_key(1): at - 1})
+
+
+def test_a_worker_that_has_logged_steps_is_hung_on_the_next_node_before_its_first_step():
+    # TPU benchmark seed 15: a hang struck before the workload's first step, and the run waited to the horizon
+    # (a worker's clock started with its first step, and the runner kept heartbeating).
+    limits = Limits(hang_seconds=100)
+    memory, _ = observe(WatchMemory(), tpu(T0, w0=5), T0, limits)  # worker 0 logs steps, worker 1 never does
+    assert memory.stepping == ("worker 0",)
+    next_node = NODE.replace("n-a1", "n-a2")
+    memory, verdict = observe(reload(memory), tpu(T0 + 500, next_node), T0 + 500, limits)  # restoring: no step yet
+    assert verdict.failure is None and verdict.progressed == ()  # no step: nothing for the ledger
+    assert memory.clock("worker 0") == Clock(None, T0 + 500) and memory.clock("worker 1") is None
+    _, verdict = observe(reload(memory), tpu(T0 + 600, next_node), T0 + 600, limits)
+    assert verdict.failure is None  # 100 s exactly is not past it
+    _, verdict = observe(reload(memory), tpu(T0 + 601, next_node), T0 + 601, limits)
+    assert verdict.failure.failure_class is FailureClass.HANG and verdict.failure.worker_id == "0"
+    assert verdict.failure.timestamp == T0 + 500
+    assert verdict.failure.message == "worker 0: running 101 s without logging a step (hang_timeout 100 s)"
+    stepped, verdict = observe(reload(memory), tpu(T0 + 550, next_node, w0=6), T0 + 550, limits)
+    assert verdict.progressed == (("worker 0", 6, T0 + 550),) and stepped.clock("worker 0") == Clock(6, T0 + 550)
+
+
+def test_a_workload_that_never_logs_a_step_is_judged_by_its_heartbeat_unless_steps_are_expected():
+    memory, _ = observe(WatchMemory(), tpu(T0), T0, Limits(hang_seconds=100))
+    _, verdict = observe(memory, tpu(T0 + 10_000), T0 + 10_000, Limits(hang_seconds=100))
+    assert verdict.failure is None and memory.stepping == () and memory.clocks == ()
+    expected = Limits(hang_seconds=100, expect_steps=True)  # declared: the first attempt is judged too
+    memory, _ = observe(WatchMemory(), tpu(T0), T0, expected)
+    _, verdict = observe(memory, tpu(T0 + 101, w1=1), T0 + 101, expected)
+    assert verdict.failure.worker_id == "0" and "without logging a step" in verdict.failure.message
+    _, verdict = observe(memory, tpu(T0 + 101), T0 + 101, Limits(hang_seconds=None, expect_steps=True))
+    assert verdict.failure is None  # no hang_timeout: never
+
+
 def test_a_new_attempt_starts_its_clocks_afresh_and_audit_entries_count_once():
     memory, _ = observe(WatchMemory(), running(10), T0, Limits(hang_seconds=60))
     memory, verdict = observe(memory, Look(NODE, Platform.TPU, audit_ids=["a", "b", "a"]), T0 + 1, Limits())
@@ -100,7 +139,7 @@ def test_the_memory_travels_in_the_run_state_and_unreadable_parts_are_dropped():
     assert state.watch == memory and state.watch.clock(CHECKPOINTS) == Clock(None, T0)
     assert "watch" not in state_to_json(RunState())  # nothing stored for nothing seen
     odd = WatchMemory.from_json({"resource": JOB, "clocks": {"checkpoints": "x", "worker 0": [3, T0]},
-                                 "audit_seen": "y"})
+                                 "audit_seen": "y", "stepping": 3})
     assert odd == WatchMemory(JOB, (("worker 0", Clock(3, T0)),), ())
     assert WatchMemory.from_json(None) == WatchMemory.from_json([1]) == WatchMemory()
 
