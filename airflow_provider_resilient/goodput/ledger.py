@@ -120,11 +120,19 @@ STALL_FACTOR = 2.0
 PACE_SPANS = 4
 
 
+#: Second sightings: a step seen again with nothing between (a save, then the poll that lists it; a trigger's
+#: sighting, then the operator's look) was reached at its first sighting; the later one is no event -- the workload
+#: trained on. (Counted as a span without progress, each step's save-to-poll delay was "other", and the shortened span
+#: after it set a pace that made ordinary spans stalls: the demo's Vertex AI ledger read 41 % other.) After a
+#: waited-out event the same step seen again is the workload restarting, and stays an event.
+
+
 def run_pace(reports: Sequence[StepReport]) -> float | None:
     """The run's pace, seconds per step: the lower quartile of seconds per step over consecutive step reports
     that moved forward (``reports`` oldest first), or None with fewer than :data:`PACE_SPANS` of them. The
     lower quartile: the pace of undisturbed training, which spans holding a restart or a save do not skew."""
-    paces = [(b.time - a.time) / (b.step - a.step) for a, b in itertools.pairwise(reports) if b.step > a.step]
+    first = [r for i, r in enumerate(reports) if i == 0 or reports[i - 1].step != r.step]  # no second sightings
+    paces = [(b.time - a.time) / (b.step - a.step) for a, b in itertools.pairwise(first) if b.step > a.step]
     if len(paces) < PACE_SPANS:
         return None
     return statistics.quantiles(paces, n=4)[0]
@@ -202,6 +210,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 span = report.time - previous.time
                 gained = report.step - previous.step
                 waited = [w for w in waits if previous.time <= w <= report.time]
+                if gained == 0 and not waited and not restarting and report is not mine[0]:
+                    continue  # a second sighting: the workload trained on since the first
                 # A span holding our first WAIT look at an event is work until that look, recovery after it.
                 work = (min(waited) - previous.time) if waited else span
                 if waited:

@@ -194,6 +194,22 @@ def test_a_stall_the_history_does_not_see_is_other_not_productive():
     assert ledger.productive == pytest.approx(100)
 
 
+def test_a_step_seen_twice_counts_from_when_it_was_first_seen():
+    """A CustomJob's steps are its checkpoints: each is seen at its save (``completed_at``) and again at the
+    next poll that lists it, up to a poll interval later. The second sighting is no new event: the workload
+    trained on between them. (The demo's ledger showed 41 % "other": each step's save-to-poll delay counted as a
+    span without progress, and the shortened spans after it set a pace that made ordinary spans stalls.)"""
+    from airflow_provider_resilient.checkpoints.formats import CheckpointSave
+
+    saves = [CheckpointSave(10 * i, T0 + 5 + 10 * i, 0.1) for i in range(1, 10)]  # 1 step/s, a save every 10 s
+    polled = [StepReport(T0 + 5 + 10 * i + (7 if i % 2 else 1), 10 * i) for i in range(1, 10)]  # 1-7 s later
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=T0 + 100),)
+    ledger = goodput_ledger(history, polled, end=T0 + 100, saves=saves)
+    assert ledger.other == pytest.approx(0)
+    assert ledger.checkpoint_restore == pytest.approx(5)  # start-up until step 0 ... step 10 at its pace
+    assert ledger.productive == pytest.approx(95)
+
+
 def test_the_trace_ceiling_is_the_best_fixed_interval_for_the_failures_that_struck():
     from airflow_provider_resilient.goodput import trace_ceiling, trace_wall_time
 
