@@ -36,6 +36,30 @@ def test_success_goes_queued_pending_running_succeeded(submit, resilient_emulato
     assert "trained" in resilient_emulator.replica_log(job.name)
 
 
+def test_replica_output_is_in_cloud_logging_as_vertex_ai_ships_it(submit, resilient_emulator):
+    """Each line a replica prints is an entry, found with the filter ``gcloud ai custom-jobs stream-logs`` uses;
+    a platform retry's restart is not a line of the workload's (no emulator header reaches the log)."""
+    from airflow_provider_resilient.logging_clients import logging_client
+
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": 1})
+    job = submit(custom_job(pools=[pool("import time; print('step 1', flush=True); time.sleep(0.3); print('step 2')"),
+                                   pool("print('worker ready')")]))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    project, job_id = job.name.split("/")[1], job.name.rsplit("/", 1)[1]
+    client = logging_client(project)
+    entries = list(client.list_entries(filter_=f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'))
+    by_task: dict[str, list[str]] = {}
+    for entry in entries:
+        by_task.setdefault(entry.resource.labels["task_name"], []).append(entry.payload)
+        assert entry.log_name == f"projects/{project}/logs/{entry.resource.labels['task_name']}"
+        assert entry.severity == "INFO" and entry.resource.labels["project_id"] == project
+    assert by_task["workerpool1-0"] == ["worker ready"] * starts(resilient_emulator, job.name, "workerpool1-0")
+    assert by_task["workerpool0-0"][-2:] == ["step 1", "step 2"]  # the retried run; the struck one said step 1
+    one = client.list_entries(filter_=f'resource.labels.job_id="{job_id}" AND resource.labels.task_name="workerpool0-0"'
+                                      ' AND textPayload:"step 2"')
+    assert [e.payload for e in one] == ["step 2"]
+
+
 def test_user_code_error_fails_the_job_without_retry(submit, resilient_emulator):
     job = submit(custom_job("raise SystemExit(1)"))
     assert job.state.name == "JOB_STATE_FAILED"

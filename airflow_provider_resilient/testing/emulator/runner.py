@@ -27,6 +27,10 @@ START_ERROR_STATUS: dict[type[OSError], int] = {FileNotFoundError: 127, NotADire
 _SERIALS = itertools.count(1)
 
 
+#: How the header line the emulator writes before each start of a replica's command begins.
+HEADER_PREFIX = "===== "
+
+
 class ReplicaProcess:
     """One run of one replica's command.
 
@@ -56,7 +60,7 @@ class ReplicaProcess:
         """Start the command; ``now``: the emulator clock's ``monotonic()``, kept as :attr:`started_at`."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            log.write(f"===== {self.header} =====\n".encode())
+            log.write(f"{HEADER_PREFIX}{self.header} =====\n".encode())
             log.flush()
             self.log_offset = log.tell()
             try:

@@ -99,9 +99,9 @@ class Emulator:
         from .tpu.backend import TPU_SERVICE, TpuBackend
         from .vertex.backend import VertexBackend
 
-        self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
-                                    self.ensure_bucket, self.storage_filesystem, self.clock)
         self.logging = LogStore(self.clock.now, faults=self.faults)
+        self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
+                                    self.ensure_bucket, self.storage_filesystem, self.clock, logs=self.logging)
 
         def audit(project: str, **entry: Any) -> None:
             self.logging.add_audit_entry(project, service_name=TPU_SERVICE, **entry)

@@ -50,13 +50,16 @@ class VertexBackend:
         ensure_bucket: creates a Cloud Storage bucket if missing; called for ``base_output_directory``.
         storage_fs: returns the fsspec filesystem of the emulated Cloud Storage (to watch checkpoints).
         clock: where every verb and tick reads the time (:mod:`..clock`; default: real time).
+        logs: the emulated Cloud Logging (:class:`~..cloud_logging.backend.LogStore`): each replica's output goes
+            there as Vertex AI ships it (:meth:`log_sink`); None: to the log files only.
     """
 
     def __init__(self, config: EmulatorConfig, faults: FaultBook, operations: OperationStore, work_dir: Path,
                  workload_env: Callable[[], dict[str, str]],
                  ensure_bucket: Callable[[str], None] = lambda bucket: None,
-                 storage_fs: Callable[[], Any] | None = None, clock: Clock | None = None) -> None:
+                 storage_fs: Callable[[], Any] | None = None, clock: Clock | None = None, logs: Any = None) -> None:
         self.config = config
+        self.logs = logs
         self.clock: Clock = clock or SystemClock()
         self.faults = faults
         self.operations = operations
@@ -83,6 +86,26 @@ class VertexBackend:
     def log_dir(self, name: str) -> Path:
         return self.work_dir / "vertex" / name.rsplit("/", 1)[-1]
 
+    def log_sink(self, job_name: str, trial_id: str | None = None) -> Callable[[str, list[str]], None] | None:
+        """What ships a job's replica output to Cloud Logging, as Vertex AI does (the filter ``gcloud ai
+        custom-jobs stream-logs`` uses: ``resource.type="ml_job" resource.labels.job_id="<id>"``, and
+        ``resource.labels.task_name`` for one replica): an INFO entry per line in log
+        ``projects/P/logs/<replica>`` (``workerpool0-0``), resource ``ml_job`` with labels ``project_id``,
+        ``job_id`` (a trial's: its tuning job's) and ``task_name``; a trial's entries carry label
+        ``ml.googleapis.com/trial_id``. None without :attr:`logs`."""
+        if self.logs is None:
+            return None
+        store, project = self.logs, job_name.split("/")[1]
+        job_id = job_name.split("/trials/")[0].rsplit("/", 1)[-1]
+        labels = {"ml.googleapis.com/trial_id": trial_id} if trial_id else None
+
+        def ship(replica: str, lines: list[str]) -> None:
+            resource = {"type": "ml_job", "labels": {"project_id": project, "job_id": job_id, "task_name": replica}}
+            store.write_log_entries(f"projects/{project}/logs/{replica}", resource, labels,
+                                    [{"text_payload": line, "severity": "INFO"} for line in lines])
+
+        return ship
+
     def _check_create_faults(self, display_name: str, labels: dict[str, str], key: str, parent: str) -> None:
         fault = self.faults.on_call(CREATE_KINDS, display_name, labels, key, parent)
         if fault is not None:
@@ -106,7 +129,7 @@ class VertexBackend:
         checkpoint = dict(plans[0].env).get("AIP_CHECKPOINT_DIR")
         return JobRun(job=job, plans=plans, log_dir=log_dir or self.log_dir(job.name), config=self.config,
                       faults=self.faults, region=region, checkpoint_prefix=checkpoint, storage_fs=self.storage_fs,
-                      clock=self.clock)
+                      clock=self.clock, log_sink=self.log_sink(job.name, trial_id))
 
     def _fetch_packages(self, job: Any, log_dir: Path) -> list[str]:
         """What Vertex AI does with ``python_package_spec.package_uris`` before ``python -m``: the packages stored

@@ -27,6 +27,7 @@ import logging
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import EmulatorConfig
 from ..faults import PROVISIONING_KINDS, RUNNING_KINDS, Fault, FaultBook
-from ..runner import ReplicaProcess
+from ..runner import HEADER_PREFIX, ReplicaProcess
 from .specs import ReplicaPlan
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class JobRun:
         plans: the replicas to run (commands and environment).
         log_dir: where ``<replica>.log`` files go.
         checkpoint_prefix: ``AIP_CHECKPOINT_DIR``, watched for ``at_step`` faults.
+        log_sink: ``(replica, lines)``: ships the replicas' output to Cloud Logging, as Vertex AI does
+            (:meth:`_ship_logs`); None: kept in the log files only.
     """
 
     job: Any
@@ -127,6 +130,10 @@ class JobRun:
     step_baselines: dict[tuple[str, int], int] = field(default_factory=dict)  # checkpoint step at start
     starts: dict[str, int] = field(default_factory=dict)  # replica -> processes started (for fault draws)
     log_offsets: dict[str, int] = field(default_factory=dict)
+    log_sink: Callable[[str, list[str]], None] | None = None
+    shipped: dict[str, int] = field(default_factory=dict)  # replica -> bytes of its log file shipped
+    last_shipping: float = 0.0
+    logs_closed: bool = False  # the job ended and its last lines were shipped
     last_checkpoint_look: float = 0.0
     checkpoint_step: int | None = None
     events: list[str] = field(default_factory=list)
@@ -216,6 +223,37 @@ class JobRun:
         """Move the run on as far as ``now`` (monotonic seconds) allows."""
         handler = getattr(self, f"_on_{self.phase}")
         handler(now)
+        self._ship_logs()
+
+    def _ship_logs(self) -> None:
+        """Hand the complete lines each replica wrote since the last call to :attr:`log_sink`, at most every 0.2 s
+        of real time (the replicas write in real time) and once more when the job has ended (then everything,
+        an unfinished last line too). What Vertex AI does with a CustomJob's stdout and stderr: an entry per line
+        in Cloud Logging (the emulator's replicas write both to one file, so every entry is INFO; the header
+        lines the emulator adds at each start are not the workload's and are left out)."""
+        if self.log_sink is None or self.logs_closed:
+            return
+        real, done = time.monotonic(), self.phase == "done"
+        if not done and real - self.last_shipping < 0.2:
+            return
+        self.last_shipping = real
+        for plan in self.plans:
+            offset = self.shipped.get(plan.name, 0)
+            try:
+                with (self.log_dir / f"{plan.name}.log").open("rb") as log:
+                    log.seek(offset)
+                    data = log.read()
+            except FileNotFoundError:
+                continue
+            end = len(data) if done else data.rfind(b"\n") + 1
+            if end <= 0:
+                continue
+            self.shipped[plan.name] = offset + end
+            lines = [line for line in data[:end].decode("utf-8", "replace").splitlines()
+                     if line and not line.startswith(HEADER_PREFIX)]
+            if lines:
+                self.log_sink(plan.name, lines)
+        self.logs_closed = done
 
     def _on_done(self, now: float) -> None:
         return None
