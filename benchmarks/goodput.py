@@ -3,8 +3,9 @@
     python benchmarks/goodput.py [--seed 3] [--seeds N] [--quick] [--plot PATH] [--json PATH] [--from-json PATH]
 
 * **ours** -- ``ResilientCustomJobOperator`` with its default policy (backoffs compressed by the time
-  scale like every other delay), one fallback region, ``hang_timeout`` = 3 checkpoint periods, the workload
-  resuming from the checkpoint.
+  scale like every other delay), one fallback region, the workload resuming from the checkpoint and printing a
+  ``step N`` line after every step, which ours reads from Cloud Logging (``read_step_logs``): ``hang_timeout`` =
+  150 s without a new logged step (before the logged steps, it took 3 checkpoint periods without a new save).
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -74,9 +75,9 @@ PRIMARY, FALLBACK = "us-central1", "europe-west4"
 MIX = {"transient_crash": 0.45, "internal_error": 0.2, "worker_failure": 0.25, "hang": 0.1}
 FAULT = {"transient_crash": {"kind": "crash", "exit_code": 139}, "internal_error": {"kind": "internal_error"},
          "worker_failure": {"kind": "worker_failure"}, "hang": {"kind": "hang"}}
-#: Ours' hang_timeout, in checkpoint periods (interval + save): a job RUNNING this long without a new complete
-#: checkpoint is hung. Three periods leave room for an in-place restart and its start-up.
-HANG_PERIODS = 3
+#: Ours' hang_timeout, platform seconds without a new logged step: a save (C = 30 s), an in-place restart (10 s)
+#: and its start-up, Cloud Logging's delay and one read interval (hang_timeout / 6) fit well inside.
+HANG_SECONDS = 150.0
 AIRFLOW_RETRY_DELAY = 300.0  # seconds: Airflow's default retry_delay
 LOOP_SLEEP = 1.0  # seconds: seed 002's `sleep 1`
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
@@ -157,7 +158,7 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
 
     op = ResilientCustomJobOperator(
         task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
-        worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
+        worker_pool_specs=worker_pool([*args, "--resume", "scan", "--log-steps"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
         poll_interval=poll, hang_timeout=hang_timeout, deferrable=False)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
@@ -702,8 +703,8 @@ class Plan:
         return cls(trace, steps, interval, every, horizon, args)
 
     def hang_timeout(self, a: argparse.Namespace) -> float:
-        """Ours' ``hang_timeout``, real seconds: :data:`HANG_PERIODS` checkpoint periods."""
-        return HANG_PERIODS * (self.every * STEP_SECONDS + a.checkpoint_cost) * a.time_scale
+        """Ours' ``hang_timeout``, real seconds: :data:`HANG_SECONDS`."""
+        return HANG_SECONDS * a.time_scale
 
 
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:

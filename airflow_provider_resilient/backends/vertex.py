@@ -8,13 +8,14 @@ rebuild a run from its jobs). Importing it imports no Google library.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..policy import Attempt, Failure, FailureClass, Fallback, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, SubmitFailed, Submitted
-from ..supervisor.observe import CHECKPOINTS, Limits, Look
+from ..supervisor.observe import CHECKPOINTS, LOGGED, Limits, Look
 from ..supervisor.reconcile import OwnedResource, Owner, Release
 from .base import AttemptSpec, Judge, LookResult
 
@@ -131,26 +132,82 @@ def wants_checkpoints(summary: dict[str, Any], hang_timeout: float | None) -> bo
     return hang_timeout is not None and summary["state"] == "JOB_STATE_RUNNING"
 
 
-def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpoint_marker: str | None = None) -> Look:
-    """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`): its
-    state and since when it waits (``create_time``) and, given a ``checkpoint_dir`` (pass one only when
-    :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet).
+class StepLogReader:
+    """Reads the step a CustomJob's chief replica last logged, for the observer's :data:`LOGGED` clock: at most
+    once every ``every`` seconds (Cloud Logging's read quota is per project), and never again after a
+    ``PermissionDenied`` (said once: the credentials lack ``logging.logEntries.list``). A read that fails
+    otherwise is logged and leaves the clock unjudged: it is no evidence of a hang.
 
-    With a ``checkpoint_dir`` this lists it -- blocking I/O: a trigger calls it in a thread. A listing that
-    fails is logged and leaves the progress clock unjudged: it is no evidence of a hang.
+    Args:
+        read: ``(job name, since) -> step or None`` (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.
+            last_logged_step`); blocking: a trigger calls the reader in a thread.
+        every: seconds between two reads (:func:`step_log_seconds`).
+        clock: seconds since the epoch, now.
+    """
+
+    def __init__(self, read: Callable[[str, Any], int | None], every: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.read = read
+        self.every = every
+        self.clock = clock
+        self.next_at = 0.0
+        self.denied = False
+
+    def __call__(self, summary: Mapping[str, Any]) -> tuple[bool, int | None]:
+        """``(read, step)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no read was due
+        or it failed; ``step`` None when the job has logged no step since it was created."""
+        from datetime import UTC, datetime
+
+        from google.api_core import exceptions as gexc
+
+        now = self.clock()
+        if self.denied or now < self.next_at:
+            return False, None
+        self.next_at = now + self.every
+        since = datetime.fromtimestamp(summary.get("create_time") or 0.0, UTC)
+        try:
+            return True, self.read(summary["name"], since)
+        except gexc.PermissionDenied as exc:
+            self.denied = True
+            log.warning("Cannot read the step lines of %s from Cloud Logging (%s): its hang clock follows its "
+                        "checkpoints only; grant roles/logging.viewer to read them", summary["name"], exc.message)
+        except Exception as exc:  # any other read error: the clock is left unjudged, not a hang
+            log.warning("Could not read the step lines of %s from Cloud Logging: %s", summary["name"], exc)
+        return False, None
+
+
+def step_log_seconds(hang_timeout: float) -> float:
+    """Seconds between two reads of a job's logged step: ``hang_timeout / 6``, so a hang is seen within 7/6 of
+    ``hang_timeout`` (with the default 30-minute ``hang_timeout``: one read every 5 minutes per job)."""
+    return hang_timeout / 6
+
+
+def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
+             step_logs: Callable[[Mapping[str, Any]], tuple[bool, int | None]] | None = None) -> Look:
+    """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`): its
+    state and since when it waits (``create_time``); given a ``checkpoint_dir`` (pass one only when
+    :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet); given
+    ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due.
+
+    Both read the platform -- blocking I/O: a trigger calls it in a thread. A listing or read that fails is
+    logged and leaves its clock unjudged: it is no evidence of a hang.
     """
     look = Look(summary["name"], Platform.VERTEX_AI, summary["state"], summary.get("create_time"))
-    if not checkpoint_dir:
-        return look
-    from ..checkpoints import find_latest_checkpoint
+    progress: dict[str, int | None] = {}
+    if checkpoint_dir:
+        from ..checkpoints import find_latest_checkpoint
 
-    try:
-        found = find_latest_checkpoint(checkpoint_dir, marker=checkpoint_marker)
-    except Exception as exc:  # any listing error: the clock is left unjudged, not a hang
-        log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"], checkpoint_dir,
-                    exc)
-        return look
-    return replace(look, progress={CHECKPOINTS: found.step if found else None})
+        try:
+            found = find_latest_checkpoint(checkpoint_dir, marker=checkpoint_marker)
+            progress[CHECKPOINTS] = found.step if found else None
+        except Exception as exc:  # any listing error: the clock is left unjudged, not a hang
+            log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"],
+                        checkpoint_dir, exc)
+    if step_logs is not None:
+        read, step = step_logs(summary)
+        if read:
+            progress[LOGGED] = step
+    return replace(look, progress=progress) if progress else look
 
 
 def stop_keys(failure: Failure) -> dict[str, Any]:
@@ -216,10 +273,13 @@ class VertexCustomJobBackend:
         fallbacks: the policy's fallbacks, in order (for the region a rebuilt attempt ran on).
         custom_job: builds the CustomJob body (a dict) of an attempt from its spec (the operator's specs).
         checkpoint_dir, checkpoint_marker: where the workload writes checkpoints (listed for hang detection).
-        hang_timeout: seconds without a new complete checkpoint before a RUNNING job is hung (None: never).
+        hang_timeout: seconds without progress before a RUNNING job is hung (None: never): a new complete
+            checkpoint or, once the job has logged one, a new logged step.
         queue_timeout: seconds a job may stay QUEUED or PENDING (``RetryPolicy.queue_timeout_seconds``).
         poll_interval: seconds between two looks at a job being cancelled (at most :data:`CANCEL_POLL_SECONDS`).
         clock: epoch seconds now.
+        read_step_logs: with a ``hang_timeout``, read the chief replica's ``step N`` lines from Cloud Logging
+            (:class:`StepLogReader`, every :func:`step_log_seconds`).
     """
 
     platform = Platform.VERTEX_AI
@@ -227,8 +287,10 @@ class VertexCustomJobBackend:
     def __init__(self, hook: Any, *, project_id: str, region: str, fallbacks: Sequence[Fallback],
                  custom_job: Callable[[AttemptSpec], dict[str, Any]], checkpoint_dir: str,
                  checkpoint_marker: str | None, hang_timeout: float | None, queue_timeout: float | None,
-                 poll_interval: float, clock: Callable[[], float]) -> None:
+                 poll_interval: float, clock: Callable[[], float], read_step_logs: bool = False) -> None:
         self.hook = hook
+        self.step_logs = None if not (read_step_logs and hang_timeout) else StepLogReader(
+            lambda name, since: hook.last_logged_step(name, since), step_log_seconds(hang_timeout), clock)
         self.project_id = project_id
         self.region = region
         self.fallbacks = tuple(fallbacks)
@@ -338,8 +400,9 @@ class VertexCustomJobBackend:
         summary = job_summary(self._get_job(name))
         if summary["state"] in TERMINAL_STATES:
             return self.event(summary)
-        listed = self.checkpoint_dir if wants_checkpoints(summary, self.hang_timeout) else None
-        verdict = judge(job_look(summary, listed, self.checkpoint_marker),
+        watched = wants_checkpoints(summary, self.hang_timeout)
+        verdict = judge(job_look(summary, self.checkpoint_dir if watched else None, self.checkpoint_marker,
+                                 self.step_logs if watched else None),
                         Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
         if verdict.failure is None:
             return None

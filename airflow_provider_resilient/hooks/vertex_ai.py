@@ -10,6 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..clients import vertex_job_async_client, vertex_job_client
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 #: What the async Vertex AI hook imports off the event loop (hooks/loading.py).
 VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
                         "google.cloud.aiplatform_v1.services.job_service.transports.grpc_asyncio")
+#: The chief replica of a CustomJob: worker pool 0's replica 0, as Cloud Logging's ``task_name`` names it.
+CHIEF_TASK = "workerpool0-0"
+#: How many of the newest matching log lines :meth:`ResilientVertexAIHook.last_logged_step` reads.
+STEP_LINES_READ = 20
 JOB_NAME_RE = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/customJobs/(?P<id>[^/]+)$")
 #: A HyperparameterTuningJob's resource name.
 TUNING_JOB_NAME_RE = re.compile(
@@ -171,6 +176,46 @@ class ResilientVertexAIHook(GoogleApiHook):
                 raise FutureTimeout(f"{name} is still {job.state.name} {timeout:.0f} s after it was cancelled")
             log.info("Waiting for %s to end (%s)", name, job.state.name)
             self._sleep(interval)
+
+    def logging(self) -> Any:
+        """A cached Cloud Logging ``LoggingServiceV2Client`` (the job's replica output is there)."""
+        if "logging" not in self._clients:
+            from ..logging_clients import logging_gapic_client
+
+            self._clients["logging"] = logging_gapic_client(credentials=self.credentials, emulator=self.emulator)
+        return self._clients["logging"]
+
+    def last_logged_step(self, job_name: str, since: datetime, task_name: str = CHIEF_TASK,
+                         timeout: float = 30.0) -> int | None:
+        """The step of the newest ``step N`` line (:data:`~..worker.runner.DEFAULT_STEP_PATTERN`) that replica
+        ``task_name`` of CustomJob ``job_name`` wrote since ``since`` (an aware datetime: the job's creation),
+        or None when it wrote none. One ``ListLogEntries`` call, not retried (a caller that polls looks again
+        later), over what Vertex AI ships of a job's stdout and stderr to Cloud Logging -- the entries ``gcloud ai
+        custom-jobs stream-logs`` reads: ``resource.type="ml_job"``, ``resource.labels.job_id``,
+        ``resource.labels.task_name``. Cloud Logging's read quota is per project (60 ListLogEntries a minute by
+        default): call it sparingly.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the read failed (``PermissionDenied`` without
+                ``logging.logEntries.list``, e.g. ``roles/logging.viewer``).
+        """
+        from ..worker.runner import DEFAULT_STEP_PATTERN
+
+        match = JOB_NAME_RE.match(job_name)
+        if not match:
+            raise ValueError(f"not a CustomJob name: {job_name!r}")
+        text = (f'resource.type="ml_job" AND resource.labels.job_id="{match["id"]}" '
+                f'AND resource.labels.task_name="{task_name}" AND textPayload=~"step[ =:]+[0-9]+" '
+                f'AND timestamp>="{since.isoformat()}"')
+        request = {"resource_names": [f"projects/{match['project']}"], "filter": text, "order_by": "timestamp desc",
+                   "page_size": STEP_LINES_READ}
+        pager = self.logging().list_log_entries(request=request, retry=None, timeout=timeout)
+        pattern = re.compile(DEFAULT_STEP_PATTERN)
+        for entry in next(iter(pager.pages)).entries:  # the newest page only: one call
+            found = pattern.search(entry.text_payload)
+            if found:
+                return int(found.group(1))
+        return None
 
     def cancel_custom_job(self, name: str) -> None:
         """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine (:meth:`cancel_job`)."""

@@ -41,7 +41,7 @@ from ..supervisor import (
     state_to_json,
     step,
 )
-from ..supervisor.observe import CHECKPOINTS, Limits, Look, Verdict, WatchMemory, observe, worker_key
+from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
 from ..supervisor.reconcile import Owner, other_writers
 
 
@@ -517,9 +517,8 @@ class SupervisedOperator(BaseOperator):
         self.__dict__["_observed"] = memory
         if memory != before:  # one write per change, not per look (each is a call to Airflow's API server)
             self._save(context, state.observed(memory))
-        for key, step_, at in verdict.progressed:
-            if key in (CHECKPOINTS, worker_key(0)):  # the ledger follows the run's lead: worker 0
-                self._note_step(at, step_)
+        for at, step_ in ledger_steps(verdict, memory):  # the run's lead (worker 0, the logged steps)
+            self._note_step(at, step_)
         return verdict
 
     def _log_history(self, state: RunState) -> None:

@@ -126,7 +126,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
             checkpoint. Set it to a few checkpoint intervals (more than ``poll_interval``); None (default)
             never declares a hang -- the platform's ``scheduling.timeout`` is then the only limit. Deferred,
             the trigger watches for it (and only then lists checkpoints: a deferred run has step reports only
-            with a hang_timeout).
+            with a hang_timeout). A workload that logs its steps (lines like ``step 120`` on stdout, which
+            Vertex AI ships to Cloud Logging) is watched by them instead, once it has logged one (see
+            ``read_step_logs``): then ``hang_timeout`` may be shorter than the checkpoint interval -- a few
+            minutes of no new step instead of a few checkpoint intervals of no new save.
+        read_step_logs: with a ``hang_timeout``, read the chief replica's (``workerpool0-0``) newest ``step N``
+            line from Cloud Logging every ``hang_timeout / 6`` seconds (default True). Needs
+            ``logging.logEntries.list`` (``roles/logging.viewer``) for the connection's credentials; without
+            it a warning says so once and the checkpoints alone are watched.
         cancel_on_kill: cancel the live job when the task is killed (``on_kill`` / trigger ``on_kill``).
         preflight: seed 004's fault-tolerance checks on every replica (:class:`~..specs.preflight.Preflight`;
             ``True`` for seed 004's thresholds, a dict of its fields for others): each container's command runs
@@ -181,6 +188,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         max_wait_duration: timedelta | float | None = None,
         disable_retries: bool = False,
         hang_timeout: float | None = None,
+        read_step_logs: bool = True,
         cancel_on_kill: bool = True,
         preflight: Preflight | Mapping[str, Any] | bool | None = False,
         **kwargs: Any,
@@ -199,6 +207,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.max_wait_duration = max_wait_duration
         self.disable_retries = disable_retries
         self.hang_timeout = hang_timeout
+        self.read_step_logs = read_step_logs
         self.cancel_on_kill = cancel_on_kill
         self.preflight = preflight
         self._live_job: str | None = None
@@ -268,7 +277,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                 fallbacks=self.resilience_policy.fallbacks, custom_job=self._custom_job,
                 checkpoint_dir=self._checkpoint_dir(), checkpoint_marker=self.checkpoint_marker,
                 hang_timeout=self.hang_timeout, queue_timeout=self.resilience_policy.queue_timeout_seconds,
-                poll_interval=self.poll_interval, clock=lambda: self._clock())
+                poll_interval=self.poll_interval, clock=lambda: self._clock(), read_step_logs=self.read_step_logs)
         return self.__dict__["_backend_instance"]
 
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
@@ -314,6 +323,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                    self.cancel_on_kill, hang_timeout=self.hang_timeout,
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
                                    checkpoint_marker=self.checkpoint_marker,
+                                   read_step_logs=bool(self.read_step_logs and self.hang_timeout),
                                    queue_timeout=self.resilience_policy.queue_timeout_seconds,
                                    fire_not_before=self._fire_not_before(),
                                    watch=self._watch_memory(state).to_json())

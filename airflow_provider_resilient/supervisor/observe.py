@@ -18,7 +18,9 @@ observer"):
   collective, a restore that never ends -- gets a clock from the first look that finds it so, when its
   workload is known to log steps: it logged one earlier in the run (on any attempt; the memory keeps the
   keys, :attr:`WatchMemory.stepping`), or the operator declared it (``Limits.expect_steps``). A workload that
-  never logs a step is judged by its runner's heartbeat alone.
+  never logs a step is judged by its runner's heartbeat alone. A CustomJob whose chief replica logs steps
+  (``step N`` lines in Cloud Logging, clock key :data:`LOGGED`) is judged by them the same way, and from its
+  first logged step on, by them instead of its checkpoints.
 * **Start-up deadline** -- a worker whose runner has not reported at all (issue 13: the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
@@ -42,6 +44,10 @@ from .maintenance import MaintenanceSettings, MaintenanceStep, Notice, plan
 
 #: The clock key of a CustomJob's checkpoint progress.
 CHECKPOINTS = "checkpoints"
+#: The clock key of the step a CustomJob's chief replica last logged (its ``step N`` lines in Cloud Logging). Once
+#: the run has seen one, it is the job's progress clock and the checkpoint clock is no longer judged: a step is a
+#: finer sign of progress than a save, so ``hang_timeout`` can be shorter than the checkpoint interval.
+LOGGED = "logged step"
 #: How many audit entry ids the memory keeps (the newest): enough for any node's events between two looks.
 AUDIT_IDS_KEPT = 500
 
@@ -142,7 +148,8 @@ class Look:
         state: the platform's state name (``JOB_STATE_QUEUED``, ``WAITING_FOR_RESOURCES`` ...).
         queued_since: when the job (or queued resource) was created, epoch seconds; None: unknown.
         progress: the step seen now per clock key, only for the keys looked at this time (None: no
-            checkpoint yet). A key not given keeps its clock and is not judged.
+            checkpoint yet; for another key, no step logged yet). A key not given keeps its clock and is not
+            judged.
         heartbeats: per clock key of a worker whose runner runs the workload, when the runner last reported
             (epoch seconds; 0: never). A key here and not in ``progress`` has no step to report yet.
         audit_ids: ids of the audit entries read this time, oldest first.
@@ -201,24 +208,28 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
     fresh = tuple(dict.fromkeys(i for i in look.audit_ids if i not in seen))
     clocks = dict(memory.clocks)
     progressed = []
-    for key, step in sorted(look.progress.items()):
+    stepped = {key for key, step in look.progress.items() if step is not None or key == CHECKPOINTS}
+    for key in sorted(stepped):
+        step = look.progress[key]
         clock = clocks.get(key)
         if clock is None or clock.step != step:
             clocks[key] = Clock(step, now)
             progressed.append((key, step or 0, now))
-    stepless = sorted(key for key in look.heartbeats if key not in look.progress
+    # Running, with no step yet (a TPU worker's runner heartbeats; no step line in a job's log): judged only once
+    # the workload is known to log steps; a clock from the first such look, and no progress for the ledger.
+    stepless = sorted(key for key in {*look.heartbeats, *look.progress} if key not in stepped
                       and (limits.expect_steps or key in memory.stepping))
-    for key in stepless:  # running, no step yet: a clock from the first such look (no progress: no ledger entry)
+    for key in stepless:
         clocks.setdefault(key, Clock(None, now))
-    stepped = {key for key, step in look.progress.items() if step is not None and key != CHECKPOINTS}
-    stepping = tuple(sorted(stepped.union(memory.stepping)))
+    stepping = tuple(sorted((stepped - {CHECKPOINTS}).union(memory.stepping)))
     if look.silent is not None:
         silent = {SILENT + key for key in look.silent}
         clocks = {k: c for k, c in clocks.items() if not k.startswith(SILENT) or k in silent}
         clocks.update({key: Clock(None, now) for key in silent if key not in clocks})
     memory = WatchMemory(resource=look.resource, clocks=tuple(sorted(clocks.items())),
                          audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:], stepping=stepping)
-    failure = _failure(memory, look, now, limits, judged=sorted({*look.progress, *stepless}))
+    judged = {*stepped, *stepless} - ({CHECKPOINTS} if LOGGED in stepping else set())
+    failure = _failure(memory, look, now, limits, judged=sorted(judged))
     ahead = None if failure is not None or limits.maintenance is None else plan(
         look.maintenance, now, limits.maintenance, requested=look.checkpoint_requested, acked=look.checkpoint_acks)
     return memory, Verdict(failure, tuple(progressed), fresh, ahead)
@@ -267,5 +278,13 @@ def _hang(look: Look, key: str, message: str, since: float) -> Failure:
     return Failure(FailureClass.HANG, look.platform, worker_id=worker, message=message, timestamp=since)
 
 
-__all__ = ["AUDIT_IDS_KEPT", "CHECKPOINTS", "SILENT", "Clock", "Limits", "Look", "Verdict", "WatchMemory", "observe",
-           "worker_key"]
+def ledger_steps(verdict: Verdict, memory: WatchMemory) -> list[tuple[float, int]]:
+    """The ``(time, step)`` reports of ``verdict`` for the goodput ledger: the run's lead only -- worker 0 of a
+    TPU slice; a CustomJob's logged steps once it has logged one (``memory`` is the one the verdict came with),
+    else its checkpoints (mixing the two would read as steps going back)."""
+    lead = {worker_key(0), LOGGED if LOGGED in memory.stepping else CHECKPOINTS}
+    return [(at, step) for key, step, at in verdict.progressed if key in lead]
+
+
+__all__ = ["AUDIT_IDS_KEPT", "CHECKPOINTS", "LOGGED", "SILENT", "Clock", "Limits", "Look", "Verdict", "WatchMemory",
+           "ledger_steps", "observe", "worker_key"]

@@ -216,6 +216,8 @@ class CustomJobTrigger(BaseTrigger):
             ``checkpoint_dir`` before the trigger reports a hang; None (default): never, and
             no checkpoint listing is made (two listings per look when set, in a worker thread).
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
+        read_step_logs: with ``hang_timeout``, also read the chief replica's logged steps from Cloud Logging
+            (:class:`~..backends.vertex.StepLogReader`, in a worker thread), as the operator does.
         fire_not_before: epoch seconds before which the event is held back, even if the job ended sooner
             (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
@@ -231,15 +233,17 @@ class CustomJobTrigger(BaseTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
               "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
-              "fire_not_before", "watch")
+              "fire_not_before", "watch", "read_step_logs")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
                  cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
                  checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
                  queue_timeout: float | None = None, fire_not_before: float | None = None,
-                 watch: dict[str, Any] | None = None) -> None:
+                 watch: dict[str, Any] | None = None, read_step_logs: bool = False) -> None:
         super().__init__()
+        self.read_step_logs = read_step_logs
+        self._step_logs: Any = None  # the StepLogReader, made at first use (off the event loop)
         self.watch = dict(watch or {})
         self.fire_not_before = fire_not_before
         if hang_timeout is not None and not checkpoint_dir:
@@ -293,7 +297,11 @@ class CustomJobTrigger(BaseTrigger):
 
         await load_off_loop(WATCH_MODULES)  # before the poller's first cycle, which needs list_filter()
         key = self._poller_key() if self.shared_poller else None
-        payload = await (self._watch_shared(key) if key else self._watch_alone())
+        try:
+            payload = await (self._watch_shared(key) if key else self._watch_alone())
+        finally:
+            if (hook := getattr(self, "_log_hook", None)) is not None:
+                hook.close()  # the step log reader's channel (closing a gRPC channel does not block)
         if memory := self._memory.to_json():
             payload = {**payload, "watch": memory}
         if self._steps:
@@ -307,21 +315,36 @@ class CustomJobTrigger(BaseTrigger):
         else None. The job is left running: the supervisor commands its end. Lists the checkpoints (in a
         worker thread) only when a RUNNING job is judged for a hang."""
         from ..backends.vertex import job_look, job_summary, stop_keys, wants_checkpoints
-        from ..supervisor.observe import Limits, observe
+        from ..supervisor.observe import Limits, ledger_steps, observe
 
         summary = job_summary(job)
-        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # listing: in a thread
-            look = await asyncio.to_thread(job_look, summary, self.checkpoint_dir, self.checkpoint_marker)
+        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # listing, reading: in a thread
+            look = await asyncio.to_thread(job_look, summary, self.checkpoint_dir, self.checkpoint_marker,
+                                           self._step_log_reader())
         else:
             look = job_look(summary)
         self._memory, verdict = observe(self._memory, look, self._clock(),
                                         Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
-        self._steps.extend([at, step] for _, step, at in verdict.progressed)
+        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
         if verdict.failure is None:
             return None
         self.log.warning("%s: %s", self.job_name, verdict.failure.message)
         status = "queue_timeout" if "queue_timeout" in (keys := stop_keys(verdict.failure)) else "hang"
         return {"status": status, "job": summary, **keys}
+
+    def _step_log_reader(self) -> Any:
+        """The :class:`~..backends.vertex.StepLogReader` of the watch (None without ``read_step_logs``), over a
+        sync hook of its own (called in a worker thread; its gRPC channel is closed when the watch ends)."""
+        if not self.read_step_logs or self.hang_timeout is None:
+            return None
+        if self._step_logs is None:
+            from ..backends.vertex import StepLogReader, step_log_seconds
+
+            hook = self._sync_hook(0.0)
+            self._log_hook = hook
+            self._step_logs = StepLogReader(lambda name, since: hook.last_logged_step(name, since),
+                                            step_log_seconds(self.hang_timeout), self._clock)
+        return self._step_logs
 
     async def _watch_alone(self) -> dict[str, Any]:
         """Per-job polling: one GetCustomJob every ``poll_interval`` seconds; the event's payload."""

@@ -14,6 +14,7 @@ from airflow_provider_resilient.supervisor import RunState, state_from_json, sta
 from airflow_provider_resilient.supervisor.observe import (
     AUDIT_IDS_KEPT,
     CHECKPOINTS,
+    LOGGED,
     Clock,
     Limits,
     Look,
@@ -119,6 +120,29 @@ def test_a_workload_that_never_logs_a_step_is_judged_by_its_heartbeat_unless_ste
     assert verdict.failure.worker_id == "0" and "without logging a step" in verdict.failure.message
     _, verdict = observe(memory, tpu(T0 + 101), T0 + 101, Limits(hang_seconds=None, expect_steps=True))
     assert verdict.failure is None  # no hang_timeout: never
+
+
+def test_once_a_job_has_logged_a_step_its_logged_steps_and_not_its_checkpoints_are_its_progress():
+    limits = Limits(hang_seconds=40)  # shorter than the checkpoint interval: only logged steps can keep up
+
+    def job(checkpoint: int | None, logged: int | None, name: str = JOB) -> Look:
+        return Look(name, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={CHECKPOINTS: checkpoint,
+                                                                                  LOGGED: logged})
+
+    memory, verdict = observe(WatchMemory(), job(None, None), T0, limits)  # nothing logged: checkpoints judge
+    _, verdict = observe(memory, job(None, None), T0 + 41, limits)
+    assert verdict.failure.message == "no new checkpoint past no checkpoint for 41 s (hang_timeout 40 s)"
+    memory, verdict = observe(memory, job(None, 5), T0 + 30, limits)
+    assert verdict.progressed == ((LOGGED, 5, T0 + 30),) and memory.stepping == (LOGGED,)
+    memory, verdict = observe(reload(memory), job(None, 9), T0 + 60, limits)
+    assert verdict.failure is None  # no checkpoint for 60 s, but the steps move
+    _, verdict = observe(reload(memory), job(None, 9), T0 + 101, limits)
+    assert verdict.failure.message == "logged step: no progress past step 9 for 41 s (hang_timeout 40 s)"
+    retried = JOB.replace("/1", "/2")  # the next attempt: no step logged yet (restoring), then none at all
+    memory, verdict = observe(reload(memory), job(5, None, retried), T0 + 200, limits)
+    assert verdict.failure is None and memory.clock(LOGGED) == Clock(None, T0 + 200)
+    _, verdict = observe(reload(memory), job(5, None, retried), T0 + 241, limits)
+    assert verdict.failure.message == "logged step: running 41 s without logging a step (hang_timeout 40 s)"
 
 
 def test_a_new_attempt_starts_its_clocks_afresh_and_audit_entries_count_once():
