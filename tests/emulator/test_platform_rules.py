@@ -53,7 +53,9 @@ def test_replica_output_is_in_cloud_logging_as_vertex_ai_ships_it(submit, resili
         by_task.setdefault(entry.resource.labels["task_name"], []).append(entry.payload)
         assert entry.log_name == f"projects/{project}/logs/{entry.resource.labels['task_name']}"
         assert entry.severity == "INFO" and entry.resource.labels["project_id"] == project
-    assert by_task["workerpool1-0"] == ["worker ready"] * starts(resilient_emulator, job.name, "workerpool1-0")
+    # One line per run of the worker that got as far as printing (the retry may kill a run before it prints).
+    assert set(by_task["workerpool1-0"]) == {"worker ready"}
+    assert 1 <= len(by_task["workerpool1-0"]) <= starts(resilient_emulator, job.name, "workerpool1-0")
     assert by_task["workerpool0-0"][-2:] == ["step 1", "step 2"]  # the retried run; the struck one said step 1
     one = client.list_entries(filter_=f'resource.labels.job_id="{job_id}" AND resource.labels.task_name="workerpool0-0"'
                                       ' AND textPayload:"step 2"')
