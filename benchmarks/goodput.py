@@ -3,9 +3,10 @@
     python benchmarks/goodput.py [--seed 3] [--seeds N] [--quick] [--plot PATH] [--json PATH] [--from-json PATH]
 
 * **ours** -- ``ResilientCustomJobOperator`` with its default policy (backoffs compressed by the time
-  scale like every other delay), one fallback region, the workload resuming from the checkpoint and printing a
-  ``step N`` line after every step, which ours reads from Cloud Logging (``read_step_logs``): ``hang_timeout`` =
-  300 s without a new logged step (before the logged steps, it took 3 checkpoint periods without a new save).
+  scale like every other delay) but a ``queue_timeout_seconds`` of 150 s (:data:`QUEUE_SECONDS`: a job still
+  PENDING then is being re-provisioned after a stockout, so it fails over then), one fallback region, the
+  workload resuming from the checkpoint; ours reads its ``step N`` lines from Cloud Logging (``read_step_logs``):
+  ``hang_timeout`` = 300 s without a new logged step.
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -35,6 +36,9 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
   restore time (the cheapest way back from a failure);
 * the emulator's platform latencies (REFERENCE.md; seed 003's ~1 min error delay) times the time scale.
 
+Every way's workload prints ``step N`` after each step (``--log-steps``); only ours reads the lines, and the
+benchmark reads each way's progress from them at the end (``steps reached``, for machine time per useful step).
+
 Goodput = the job's useful work (steps x step time) / the wall time from the first submit to success. A
 way still unfinished a quarter of the work after ours finished (or at ``--horizon`` x the work, or when every
 other way is done) is stopped; its goodput is then below work / elapsed, printed as ``< x``. The Young/Daly
@@ -51,6 +55,7 @@ import argparse
 import logging
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -80,6 +85,11 @@ FAULT = {"transient_crash": {"kind": "crash", "exit_code": 139}, "internal_error
 #: machine: the time scale multiplies Python's start-up by 50), a save (C = 30 s), Cloud Logging's delay and one
 #: read interval (hang_timeout / 6) must fit inside. 150 s did not, beside other load (false hangs).
 HANG_SECONDS = 300.0
+#: Ours' ``RetryPolicy.queue_timeout_seconds``, platform seconds a job may stay QUEUED or PENDING: 2.5 times the
+#: platform's provisioning latency (60 s). A job still PENDING then is being re-provisioned after a stockout (seed
+#: 003: "Vertex AI retries the job up to 3 times", 60 s each, then the error a minute later), so ours cancels it and
+#: fails over at once instead of waiting about 300 s for the failure. A team sets it from its own provisioning times.
+QUEUE_SECONDS = 150.0
 AIRFLOW_RETRY_DELAY = 300.0  # seconds: Airflow's default retry_delay
 LOOP_SLEEP = 1.0  # seconds: seed 002's `sleep 1`
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
@@ -160,7 +170,7 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
 
     op = ResilientCustomJobOperator(
         task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
-        worker_pool_specs=worker_pool([*args, "--resume", "scan", "--log-steps"]), base_output_dir="gs://bench/ours",
+        worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
         poll_interval=poll, hang_timeout=hang_timeout, deferrable=False)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
@@ -307,6 +317,37 @@ def resources_of(emulator: Emulator, way: str) -> set[str]:
     return jobs | nodes
 
 
+#: The workload's lines that say its step: ``start step S``, ``step N`` (``--log-steps``), ``done steps N``.
+STEP_LINE = re.compile(r"^(?:start step|step|done steps) (\d+)$", re.MULTILINE)
+
+
+def vertex_steps_reached(emulator: Emulator, way: str) -> int:
+    """The step a Vertex AI way's training has reached (0: none yet): the last step line of its newest job that
+    printed one (every way's workload logs its steps). That is its current run's progress -- for the task-retries
+    way (``--resume none``) not what its checkpoint directory holds, which keeps the two highest steps of any run."""
+    with emulator.vertex.lock:
+        jobs = sorted((name for name, run in emulator.vertex.runs.items() if run.job.labels.get("bench-way") == way),
+                      key=lambda name: int(name.rsplit("/", 1)[-1]), reverse=True)
+    for name in jobs:
+        steps = STEP_LINE.findall(emulator.replica_log(name))
+        if steps:
+            return int(steps[-1])
+    return 0
+
+
+def checkpoint_steps_reached(emulator: Emulator, directory: str) -> int:
+    """The newest committed checkpoint step under ``directory`` (``gs://...``; 0: none): the progress of a way whose
+    workload always resumes from its checkpoints, read with the workload's own scan."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("steady_training", WORKLOAD)
+    assert spec is not None and spec.loader is not None
+    workload = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workload)
+    steps = workload.committed_steps(emulator.storage_filesystem(), directory.removeprefix("gs://"))
+    return steps[-1] if steps else 0
+
+
 def measure_restore(emulator: Emulator, scale: float) -> float:
     """The workload's start-up and restore time (platform seconds): one start that finds a checkpoint."""
     env = {**os.environ, **emulator.workload_env(), "AIP_CHECKPOINT_DIR": "gs://bench/probe/checkpoints"}
@@ -380,7 +421,8 @@ def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
     """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds), task retries, the
     seed 002 loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
-        "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(), scale), poll, hang_timeout, stop),
+        "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
+                                   poll, hang_timeout, stop),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
         "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
@@ -479,14 +521,15 @@ def _percentile(values: list[float], q: float) -> float:
 def summarize(results: list[dict[str, Any]], unit: str = "replica-s") -> None:
     """The many-trace table: per way the mean, p10 and p90 of goodput (a way stopped still running counts with
     its bound ``work / elapsed``, so its figures are upper bounds, marked ``<``; one that gave up counts 0), its mean
-    share of each seed's Young/Daly ceiling and trace ceiling, jobs submitted and machine time."""
+    share of each seed's Young/Daly ceiling and trace ceiling, jobs submitted, machine time, and machine time per
+    useful step (:func:`per_useful_step`)."""
     import statistics
 
     seeds = [r["seed"] for r in results]
     print(f"\n## Goodput over {len(results)} seeded traces (seeds {seeds[0]}-{seeds[-1]})\n")
     print("| way | finished | mean goodput | p10 | p90 | of Young/Daly ceiling | of trace ceiling | jobs submitted "
-          f"| machine time ({unit}) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"| machine time ({unit}) | {unit} per useful step |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for way in results[0]["ways"]:
         rows = [r["ways"][way] for r in results]
         goodput = [w["goodput"] for w in rows]
@@ -497,13 +540,24 @@ def summarize(results: list[dict[str, Any]], unit: str = "replica-s") -> None:
               f"{statistics.mean(w['goodput'] / r['ceiling'] for w, r in zip(rows, results, strict=True)):.1%} | "
               f"{statistics.mean(w['goodput'] / r['trace_ceiling'] for w, r in zip(rows, results, strict=True)):.1%} | "
               f"{statistics.mean(w['submits'] for w in rows):.1f} | "
-              f"{statistics.mean(w['machine'] for w in rows):.0f} |")
+              f"{statistics.mean(w['machine'] for w in rows):.0f} | {per_useful_step(rows)} |")
     with_budget = [r["budget"] for r in results if "ours" in r.get("budget", {})]
     if with_budget:
         mean = {side: {row: statistics.mean(b[side][row] for b in with_budget) for row in with_budget[0][side]}
                 for side in ("ours", "trace ceiling")}
         print_budget(mean, f"\nWhere the time went, mean over the {len(with_budget)} traces ours finished "
                            "(platform seconds):\n")
+
+
+def per_useful_step(rows: list[dict[str, Any]]) -> str:
+    """Machine time per useful step over the seeds, as the table shows it: the machine time of every seed over the
+    steps trained that count -- all of them for a finished run, the steps reached for one stopped still running (it
+    keeps them), none for one that gave up (a failed task delivers no model) -- so a way is not cheaper for having
+    stopped or given up early. "n/a" for figures without steps (older ``--json`` files); "no steps" when none count."""
+    if any("steps" not in w for w in rows):
+        return "n/a"
+    useful = sum(0 if w.get("failed") and not w["finished"] else w["steps"] for w in rows)
+    return f"{sum(w['machine'] for w in rows) / useful:.2f}" if useful else "no steps"
 
 
 def print_budget(budget: dict[str, dict[str, float]], title: str) -> None:
@@ -616,24 +670,26 @@ def race(emulator: Emulator, ways: dict[str, Callable[[Outcome], None]], label: 
 
 
 def report_ways(outcomes: dict[str, Outcome], struck: dict[str, list[str]], work: float, ceiling: float,
-                scale: float, machine: Callable[[str], float], columns: tuple[str, str, str]) -> dict[str, Any]:
+                scale: float, machine: Callable[[str], float], columns: tuple[str, str, str],
+                steps: Callable[[str], int]) -> dict[str, Any]:
     """Print one row per way (finished, wall, goodput, its share of ``ceiling``, failures struck, resources
-    created, where, machine time; ``columns`` names the last three's resources, places and unit) and ours'
-    attempt history; returns each way's figures for the many-trace table."""
+    created, where, steps reached (``steps``: the way's progress, read at the end), machine time; ``columns``
+    names the resources, places and machine-time unit) and ours' attempt history; returns each way's figures for
+    the many-trace table."""
     created, places, unit = columns
     print(f"| way | finished | wall s | goodput | of ceiling | failures struck | {created} | {places} | "
-          f"machine time ({unit}) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"steps reached | machine time ({unit}) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ways = {}
     for name, o in outcomes.items():
         wall = ((o.ended or time.monotonic()) - o.started) / scale
         goodput = way_goodput(work, wall, o)
-        billed = machine(name)
+        billed, reached = machine(name), steps(name)
         ways[name] = {"goodput": goodput, "finished": o.finished, "failed": bool(o.error), "submits": o.submits,
-                      "machine": billed}
+                      "machine": billed, "steps": reached}
         status = "yes" if o.finished else ("no: " + o.error if o.error else "no: stopped")
         print(f"| {name} | {status} | {wall:.0f} | {shown_goodput(goodput, o)} | {goodput / ceiling:.0%} | "
-              f"{len(struck[name])} | {o.submits} | {', '.join(sorted(o.regions))} | {billed:.0f} |")
+              f"{len(struck[name])} | {o.submits} | {', '.join(sorted(o.regions))} | {reached} | {billed:.0f} |")
     if outcomes["ours"].history:
         from airflow_provider_resilient.policy import history_from_json, history_table
 
@@ -701,7 +757,7 @@ class Plan:
         trace = Trace.draw(a.seed, a.work, a.mtbf, a.checkpoint_cost, a.launch_outage, a.capacity_up,
                            a.capacity_down, horizon, mix)
         args = ["--steps", str(steps), "--step-seconds", f"{STEP_SECONDS * s:g}", "--every", str(every),
-                "--save-seconds", f"{a.checkpoint_cost * s:g}"]
+                "--save-seconds", f"{a.checkpoint_cost * s:g}", "--log-steps"]
         return cls(trace, steps, interval, every, horizon, args)
 
     def hang_timeout(self, a: argparse.Namespace) -> float:
@@ -761,7 +817,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
                                                       lambda name: machine_seconds(LABEL[name], s),
-                                                      ("jobs submitted", "regions", "replica-s"))}
+                                                      ("jobs submitted", "regions", "replica-s"),
+                                                      lambda name: vertex_steps_reached(emulator, LABEL[name]))}
         if not google_provider_installed():
             print("\n(Google provider way: apache-airflow-providers-google is not installed here; `make bench` "
                   "installs it in .venv-bench)")

@@ -59,6 +59,7 @@ from goodput import (
     Outcome,
     Plan,
     budgets,
+    checkpoint_steps_reached,
     execute_ours,
     measure_restore,
     print_budget,
@@ -115,7 +116,7 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
     command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
-                        "--resume", "scan", "--log-steps"])
+                        "--resume", "scan"])
     op = ResilientTPUWorkloadOperator(
         task_id="ours", project_id=PROJECT, zone=PRIMARY, accelerator_type=accelerator, runtime_version=RUNTIME,
         tpu_node_id="bench-ours", spot=True, command=command, checkpoint_dir="gs://bench/tpu-ours",
@@ -276,7 +277,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
                                                       lambda name: machine.get(label[name], 0.0),
-                                                      ("nodes created", "zones", "host-s"))}
+                                                      ("nodes created", "zones", "host-s"),
+                                                      lambda name: checkpoint_steps_reached(
+                                                          emulator, f"gs://bench/tpu-{label[name]}"))}
         print("\nfailures struck, in order (the same sequence for every way; a way stopped early sees fewer):\n")
         for name in outcomes:
             print(f"* {name}: {', '.join(struck[name]) or 'none'}")
