@@ -175,10 +175,20 @@ class SupervisedOperator(BaseOperator):
             000's 4 hours only). From its second attempt on, once the run has seen an interruption and two
             saves, each attempt gets ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``: Young/Daly's optimum for the
             run's observed MTBF and save cost (:func:`~..goodput.handed_interval`), for the workload to honour.
+        goodput_job_name: the ``job_name`` the workload records its goodput events under with Google's
+            ml-goodput-measurement (``GoodputRecorder(job_name, logger_name, logging_enabled=True)``), the same
+            across its restarts (templated, e.g. ``"{{ dag.dag_id }}-{{ ts_nodash }}"``). When set, the run's end
+            reads those events from Cloud Logging with the package's own calculator (:mod:`..goodput.events`;
+            needs ``ml-goodput-measurement`` and ``logging.logEntries.list``) and reports its goodput and badput
+            in XCom ``goodput`` under ``workload_events`` and in the log, beside the estimate from checkpoints.
+            A read that fails is a warning, never a failed task.
+        goodput_logger_name: the workload's ``logger_name`` (a Cloud Logging log ID; default
+            ``goodput_<goodput_job_name>``, as MaxText names it).
 
     Raises:
-        ValueError: ``poll_interval`` <= 0, ``min_defer_seconds`` < 0 or ``torn_checkpoints`` not one of
-            :data:`TORN_CHECKPOINT_CHOICES` (at DAG parse time).
+        ValueError: ``poll_interval`` <= 0, ``min_defer_seconds`` < 0, ``torn_checkpoints`` not one of
+            :data:`TORN_CHECKPOINT_CHOICES`, or a ``goodput_logger_name`` without a ``goodput_job_name`` or not a
+            log ID (at DAG parse time).
         TypeError: ``resilience_policy`` is not a :class:`~..policy.RetryPolicy`.
     """
 
@@ -199,8 +209,12 @@ class SupervisedOperator(BaseOperator):
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
                  gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
                  min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
-                 checkpoint_interval_cap: float | None = None, **kwargs: Any) -> None:
+                 checkpoint_interval_cap: float | None = None, goodput_job_name: str | None = None,
+                 goodput_logger_name: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.goodput_job_name = goodput_job_name
+        self.goodput_logger_name = goodput_logger_name
+        self._validate_goodput_names()
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
         if checkpoint_interval_cap is not None and not checkpoint_interval_cap > 0:
@@ -230,6 +244,27 @@ class SupervisedOperator(BaseOperator):
         self.min_defer_seconds = float(min_defer_seconds)
         self._sleep: Callable[[float], Any] = time.sleep
         self._clock: Callable[[], float] = time.time
+
+    def _validate_goodput_names(self) -> None:
+        """``goodput_job_name`` / ``goodput_logger_name`` as given (a templated one is checked once rendered).
+
+        Raises:
+            ValueError: a logger name without a job name, a name that is not a non-empty string, or a logger name
+                that is not a Cloud Logging log ID.
+        """
+        from ..goodput.events import LOG_ID_RE
+
+        job, logger = self.goodput_job_name, self.goodput_logger_name
+        name = type(self).__name__
+        if logger is not None and job is None:
+            raise ValueError(f"{name}: goodput_logger_name {logger!r} needs goodput_job_name (the job_name the "
+                             "workload gives GoodputRecorder)")
+        if job is not None and (not isinstance(job, str) or not job.strip()):
+            raise ValueError(f"{name}: goodput_job_name must be a non-empty string, got {job!r}")
+        if logger is not None and (not isinstance(logger, str) or
+                                   not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
+            raise ValueError(f"{name}: goodput_logger_name {logger!r} is not a Cloud Logging log ID: use letters, "
+                             "digits and '/_-.', at most 512 characters")
 
     def _fire_not_before(self) -> float:
         """Epoch seconds before which a trigger this task defers to must not fire (see
@@ -591,6 +626,26 @@ class SupervisedOperator(BaseOperator):
         self.__dict__["_steps_seen"] = saved
         self.__dict__["_steps_stored"] = len(saved)
 
+    def _workload_goodput(self) -> dict[str, Any]:
+        """The workload's own goodput events (``goodput_job_name``), read with ml-goodput-measurement's calculator
+        through the connection's Cloud Logging client: ``{"workload_events": {...}}`` (logged), or
+        ``{"workload_events_error": "..."}`` when they cannot be read (a warning: the estimate stands)."""
+        from ..goodput.events import read_workload_goodput
+        from ..hooks.base import GoogleApiHook
+        from ..logging_clients import logging_client
+
+        job, logger = str(self.goodput_job_name), self.goodput_logger_name
+        try:
+            hook = GoogleApiHook(self.gcp_conn_id, self.impersonation_chain)
+            client = logging_client(self.project_id, credentials=hook.credentials, emulator=hook.emulator)
+            figures = read_workload_goodput(client, job, logger)
+        except Exception as exc:  # the run's outcome stands; only this report is missing
+            self.log.warning("Could not read the workload's goodput events (goodput_job_name %r): %s; the goodput "
+                             "above is estimated from checkpoints", job, exc)
+            return {"workload_events_error": f"{type(exc).__name__}: {exc}"}
+        self.log.info("Goodput from the workload's ml-goodput-measurement events: %s", figures.summary())
+        return {"workload_events": figures.as_dict()}
+
     def _checkpoint_location(self) -> str | None:
         """Where the workload writes its checkpoints: every new attempt resumes from the latest complete one
         there, and the run summary judges its saves; None: none (a fresh start each time, no advice)."""
@@ -614,4 +669,6 @@ class SupervisedOperator(BaseOperator):
                 advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
                 self.log.info("Checkpointing: %s", advice.summary())
                 summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
+            if self.goodput_job_name:
+                summary.update(self._workload_goodput())
             context["ti"].xcom_push(key="goodput", value=summary)

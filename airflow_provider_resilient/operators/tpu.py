@@ -202,7 +202,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     operator_extra_links = (TPUNodeLink(), TPUAuditLogLink())
     template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
                                       "setup_script", "env", "secret_env", "checkpoint_dir", "tpu_node_id",
-                                      "labels")
+                                      "labels", "goodput_job_name", "goodput_logger_name")
 
     def __init__(self, *, zone: str, accelerator_type: str, runtime_version: str, command: str | Sequence[str],
                  checkpoint_dir: str, setup_script: str | None = None, env: Mapping[str, str] | None = None,
@@ -253,6 +253,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
         self._validate()
+        self._validate_goodput_names()
         return self._start(context)
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:

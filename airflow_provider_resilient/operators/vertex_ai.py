@@ -170,7 +170,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     STATE_KEY = STATE_KEY
     template_fields: Sequence[str] = ("project_id", "region", "display_name", "worker_pool_specs", "base_output_dir",
-                                      "checkpoint_dir", "labels", "service_account", "network", "impersonation_chain")
+                                      "checkpoint_dir", "labels", "service_account", "network", "impersonation_chain",
+                                      "goodput_job_name", "goodput_logger_name")
     template_fields_renderers = {"worker_pool_specs": "json", "labels": "json"}
     operator_extra_links = (VertexAICustomJobLink(), VertexAICustomJobLogsLink())
     ui_color = "#c2e0ff"
@@ -226,6 +227,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     def execute(self, context: Any) -> Any:
         self._validate()
+        self._validate_goodput_names()
         self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())
         return self._start(context)
 

@@ -750,3 +750,47 @@ def test_a_run_is_refused_beside_another_runs_live_job_in_its_checkpoint_dir(res
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
     result = operator(base_output_dir="gs://unit-bucket/second").execute({**context(), "run_id": "manual__second"})
     assert result["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_the_workloads_own_goodput_events_are_read_when_the_run_ends(resilient_emulator):
+    """A workload that records ml-goodput-measurement events under one job name across its two CustomJobs (the
+    first exits 139 at step 45, after its step-40 save; the second resumes from 40 and runs steps 41-45 again):
+    the run's XCom carries the package's own figures, the redone steps as wasted progress."""
+    from pathlib import Path
+
+    pytest.importorskip("ml_goodput_measurement")
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    op = operator(base_output_dir="gs://unit-bucket/events", disable_retries=True, goodput_job_name="train-events")
+    op.worker_pool_specs[0]["container_spec"]["command"] = [
+        "python", workload, "--steps", "60", "--every", "10", "--step-seconds", "0.05", "--goodput-job", "train-events",
+        "--crash-once-at-step", "45"]
+    ctx = context()
+    result = op.execute(ctx)
+    from airflow_provider_resilient.policy import history_from_json
+
+    assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
+    events = ctx["ti"].xcom["goodput"]["workload_events"]
+    assert events["source"] == "ml-goodput-measurement events" and events["logger_name"] == "goodput_train-events"
+    assert events["disruptions"] == 1 and events["last_productive_step"] == 59  # steps 0..59, counted from 0
+    assert 0 < events["goodput"] < 1
+    # Steps 41-45 ran twice (the package sees those whose entries were sent before the exit).
+    assert 0 < events["badput_seconds"]["WASTED_PROGRESS_FROM_DISRUPTION"] <= 5 * 0.05 * 2
+
+
+def test_goodput_events_that_cannot_be_read_leave_the_estimate_and_say_why(resilient_emulator):
+    op = operator(base_output_dir="gs://unit-bucket/no-events", goodput_job_name="never-recorded")
+    ctx = context()
+    op.execute(ctx)
+    goodput = ctx["ti"].xcom["goodput"]
+    assert goodput["basis"] and "workload_events" not in goodput
+    assert "no goodput events of job 'never-recorded'" in goodput["workload_events_error"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"goodput_logger_name": "log"}, "needs goodput_job_name"),
+    ({"goodput_job_name": "run", "goodput_logger_name": "a log"}, "not a Cloud Logging log ID"),
+    ({"goodput_job_name": " "}, "goodput_job_name must be a non-empty string"),
+])
+def test_bad_goodput_event_names_are_refused_when_the_dag_is_parsed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        operator(**kwargs)
