@@ -73,8 +73,9 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
             under ``<checkpoint_dir>/trials/<trial_key>/`` (the trial reads the root from
             ``RESILIENT_CHECKPOINT_DIR``) and resumes from the newest complete checkpoint there.
         the rest: the arguments every operator of the provider shares (:class:`~.base.SupervisedOperator`).
-            ``hang_timeout`` and ``preflight`` are not taken: a study's progress is its trials, and the preflight
-            wrapper would swallow the parameters the platform appends to the command line.
+            ``hang_timeout``, ``preflight`` and ``goodput_job_name`` are not taken: a study's progress is its
+            trials (each its own goodput job), and the preflight wrapper would swallow the parameters the platform
+            appends to the command line.
 
     Returns (and pushes to XCom as ``return_value``): ``{"job_name", "state", "metric_id", "goal",
     "best_trial": {"parameters", "metric", "job_name", "trial_id", "attempt", "key", "checkpoint", "model_dir"} |
@@ -216,8 +217,8 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
     def _problems(self) -> list[SpecError]:
         """The CustomJob operator's problems of the trial's pools, :func:`~..specs.tuning.study_problems`, and
         the arguments a study does not take: ``hang_timeout`` (a study's progress is its trials: bound each with
-        ``timeout``) and ``preflight`` (its wrapper would swallow the ``--<parameter>=<value>`` arguments the
-        platform appends)."""
+        ``timeout``), ``preflight`` (its wrapper would swallow the ``--<parameter>=<value>`` arguments the
+        platform appends) and ``goodput_job_name`` (each trial is its own goodput job)."""
         from ..specs.tuning import study_problems
 
         problems = super()._problems()
@@ -229,6 +230,9 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
         if self.preflight:
             problems.append(SpecError("preflight", "not taken by a study: the wrapper would swallow the "
                                                    "--<parameter>=<value> arguments the platform appends"))
+        if self.goodput_job_name is not None:
+            problems.append(SpecError("goodput_job_name", "not taken by a study (its trials are separate runs, "
+                                                          "each its own goodput job): record and read per trial"))
         return [*problems, *study_problems(self._study_spec(), self.max_trial_count, self.parallel_trial_count,
                                            self.max_failed_trial_count)]
 

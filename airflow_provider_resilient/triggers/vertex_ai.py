@@ -244,6 +244,7 @@ class CustomJobTrigger(BaseTrigger):
         super().__init__()
         self.read_step_logs = read_step_logs
         self._step_logs: Any = None  # the StepLogReader, made at first use (off the event loop)
+        self._log_hook: Any = None  # its sync hook, closed when the watch ends
         self.watch = dict(watch or {})
         self.fire_not_before = fire_not_before
         if hang_timeout is not None and not checkpoint_dir:
@@ -300,8 +301,8 @@ class CustomJobTrigger(BaseTrigger):
         try:
             payload = await (self._watch_shared(key) if key else self._watch_alone())
         finally:
-            if (hook := getattr(self, "_log_hook", None)) is not None:
-                hook.close()  # the step log reader's channel (closing a gRPC channel does not block)
+            if self._log_hook is not None:
+                self._log_hook.close()  # the step log reader's channel (closing a gRPC channel does not block)
         if memory := self._memory.to_json():
             payload = {**payload, "watch": memory}
         if self._steps:

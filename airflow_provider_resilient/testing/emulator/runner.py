@@ -31,6 +31,17 @@ _SERIALS = itertools.count(1)
 HEADER_PREFIX = "===== "
 
 
+def read_appended(path: Path, offset: int) -> bytes:
+    """The bytes a log file holds past byte ``offset`` (b"" when the file is not there yet). A replica's log
+    outlives its processes (one file per replica across restarts), so readers keep an offset per file."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            return log.read()
+    except FileNotFoundError:
+        return b""
+
+
 class ReplicaProcess:
     """One run of one replica's command.
 
@@ -108,10 +119,5 @@ class ReplicaProcess:
 
     def read_new_output(self, offset: int) -> tuple[str, int]:
         """Text appended to the log since byte ``offset``, and the new offset."""
-        try:
-            with self.log_path.open("rb") as log:
-                log.seek(offset)
-                data = log.read()
-        except FileNotFoundError:
-            return "", offset
+        data = read_appended(self.log_path, offset)
         return data.decode("utf-8", "replace"), offset + len(data)

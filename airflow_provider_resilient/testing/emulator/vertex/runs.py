@@ -35,7 +35,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import EmulatorConfig
 from ..faults import PROVISIONING_KINDS, RUNNING_KINDS, Fault, FaultBook
-from ..runner import HEADER_PREFIX, ReplicaProcess
+from ..runner import HEADER_PREFIX, ReplicaProcess, read_appended
 from .specs import ReplicaPlan
 
 log = logging.getLogger(__name__)
@@ -239,12 +239,7 @@ class JobRun:
         self.last_shipping = real
         for plan in self.plans:
             offset = self.shipped.get(plan.name, 0)
-            try:
-                with (self.log_dir / f"{plan.name}.log").open("rb") as log:
-                    log.seek(offset)
-                    data = log.read()
-            except FileNotFoundError:
-                continue
+            data = read_appended(self.log_dir / f"{plan.name}.log", offset)
             end = len(data) if done else data.rfind(b"\n") + 1
             if end <= 0:
                 continue
