@@ -145,6 +145,46 @@ def test_list_orders_by_timestamp_and_pages(store):
         store.list_log_entries(parent, page_token="nonsense")
 
 
+@pytest.mark.parametrize("filter_text", [
+    'resource.labels.job_id="7"', "resource.labels.job_id=7.0",  # numbers compare by value: "07" matches too
+    'resource.type="ml_job" AND resource.labels.task_name="workerpool0-1" AND textPayload=~"step [0-9]+"',
+    'logName="projects/my-project/logs/workerpool0-0" resource.labels.job_id=8',
+    'log_name="projects/my-project/logs/other" OR resource.labels.job_id=8',  # an OR: no index
+    'resource.labels.job_id="7" AND resource.labels.job_id="8"',  # contradictory: nothing
+    "-resource.labels.job_id=7", "resource.labels.missing=1", "",
+])
+@pytest.mark.parametrize("order", ["timestamp asc", "timestamp desc"])
+def test_indexed_listing_finds_what_evaluating_every_entry_finds(store, filter_text, order):
+    """The store looks up ``logName``, ``resource.type`` and ``resource.labels`` restrictions in an index and
+    matches lazily up to the page; every page must still be what filtering every entry gives."""
+    from airflow_provider_resilient.testing.emulator.filters import compile_filter
+
+    for n in range(40):
+        job = ("7", "07", "8", "9")[n % 4]
+        store.write_log_entries(f"projects/{PROJECT}/logs/{'workerpool0-0' if n % 3 else 'other'}",
+                                {"type": "ml_job" if n % 5 else "global",
+                                 "labels": {"job_id": job, "task_name": f"workerpool0-{n % 2}"}}, None,
+                                [{"text_payload": f"step {n}" if n % 7 else "hello",
+                                  "timestamp": T0 + timedelta(seconds=(n * 17) % 40)}])  # not in write order
+    predicate = compile_filter(filter_text)
+    everything = sorted(((e.timestamp, i, e) for i, e in enumerate(store.list_log_entries(
+        [f"projects/{PROJECT}"], page_size=1000)[0])), key=lambda x: x[:2], reverse=order.endswith("desc"))
+    expected = [e.text_payload for _, _, e in everything if predicate(store_view(e))]
+    pages, token = [], ""
+    while True:
+        page, token = store.list_log_entries([f"projects/{PROJECT}"], filter_text, order, page_size=3, page_token=token)
+        pages += names(page)
+        if not token:
+            break
+    assert pages == expected
+
+
+def store_view(entry: Any) -> dict[str, Any]:
+    from airflow_provider_resilient.testing.emulator.cloud_logging.backend import _filter_view
+
+    return _filter_view(entry)
+
+
 def test_audit_entry_has_the_shape_of_a_tpu_system_event(store):
     add_tpu_events(store, T0)
     terminate, restart, create = store.list_log_entries([f"projects/{PROJECT}"])[0]

@@ -225,3 +225,26 @@ def test_only_filter_error_escapes(text: str) -> None:
         return
     for resource in (JOB, ENTRY, {}, {"a": [1, None, {"b": "*"}], "severity": "oops"}):
         assert isinstance(predicate(resource), bool)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('resource.type="ml_job" AND resource.labels.job_id=42 (a=1 OR b=2) -c=3',
+     {("resource", "type"): "ml_job", ("resource", "labels", "job_id"): "42"}),
+    ("a=1 b=x (c=y AND d=z)", {("a",): "1", ("b",): "x", ("c",): "y", ("d",): "z"}),  # nested ANDs are conjuncts
+    ("a=1 OR b=2", {}), ("NOT a=1", {}), ("a:1 b=~x c!=2 d>1", {}),  # only '=' restricts to one value
+    ("severity=ERROR e=2026-01-02T03:04:05Z f=* g=now-1h", {}),  # rank, timestamps, presence, relative times
+    ("", {}),
+])
+def test_required_values_are_the_equalities_every_match_meets(text, expected):
+    assert filters.required_values(text) == expected
+
+
+@given(st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
+                 st.text(st.characters(blacklist_characters='"\\'), max_size=8)),
+       st.text(st.characters(blacklist_characters='"\\'), max_size=8))
+def test_index_keys_agree_with_equality(value, text):
+    """A stored scalar that ``v="text"`` finds has the index key of ``text`` whenever the filter is looked up in an
+    index at all (:func:`required_values`), so the index never hides a match (colliding keys only widen it)."""
+    looked_up = filters.required_values(f'v="{text}"')
+    if looked_up and compile_filter(f'v="{text}"')({"v": value}):
+        assert filters.index_key(value) == filters.index_key(looked_up[("v",)])

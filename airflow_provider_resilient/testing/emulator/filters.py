@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
-__all__ = ["FilterError", "compile_filter"]
+__all__ = ["FilterError", "compile_filter", "index_key", "required_values"]
 
 SEVERITIES = {
     "DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400,
@@ -139,6 +139,44 @@ def compile_filter(text: str, now: Callable[[], datetime] | None = None) -> Call
     tree = _Parser(text).parse()
     clock = now if now is not None else (lambda: datetime.now(UTC))
     return lambda resource: _evaluate(tree, resource, clock)
+
+
+def required_values(text: str) -> dict[tuple[str, ...], str]:
+    """The ``path = value`` restrictions every match of ``text`` meets: the ``=`` comparisons among the operands of
+    its top-level AND (explicit or implicit), outside any OR or NOT, whose value is a plain string or a number
+    (not a timestamp, a relative time or ``*``; not on a ``severity`` field, which compares by rank). A store can
+    look those up in an index (keyed by :func:`index_key`) and evaluate the whole filter on what is left. Paths as
+    written; a path repeated with two values keeps the last (the filter then matches nothing the index would
+    return). Raises ``FilterError`` on bad syntax, as :func:`compile_filter` does.
+
+    >>> required_values('resource.type="ml_job" AND resource.labels.job_id=42 (a=1 OR b=2) -c=3')
+    {('resource', 'type'): 'ml_job', ('resource', 'labels', 'job_id'): '42'}
+    """
+    return _conjunct_values(_Parser(text).parse())
+
+
+def _conjunct_values(node: Node) -> dict[tuple[str, ...], str]:
+    if isinstance(node, And):  # nested (parenthesised) ANDs are conjuncts too
+        found: dict[tuple[str, ...], str] = {}
+        for part in node.operands:
+            found.update(_conjunct_values(part))
+        return found
+    if isinstance(node, Comparison) and node.op == "=" and _indexable(node):
+        return {node.path: node.value.text}
+    return {}
+
+
+def _indexable(node: Comparison) -> bool:
+    value = node.value
+    return not (value.star or value.timestamp or value.relative is not None or node.path[-1] == "severity")
+
+
+def index_key(value: Any) -> tuple[str, Any]:
+    """How an index files a scalar so that ``=`` finds it: numbers by value (``42`` and ``"42.0"`` are equal to a
+    filter; large integers that round alike share a key, which only widens the candidates), booleans as
+    ``true``/``false``, the rest as their text."""
+    number = _to_number(value)
+    return ("number", number) if number is not None else ("text", _text(value))
 
 
 def _tokenize(text: str) -> list[_Token]:

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import InvalidArgument, Unavailable
 from ..faults import GET_KINDS
-from ..filters import FilterError, compile_filter
+from ..filters import FilterError, compile_filter, index_key, required_values
 
 __all__ = ["ACTIVITY_LOG", "AUDIT_LOG_TYPE", "SYSTEM_EVENT_LOG", "LogStore"]
 
@@ -89,12 +89,17 @@ class LogStore:
         self.faults = faults  # a FaultBook: ``unavailable`` faults with ``service: logging``
         self._lock = threading.Lock()
         self._entries: list[_Stored] = []
+        #: The entries by ``logName``, ``resource.type`` and each ``resource.labels`` value (:func:`_index_keys`),
+        #: in write order: a filter that requires one of them (``resource.labels.job_id="123"``, what a job's
+        #: log reader sends) is evaluated on those entries only, not on every entry of the emulator.
+        self._index: dict[tuple[tuple[str, ...], tuple[str, Any]], list[_Stored]] = {}
         self._seq = itertools.count(1)
 
     def reset(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
+            self._index.clear()
 
     # ------------------------------------------------------------------ verbs
     def write_log_entries(self, log_name: str = "", resource: Any = None, labels: Mapping[str, str] | None = None,
@@ -134,7 +139,10 @@ class LogStore:
                 if not entry.insert_id:
                     entry.insert_id = f"{seq:012x}"
                     view["insertId"] = entry.insert_id
-                self._entries.append(_Stored(seq, _aware(entry.timestamp), entry, view))
+                stored = _Stored(seq, _aware(entry.timestamp), entry, view)
+                self._entries.append(stored)
+                for key in _index_keys(view):
+                    self._index.setdefault(key, []).append(stored)
         if errors:
             raise InvalidArgument("Log entries with invalid fields: " + "; ".join(errors))
         return [_copy(entry) for entry, _ in ready]
@@ -164,12 +172,18 @@ class LogStore:
         if page_size < 0:
             raise InvalidArgument(f"Invalid page_size {page_size}.")
         matches = self._compile(filter_text)
+        lookups = [(indexed, index_key(value)) for path, value in required_values(filter_text or "").items()
+                   if (indexed := _indexed_path(path)) is not None]
         with self._lock:
-            stored = [s for s in self._entries if _parent_of(s.entry.log_name) in parents]
-        found = sorted((s for s in stored if matches(s.view)), key=lambda s: (s.timestamp, s.seq),
-                       reverse=descending)
-        start = _offset(page_token, len(found))
+            candidates = min((self._index.get(key, []) for key in lookups), key=len, default=self._entries)
+            stored = [s for s in candidates if _parent_of(s.entry.log_name) in parents]
+        # Order first (cheap), then match lazily: a page needs its entries and one more (is there a next page?),
+        # not every match -- the newest 20 step lines of a long job are at the end.
+        ordered = sorted(stored, key=lambda s: (s.timestamp, s.seq), reverse=descending)
+        start = int(page_token) if page_token.isdigit() else 0
         end = start + min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        found = list(itertools.islice((s for s in ordered if matches(s.view)), end + 1))
+        _offset(page_token, len(found))  # a token past the matches is invalid
         return [_copy(s.entry) for s in found[start:end]], (str(end) if end < len(found) else "")
 
     def list_logs(self, resource_names: Iterable[str], page_size: int = 0,
@@ -247,6 +261,26 @@ class LogStore:
         except FilterError as exc:
             raise InvalidArgument(f"Invalid filter {filter_text!r}: {exc}") from exc
         return predicate
+
+
+def _indexed_path(path: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The path a filter's ``path`` has in the index (:func:`_index_keys`), or None when it is not indexed."""
+    if path in (("logName",), ("log_name",)):
+        return ("logName",)
+    if path == ("resource", "type") or (len(path) == 3 and path[:2] == ("resource", "labels")):
+        return path
+    return None
+
+
+def _index_keys(view: Mapping[str, Any]) -> list[tuple[tuple[str, ...], tuple[str, Any]]]:
+    """Where an entry is filed: its ``logName``, ``resource.type`` and ``resource.labels`` values."""
+    keys = [(("logName",), index_key(view["logName"]))] if "logName" in view else []
+    resource = view.get("resource") or {}
+    if "type" in resource:
+        keys.append((("resource", "type"), index_key(resource["type"])))
+    keys += [(("resource", "labels", name), index_key(value)) for name, value in (resource.get("labels") or {}).items()
+             if isinstance(value, str | int | float | bool)]
+    return keys
 
 
 def _filter_view(entry: Any) -> dict[str, Any]:
