@@ -274,7 +274,9 @@ def _indexed_path(path: tuple[str, ...]) -> tuple[str, ...] | None:
 
 def _index_keys(view: Mapping[str, Any]) -> list[tuple[tuple[str, ...], tuple[str, Any]]]:
     """Where an entry is filed: its ``logName``, ``resource.type`` and ``resource.labels`` values."""
-    keys = [(("logName",), index_key(view["logName"]))] if "logName" in view else []
+    keys: list[tuple[tuple[str, ...], tuple[str, Any]]] = []
+    if "logName" in view:
+        keys.append((("logName",), index_key(view["logName"])))
     resource = view.get("resource") or {}
     if "type" in resource:
         keys.append((("resource", "type"), index_key(resource["type"])))
