@@ -248,3 +248,15 @@ def test_index_keys_agree_with_equality(value, text):
     looked_up = filters.required_values(f'v="{text}"')
     if looked_up and compile_filter(f'v="{text}"')({"v": value}):
         assert filters.index_key(value) == filters.index_key(looked_up[("v",)])
+
+
+def test_long_integer_ids_compare_exactly():
+    """Vertex AI job ids have 19 digits; as floats 1000000000000003015 and 1000000000000003019 are one number, so a
+    log reader filtering on one job's id got every job's lines (ours' hang clock saw other jobs' steps)."""
+    entry = {"resource": {"labels": {"job_id": "1000000000000003019"}}}
+    assert not compile_filter('resource.labels.job_id="1000000000000003015"')(entry)
+    assert compile_filter("resource.labels.job_id=1000000000000003019")(entry)
+    assert compile_filter("resource.labels.job_id>1000000000000003015")(entry)
+    assert compile_filter("n=1.5e0")({"n": "1.50"}) and compile_filter("n=42")({"n": 42.0})
+    assert filters.index_key("1000000000000003015") != filters.index_key("1000000000000003019")
+    assert filters.index_key("42") == filters.index_key(42.0)

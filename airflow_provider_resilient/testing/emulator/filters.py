@@ -67,6 +67,7 @@ _WORD_STOP = frozenset("()\"'=!<>~:")
 _TERM_START = frozenset({"LPAREN", "WORD", "STRING", "NOT", "MINUS"})
 _MAX_DEPTH = 100
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
 _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?)?([Zz]|[+-]\d{2}:?\d{2})?")
 _RELATIVE = re.compile(r"now(?:([+-])(\d{1,9})([smhdw]))?")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -97,7 +98,7 @@ class Value:
 
     text: str
     star: bool  # an unquoted ``*``
-    number: float | None
+    number: int | float | None
     timestamp: datetime | None
     relative: timedelta | None
     severity: int | None
@@ -172,9 +173,9 @@ def _indexable(node: Comparison) -> bool:
 
 
 def index_key(value: Any) -> tuple[str, Any]:
-    """How an index files a scalar so that ``=`` finds it: numbers by value (``42`` and ``"42.0"`` are equal to a
-    filter; large integers that round alike share a key, which only widens the candidates), booleans as
-    ``true``/``false``, the rest as their text."""
+    """How an index files a scalar so that ``=`` finds it: numbers by exact value (``42`` and ``"42.0"`` are equal
+    to a filter and share a key, as ``int`` and ``float`` hash alike), booleans as ``true``/``false``, the rest as
+    their text."""
     number = _to_number(value)
     return ("number", number) if number is not None else ("text", _text(value))
 
@@ -393,14 +394,14 @@ def _text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def _to_number(value: Any) -> float | None:
+def _to_number(value: Any) -> int | float | None:
+    """A number exactly as written: integers stay ``int`` (a 19-digit job id is not rounded to a float that
+    other ids share -- 1000000000000003015 and ...3019 are one float), the rest ``float``; Python compares the two
+    exactly."""
     if isinstance(value, str) and _NUMBER.fullmatch(value):
-        return float(value)
+        return int(value) if _INTEGER.fullmatch(value) else float(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            return None
+        return value
     return None
 
 
@@ -408,6 +409,8 @@ def _severity(value: Any) -> int | None:
     if isinstance(value, str) and value.upper() in SEVERITIES:
         return SEVERITIES[value.upper()]
     number = _to_number(value)
+    if isinstance(number, int):
+        return number
     return int(number) if number is not None and math.isfinite(number) else None
 
 
