@@ -52,6 +52,7 @@ budget (``goodput.trace_budget``). ``--plot PATH`` draws goodput per way per see
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import random
@@ -317,7 +318,9 @@ def resources_of(emulator: Emulator, way: str) -> set[str]:
     return jobs | nodes
 
 
-#: The workload's lines that say its step: ``start step S``, ``step N`` (``--log-steps``), ``done steps N``.
+#: The workload's lines that say its step: ``start step S``, ``step N`` (``--log-steps``), ``done steps N``. (The
+#: runner's ``DEFAULT_STEP_PATTERN`` reads ``step N`` only; a restarted run that has not stepped yet is at its
+#: ``start step``.)
 STEP_LINE = re.compile(r"^(?:start step|step|done steps) (\d+)$", re.MULTILINE)
 
 
@@ -335,16 +338,22 @@ def vertex_steps_reached(emulator: Emulator, way: str) -> int:
     return 0
 
 
-def checkpoint_steps_reached(emulator: Emulator, directory: str) -> int:
-    """The newest committed checkpoint step under ``directory`` (``gs://...``; 0: none): the progress of a way whose
-    workload always resumes from its checkpoints, read with the workload's own scan."""
+@functools.cache
+def workload_module() -> Any:
+    """The benchmark's workload (:data:`WORKLOAD`) as a module, loaded once: its checkpoint scan is reused."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("steady_training", WORKLOAD)
     assert spec is not None and spec.loader is not None
     workload = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(workload)
-    steps = workload.committed_steps(emulator.storage_filesystem(), directory.removeprefix("gs://"))
+    return workload
+
+
+def checkpoint_steps_reached(emulator: Emulator, directory: str) -> int:
+    """The newest committed checkpoint step under ``directory`` (``gs://...``; 0: none): the progress of a way whose
+    workload always resumes from its checkpoints, read with the workload's own scan."""
+    steps = workload_module().committed_steps(emulator.storage_filesystem(), directory.removeprefix("gs://"))
     return steps[-1] if steps else 0
 
 

@@ -47,6 +47,7 @@ numerically; anything else as case-sensitive strings (booleans as ``true``/``fal
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -137,7 +138,7 @@ Node: TypeAlias = Comparison | Global | Not | And | Or
 
 def compile_filter(text: str, now: Callable[[], datetime] | None = None) -> Callable[[Mapping[str, Any]], bool]:
     """Parse ``text`` once; return a predicate over a resource dict. Raises ``FilterError`` on bad syntax."""
-    tree = _Parser(text).parse()
+    tree = _parse(text)
     clock = now if now is not None else (lambda: datetime.now(UTC))
     return lambda resource: _evaluate(tree, resource, clock)
 
@@ -153,7 +154,14 @@ def required_values(text: str) -> dict[tuple[str, ...], str]:
     >>> required_values('resource.type="ml_job" AND resource.labels.job_id=42 (a=1 OR b=2) -c=3')
     {('resource', 'type'): 'ml_job', ('resource', 'labels', 'job_id'): '42'}
     """
-    return _conjunct_values(_Parser(text).parse())
+    return _conjunct_values(_parse(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> Node:
+    """The syntax tree of ``text`` (immutable, so shared): a store compiles a filter and takes its required values
+    from one parse, and a poller sending the same filter every cycle parses it once."""
+    return _Parser(text).parse()
 
 
 def _conjunct_values(node: Node) -> dict[tuple[str, ...], str]:
