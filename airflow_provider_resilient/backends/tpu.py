@@ -25,6 +25,7 @@ from ..worker import (
     KEY_ERROR,
     KEY_HARDWARE,
     KEY_PREFLIGHT,
+    STATUS_PREFLIGHT,
     STATUS_PREFLIGHT_FAILED,
 )
 from .base import AttemptSpec, Judge, LookResult
@@ -417,9 +418,11 @@ class TPUNodeBackend:
             label = f"{where(index)}worker {worker}"
             status = report.get("status", "")
             hardware = str(report.get(KEY_HARDWARE) or "")
-            if hardware.startswith("faulty") and status != STATUS_PREFLIGHT_FAILED:
+            if hardware.startswith("faulty") and status not in (STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED):
                 # Seed 004: the runner's device check failed (a chip or GPU gone) while the workload ran or
-                # when it failed -> isolate the hardware: a new node, whatever the exit status says.
+                # when it failed -> isolate the hardware: a new node, whatever the exit status says. A fault the
+                # pre-check found is its verdict's (preflight_failed, reported a moment later: a look between the
+                # two reports called it node_unhealthy, once in CI).
                 return JobFailed(Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=str(number),
                                          message=f"{label} hardware check failed: {hardware[7:].strip()}",
                                          timestamp=now), now, live=True)
