@@ -726,18 +726,19 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     """The trace ceiling's budget (:func:`~airflow_provider_resilient.goodput.trace_budget`; its restarts split
     ``split`` : ``1 - split`` into ``recovery`` and start-up) beside ours' ledger when ours finished, both in
     platform seconds, bucket by bucket as :func:`print_budget` shows them."""
-    rows = {"training and checkpoint saves": budget["work"] + budget["checkpoint"],
+    rows = {"training": budget["work"], "checkpoint saves": budget["checkpoint"],
             "wasted progress": budget["wasted_progress"], "detection": 0.0, recovery: budget["restart"] * split,
             "start to first step (start-up, restore)": budget["restart"] * (1 - split),
             "submit to the first start": 0.0, "other (in-place restarts, stalls)": 0.0}
     result = {"trace ceiling": rows}
     if ours.finished and ours.ledger and ours.ended is not None:
         wall = (ours.ended - ours.started) / scale
-        led = {k: float(ours.ledger[k]) / scale for k in ("total", "productive", "wasted_progress", "detection",
-                                                           "recovery", "checkpoint_restore", "other")}
-        result["ours"] = dict(zip(rows, (led["productive"], led["wasted_progress"], led["detection"],
-                                         led["recovery"], led["checkpoint_restore"], max(0.0, wall - led["total"]),
-                                         led["other"]), strict=True))
+        led = {k: float(ours.ledger.get(k, 0.0)) / scale
+               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "checkpoint_restore",
+                         "checkpoint_save", "other")}
+        result["ours"] = dict(zip(rows, (led["productive"], led["checkpoint_save"], led["wasted_progress"],
+                                         led["detection"], led["recovery"], led["checkpoint_restore"],
+                                         max(0.0, wall - led["total"]), led["other"]), strict=True))
     return result
 
 
@@ -766,7 +767,8 @@ class Plan:
         trace = Trace.draw(a.seed, a.work, a.mtbf, a.checkpoint_cost, a.launch_outage, a.capacity_up,
                            a.capacity_down, horizon, mix)
         args = ["--steps", str(steps), "--step-seconds", f"{STEP_SECONDS * s:g}", "--every", str(every),
-                "--save-seconds", f"{a.checkpoint_cost * s:g}", "--log-steps"]
+                "--save-seconds", f"{a.checkpoint_cost * s:g}", "--log-steps",
+                "--keep", "0"]  # every save stays listed: ours' ledger times each (checkpoint_save), not as a stall
         return cls(trace, steps, interval, every, horizon, args)
 
     def hang_timeout(self, a: argparse.Namespace) -> float:

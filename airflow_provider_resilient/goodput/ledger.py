@@ -11,6 +11,9 @@ time, total = first attempt's start to the last attempt's end, across every rest
 * ``checkpoint_restore`` -- from an attempt's start to its first step report, and after a waited-out
   event (a TPU maintenance event with recovery) until the step moves again (program startup and loading
   the checkpoint);
+* ``checkpoint_save`` -- the write time of each known save (``saves``: ``CheckpointSave.write_seconds``, first
+  object to completion proof) that completed between two step reports, as far as that span is slower than the
+  run's pace: a blocking save holds training up (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME);
 * ``other`` -- the rest, reported, never hidden: stalls (a span between two step reports more than
   :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform, seed 003's
   "restarts the replica", which the attempt history does not see -- counts as work at the pace and the rest
@@ -36,7 +39,8 @@ from typing import Any
 from ..checkpoints.formats import CheckpointSave
 from ..policy import Attempt, DecisionAction, FailureClass
 
-BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "other")
+BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "checkpoint_save",
+           "other")
 #: Each badput bucket as ml-goodput-measurement's ``BadputType`` (``goodput_utils.BadputType``), so a team that
 #: reads Google's badput breakdown reads ours the same way:
 #:
@@ -47,15 +51,18 @@ BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint
 #: * ``checkpoint_restore`` -> UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: from an attempt's start to its first step,
 #:   which also holds what Google splits into TPU_INITIALIZATION, TRAINING_PREP and PROGRAM_STARTUP (seen from
 #:   outside the workload they are one span);
+#: * ``checkpoint_save`` -> UNPRODUCTIVE_CHECKPOINT_SAVE_TIME;
 #: * ``other`` -> OTHER.
 #:
-#: A blocking checkpoint save (UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) and data loading (DATA_LOADING_SYNC) fall
-#: between two step reports and count as productive here: only the workload's own goodput events can split
-#: them out.
+#: Data loading (DATA_LOADING_SYNC) falls between two step reports and counts as productive here, and so does a
+#: save the ledger is not given (a workload that keeps only its newest saves deletes the others; a span holding
+#: one is a stall, ``other``, when it is more than :data:`STALL_FACTOR` times the pace): only the workload's own
+#: goodput events split them out exactly.
 BADPUT_TYPES = {"wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
                 "detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
-                "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME", "other": "OTHER"}
+                "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
+                "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME", "other": "OTHER"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class Ledger:
     checkpoint_restore: float
     other: float
     basis: str
+    checkpoint_save: float = 0.0
 
     @property
     def goodput(self) -> float:
@@ -101,8 +109,10 @@ class Ledger:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
-        """The ledger of :meth:`as_dict` (e.g. pulled from XCom ``goodput``); extra keys are ignored."""
-        return cls(basis=str(data["basis"]), **{f: float(data[f]) for f in ("total", *BUCKETS)})
+        """The ledger of :meth:`as_dict` (e.g. pulled from XCom ``goodput``); extra keys are ignored, a missing
+        ``checkpoint_save`` (a ledger pushed before that bucket existed) is 0."""
+        return cls(basis=str(data["basis"]), **{f: float(data.get(f, 0.0) if f == "checkpoint_save" else data[f])
+                                                for f in ("total", *BUCKETS)})
 
     def summary(self) -> str:
         """One line: goodput and the share of each badput bucket."""
@@ -156,7 +166,7 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         saves: the run's complete checkpoints (:func:`..checkpoints.list_checkpoint_saves`): each is a step the
             workload reached, written where no process can lose it -- the step reports a SIGKILLed triggerer's
             trigger had seen die with it -- and joins ``steps`` (saves from before the run's first attempt are
-            another run's and are left out).
+            another run's and are left out); its ``write_seconds`` is ``checkpoint_save`` time.
 
     Raises:
         ValueError: when no attempt has a ``started_at``.
@@ -167,8 +177,14 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     start = min(a.started_at for a in ran if a.started_at is not None)
     total = max(0.0, end - start)
     buckets = dict.fromkeys(BUCKETS, 0.0)
-    seen = {(r.time, r.step) for r in steps} | {(s.completed_at, s.step) for s in saves if s.completed_at >= start}
+    mine_saves = [s for s in saves if s.completed_at >= start]
+    seen = {(r.time, r.step) for r in steps} | {(s.completed_at, s.step) for s in mine_saves}
     reports = [StepReport(t, n) for t, n in sorted(seen)]
+
+    def saving(after: float, until: float) -> float:
+        """Write seconds of the known saves completed in ``(after, until]``."""
+        return sum(max(0.0, s.write_seconds) for s in mine_saves if after < s.completed_at <= until)
+
     pace = run_pace(reports)
     best_step = -1  # the furthest step reached by any earlier attempt
     for index, attempt in enumerate(ran):
@@ -216,6 +232,11 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 work = (min(waited) - previous.time) if waited else span
                 if waited:
                     buckets["recovery"] += span - work
+                if work > 0 and gained > 0:  # a blocking save held the span up beyond its steps' pace
+                    saved = min(saving(previous.time, report.time), work - gained * (pace or 0.0))
+                    if saved > 0:
+                        buckets["checkpoint_save"] += saved
+                        work -= saved
                 if work > 0 and gained > 0 and pace is not None and work > STALL_FACTOR * gained * pace:
                     buckets["other"] += work - gained * pace  # a stall: an in-place restart, slow steps
                     work = gained * pace
@@ -229,7 +250,10 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 restarting = restarting or bool(waited)
                 previous = report
                 best_step = max(best_step, report.step)
-            buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - previous.time)
+            tail = max(0.0, failed_at - previous.time)  # after the last report: the final save, if known, then work
+            saved = min(saving(previous.time, failed_at), tail)
+            buckets["checkpoint_save"] += saved
+            buckets["wasted_progress" if failed else "productive"] += tail - saved
         following = ran[index + 1] if index + 1 < len(ran) else None
         if following is not None and following.started_at is not None:
             buckets["recovery"] += max(0.0, following.started_at - finish)

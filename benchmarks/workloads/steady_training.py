@@ -1,7 +1,14 @@
 """A training job of fixed length for the goodput benchmark: ``--steps`` steps of ``--step-seconds`` each,
 a checkpoint every ``--every`` steps that costs ``--save-seconds`` (C), written as ``step_N/state.json``, C, then
 the ``step_N/COMMITTED`` marker under ``$AIP_CHECKPOINT_DIR`` (the plain step-folder format our checkpoint
-discovery reads). The two newest checkpoints are kept.
+discovery reads). The ``--keep`` newest checkpoints are kept (default 2, as Orbax ``max_to_keep=2``; 0: all).
+
+The steps and saves keep their nominal pace: step k is due ``--step-seconds`` after step k-1 (a save's
+``--save-seconds`` after the step it follows), so the process's own work between sleeps -- printing, the
+storage calls of a save -- is part of a step's time, not added to it, as a real step's host work is part of its
+measured step time. (At the benchmarks' time scale one real millisecond is 50 platform milliseconds: sleeping a
+whole step after that work made every step about 5 % slower under the benchmarks' load, which every way paid
+and the ceilings, computed for the nominal step, did not.) A step that finds itself late is not made up for.
 
 ``--resume scan`` resumes from the newest committed checkpoint: the newer of ``RESILIENT_RESUME_FROM`` /
 ``RESILIENT_RESUME_STEP`` (what our operator hands over) and its own scan of the checkpoint directory (what
@@ -25,7 +32,6 @@ import sys
 import time
 
 MARKER = "COMMITTED"
-KEEP = 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                      "this step, every run (0: never)")
     parser.add_argument("--log-steps", action="store_true", help="print 'step N' after every step (a TPU worker "
                                                                   "runner reports it as the heartbeat's step)")
+    parser.add_argument("--keep", type=int, default=2, help="keep this many newest checkpoints (0: all)")
     parser.add_argument("--handed-interval", action="store_true",
                         help="checkpoint every RESILIENT_CHECKPOINT_INTERVAL_SECONDS (real seconds) when the provider "
                              "hands one, instead of every --every steps")
@@ -56,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     interval = float(os.environ.get("RESILIENT_CHECKPOINT_INTERVAL_SECONDS") or 0) if args.handed_interval else 0.0
     if interval > 0:
         print(f"checkpoint interval {interval:g} s (handed)", flush=True)
-    last_save = time.monotonic()
+    last_save = deadline = time.monotonic()
     while step < args.steps:
-        time.sleep(args.step_seconds)
+        deadline = pace(deadline, args.step_seconds)
         step += 1
         if args.log_steps:
             print(f"step {step}", flush=True)
@@ -68,23 +75,33 @@ def main(argv: list[str] | None = None) -> int:
         due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
         if due or step == args.steps:
             if os.environ.get("TPU_WORKER_ID", "0") == "0":  # a multi-host slice: worker 0 writes, as process 0 does
-                save(fs, base, step, args.save_seconds)
+                save(fs, base, step, args.save_seconds, args.keep)
             else:
                 time.sleep(args.save_seconds)  # the others take part in the (collective) save
+            deadline += args.save_seconds  # the save's storage calls beyond C come out of the next step's time
             last_save = time.monotonic()
     print(f"done steps {step}", flush=True)
     return 0
 
 
+def pace(due: float, seconds: float) -> float:
+    """Sleep until ``seconds`` after ``due`` (monotonic seconds) and return that deadline, or now when it has
+    already passed (a step that is late is not made up for by shorter ones after it)."""
+    due += seconds
+    left = due - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+        return due
+    return time.monotonic()
+
+
 def committed_steps(fs, base: str) -> list[int]:
-    try:
-        names = fs.ls(base, detail=False, refresh=True)
-    except FileNotFoundError:
-        return []
+    """The steps of the committed checkpoints under ``base``, oldest first: one listing of the markers."""
+    fs.invalidate_cache(base)
     steps = []
-    for name in names:
-        match = re.fullmatch(r"step_(\d+)", name.rstrip("/").rsplit("/", 1)[-1])
-        if match and fs.exists(f"{base}/{match.group(0)}/{MARKER}"):
+    for path in fs.glob(f"{base}/step_*/{MARKER}"):
+        match = re.fullmatch(r"step_(\d+)", path.rstrip("/").rsplit("/", 2)[-2])
+        if match:
             steps.append(int(match.group(1)))
     return sorted(steps)
 
@@ -95,14 +112,17 @@ def resume_step(fs, base: str) -> int:
     return max([handed, *scanned])
 
 
-def save(fs, base: str, step: int, cost: float) -> None:
-    """One checkpoint: the state's first file, the checkpoint cost C (writing the rest of the state), then the
-    marker -- so that the visible write time of a save, first file to marker, is C (what the provider measures)."""
+def save(fs, base: str, step: int, cost: float, keep: int = 2) -> None:
+    """One checkpoint: the state's first file, the rest of the checkpoint cost C (writing the rest of the state),
+    then the marker -- so that the visible write time of a save, first file to marker, is C (what the provider
+    measures); then all but the ``keep`` newest are deleted (0: none)."""
+    began = time.monotonic()
     fs.pipe_file(f"{base}/step_{step}/state.json", f'{{"step": {step}}}'.encode())
-    time.sleep(cost)  # serialising and writing the state: the checkpoint cost C
+    time.sleep(max(0.0, began + cost - time.monotonic()))  # serialising and writing the state: C in all
     fs.pipe_file(f"{base}/step_{step}/{MARKER}", b"")
-    for old in committed_steps(fs, base)[:-KEEP]:
-        fs.rm(f"{base}/step_{old}", recursive=True)
+    if keep > 0:
+        for old in committed_steps(fs, base)[:-keep]:
+            fs.rm(f"{base}/step_{old}", recursive=True)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ def test_redone_steps_are_wasted_once_and_gaps_are_recovery():
     # The same run as ml-goodput-measurement's badput breakdown (percent of the total per BadputType name).
     assert ledger.badput_breakdown() == {"WASTED_PROGRESS_FROM_DISRUPTION": 18.75,  # 15 of 80 s
                                          "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION": 12.5,  # detection 2 + recovery 8
-                                         "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME": 12.5, "OTHER": 0.0}
+                                         "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME": 12.5,
+                                         "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME": 0.0, "OTHER": 0.0}
     assert ledger.as_dict()["badput_breakdown"] == ledger.badput_breakdown()
     assert type(ledger).from_dict(ledger.as_dict()) == ledger  # the XCom reads back
 
@@ -192,6 +193,39 @@ def test_a_stall_the_history_does_not_see_is_other_not_productive():
     ledger = goodput_ledger((Attempt(1, "job-1", started_at=T0, ended_at=times[-1]),), steps, end=times[-1])
     assert ledger.other == pytest.approx(50)
     assert ledger.productive == pytest.approx(100)
+
+
+def test_a_blocking_save_is_checkpoint_save_time_not_a_stall():
+    """Steps every 6 s; after steps 5 and 10 the workload blocks 30 s writing a checkpoint (seen by its write
+    time: first object to completion proof), and once more after its last step 12. Given the saves, their 90 s
+    are ``checkpoint_save`` (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) and nothing is "other";
+    without them the two mid-run saves are stalls (other, 60 s) and the final one is work after the last step."""
+    from airflow_provider_resilient.checkpoints.formats import CheckpointSave
+
+    times, saves, t = [], [], T0 + 10  # 10 s start-up
+    for step in range(13):
+        times.append(t)
+        if step in (5, 10, 12):
+            saves.append(CheckpointSave(step, t + 30.5, 30.0))  # marker half a second after the write time
+            t += 30.5
+        t += 6
+    end = times[-1] + 31
+    steps = [StepReport(at, step) for step, at in enumerate(times)]
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=end),)
+    known = goodput_ledger(history, steps, end=end, saves=saves)
+    assert known.checkpoint_save == pytest.approx(90)
+    assert known.other == pytest.approx(0)
+    assert known.productive == pytest.approx(12 * 6 + 2 * 0.5 + 1)  # steps, each save's 0.5 s beyond its write time
+    assert known.checkpoint_restore == pytest.approx(10)
+    assert known.badput_breakdown()["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] == pytest.approx(100 * 90 / known.total,
+                                                                                          abs=0.01)
+    assert type(known).from_dict(known.as_dict()) == known
+    blind = goodput_ledger(history, steps, end=end)
+    assert blind.checkpoint_save == 0 and blind.other == pytest.approx(2 * 30.5)
+    assert blind.total == pytest.approx(known.total)
+    # A ledger pushed before the bucket existed still reads back.
+    old = {k: v for k, v in blind.as_dict().items() if k != "checkpoint_save"}
+    assert type(blind).from_dict(old) == blind
 
 
 def test_a_step_seen_twice_counts_from_when_it_was_first_seen():
