@@ -22,11 +22,6 @@ from ..supervisor.reconcile import OwnedResource, Release
 from ..worker import (
     CHECKPOINT_REQUEST_ATTRIBUTE,
     KEY_CHECKPOINT_ACK,
-    KEY_ERROR,
-    KEY_HARDWARE,
-    KEY_PREFLIGHT,
-    STATUS_PREFLIGHT,
-    STATUS_PREFLIGHT_FAILED,
 )
 from .base import AttemptSpec, Judge, LookResult
 
@@ -178,10 +173,6 @@ def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mappi
         if "checkpoint_ack" in before and ack != before["checkpoint_ack"]:
             return f"worker {index} saved its checkpoint on request ({ack})"
     return None
-
-
-#: Worker report statuses of a runner that gave up (out of restarts, or its preflight checks failed).
-BAD_STATUSES = ("failed", "preflight_failed")
 
 
 class TPUNodeBackend:
@@ -342,7 +333,7 @@ class TPUNodeBackend:
         it)."""
         from google.api_core import exceptions as gexc
 
-        from ..policy import classify_exit_status, classify_tpu_node
+        from ..policy import classify_tpu_node, classify_worker_report
 
         now = self.clock()
         self.watching(name)
@@ -385,8 +376,10 @@ class TPUNodeBackend:
                 if told is not None:
                     when = failure.timestamp
                     if told.timestamp is not None and told.failure_class == failure.failure_class:
-                        # (never in the future; the clock is read again: the entry may be younger than this look)
-                        when = min(self.clock(), told.timestamp)
+                        # (never after this look, whose time the decision carries: an entry younger than the look
+                        # -- the event struck while it ran -- is dated at the look; clamped to a second clock read,
+                        # the failure came after its own decision, once in CI)
+                        when = min(now, told.timestamp)
                     failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
                 if group:
                     failure = replace(failure, message=where(index) + (failure.message or failure.failure_class.value))
@@ -415,27 +408,10 @@ class TPUNodeBackend:
             workers += count
         for number, report in enumerate(reports):
             index, worker = keys[number]
-            label = f"{where(index)}worker {worker}"
-            status = report.get("status", "")
-            hardware = str(report.get(KEY_HARDWARE) or "")
-            if hardware.startswith("faulty") and status not in (STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED):
-                # Seed 004: the runner's device check failed (a chip or GPU gone) while the workload ran or
-                # when it failed -> isolate the hardware: a new node, whatever the exit status says. A fault the
-                # pre-check found is its verdict's (preflight_failed, reported a moment later: a look between the
-                # two reports called it node_unhealthy, once in CI).
-                return JobFailed(Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=str(number),
-                                         message=f"{label} hardware check failed: {hardware[7:].strip()}",
-                                         timestamp=now), now, live=True)
-            if status in BAD_STATUSES:
-                code = int(report.get("exit_code") or 1)
-                why = (f"preflight {report.get(KEY_PREFLIGHT)}" if status == STATUS_PREFLIGHT_FAILED
-                       and report.get(KEY_PREFLIGHT) else str(report.get(KEY_ERROR) or ""))
-                failed = classify_exit_status(code, platform=Platform.TPU, worker_id=str(number),
-                                              worker_restarts=int(report.get("restarts") or 0),
-                                              message=f"{label} {status} with exit {code}"
-                                                      + (f": {why}" if why else ""), timestamp=now)
-                if failed is not None:
-                    return JobFailed(failed, now, live=True)
+            failed = classify_worker_report(report, worker_id=str(number), label=f"{where(index)}worker {worker}",
+                                            timestamp=now)
+            if failed is not None:
+                return JobFailed(failed, now, live=True)
         running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
         steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
         beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
@@ -553,7 +529,6 @@ def _workers(node: Any) -> int:
 
 
 __all__ = [
-    "BAD_STATUSES",
     "DEFAULT_LOOK_AGAIN_SECONDS",
     "END_STATUSES",
     "QUEUED",

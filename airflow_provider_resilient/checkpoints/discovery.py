@@ -285,5 +285,5 @@ def list_checkpoint_saves(
             continue
         # The save's span ends at its last object: a plain directory's proof (its state file) may come first.
         began, last = min([*times, completed]), max([*times, completed])
-        saves.append(CheckpointSave(step, completed.timestamp(), (last - began).total_seconds()))
+        saves.append(CheckpointSave(step, completed.timestamp(), (last - began).total_seconds(), began.timestamp()))
     return sorted(saves, key=lambda s: s.completed_at)

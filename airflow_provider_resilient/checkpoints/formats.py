@@ -99,11 +99,21 @@ class CheckpointSave:
         step: the training step it holds.
         completed_at: when its completion proof was written, seconds since the epoch.
         write_seconds: from its first written object to its last (a lower bound of the save's cost).
+        started_at: when its first object was written, seconds since the epoch (None: not known; the save then
+            ends at ``completed_at``). A plain directory is proven by a state file that may be written first, so
+            ``completed_at`` can be the start of the save's span.
     """
 
     step: int
     completed_at: float
     write_seconds: float
+    started_at: float | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """``(first object, last object)`` written, seconds since the epoch: the part of the save that is seen."""
+        began = self.started_at if self.started_at is not None else self.completed_at - max(0.0, self.write_seconds)
+        return began, began + max(0.0, self.write_seconds)
 
 
 def parse_step(name: str) -> int | None:

@@ -8,12 +8,13 @@ time, total = first attempt's start to the last attempt's end, across every rest
 * ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
 * ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
   TPU re-create), and waits for a maintenance event to pass within an attempt;
-* ``checkpoint_restore`` -- from an attempt's start to its first step report, and after a waited-out
-  event (a TPU maintenance event with recovery) until the step moves again (program startup and loading
-  the checkpoint);
-* ``checkpoint_save`` -- the write time of each known save (``saves``: ``CheckpointSave.write_seconds``, first
-  object to completion proof) that completed between two step reports, as far as that span is slower than the
-  run's pace: a blocking save holds training up (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME);
+* ``checkpoint_restore`` -- from an attempt's start to its first step report, and on until its step moves past
+  the step it resumed from (a first look that finds the workload still at that step saw it starting), and after
+  a waited-out event (a TPU maintenance event with recovery) until the step moves again (program startup and
+  loading the checkpoint);
+* ``checkpoint_save`` -- the time the known saves (``saves``: ``CheckpointSave.span``, first object to last) were
+  being written within a span between two step reports, as far as that span is slower than the run's pace: a
+  blocking save holds training up (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME);
 * ``other`` -- the rest, reported, never hidden: stalls (a span between two step reports more than
   :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform, seed 003's
   "restarts the replica", which the attempt history does not see -- counts as work at the pace and the rest
@@ -182,8 +183,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     reports = [StepReport(t, n) for t, n in sorted(seen)]
 
     def saving(after: float, until: float) -> float:
-        """Write seconds of the known saves completed in ``(after, until]``."""
-        return sum(max(0.0, s.write_seconds) for s in mine_saves if after < s.completed_at <= until)
+        """Seconds of ``(after, until)`` the known saves were being written (each save's seen span)."""
+        return sum(max(0.0, min(until, s.span[1]) - max(after, s.span[0])) for s in mine_saves)
 
     pace = run_pace(reports)
     best_step = -1  # the furthest step reached by any earlier attempt
@@ -238,7 +239,9 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                         buckets["checkpoint_save"] += saved
                         work -= saved
                 if work > 0 and gained > 0 and pace is not None and work > STALL_FACTOR * gained * pace:
-                    buckets["other"] += work - gained * pace  # a stall: an in-place restart, slow steps
+                    # the attempt had not moved from its resume step yet: it was starting; else a stall (an
+                    # in-place restart, slow steps)
+                    buckets["checkpoint_restore" if previous.step <= start_step else "other"] += work - gained * pace
                     work = gained * pace
                 if work > 0 and gained <= 0:
                     buckets["checkpoint_restore" if restarting else "other"] += work
@@ -338,8 +341,8 @@ def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, re
     """
     low, high = max(1e-3, checkpoint_cost / 10), max(work, 2e-3)
     best = (0.0, high)
-    for k in range(points):
-        interval = low * (high / low) ** (k / (points - 1))
+    for k in range(points):  # the last exactly ``high``: a rounded power just below it would add a save
+        interval = high if k == points - 1 else low * (high / low) ** (k / (points - 1))
         wall = trace_wall_time(work, gaps, checkpoint_cost, restart_cost, interval)
         if wall < math.inf and work / wall > best[0]:
             best = (work / wall, interval)

@@ -72,7 +72,6 @@ PROGRESS_KEY = "resilient_tpu_progress"
 KILL_TIMEOUT_SECONDS = 25.0
 #: Seed 000: "up to five restarts per worker" -- the runner's cap and the policy's ``worker_restarts`` budget.
 DEFAULT_WORKER_RESTARTS = 5
-_BAD_STATUSES = ("failed", "preflight_failed")
 
 
 def align_worker_restarts(policy: RetryPolicy, max_worker_restarts: int | None) -> tuple[RetryPolicy, int]:

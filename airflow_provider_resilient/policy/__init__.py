@@ -18,6 +18,7 @@ from .classify import (
     classify_tpu_audit_entry,
     classify_tpu_node,
     classify_vertex_job,
+    classify_worker_report,
 )
 from .decide import DEFAULT_POLICY, Attempt, Decision, Incident, decide, record_incident
 from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
@@ -68,6 +69,7 @@ __all__ = [
     "classify_tpu_audit_entry",
     "classify_tpu_node",
     "classify_vertex_job",
+    "classify_worker_report",
     "decide",
     "format_history",
     "history_from_json",

@@ -35,6 +35,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..worker.runner import KEY_ERROR as ERROR_KEY
+from ..worker.runner import KEY_EXIT_CODE as EXIT_CODE_KEY
+from ..worker.runner import KEY_HARDWARE as HARDWARE_KEY
+from ..worker.runner import KEY_PREFLIGHT as PREFLIGHT_KEY
+from ..worker.runner import KEY_RESTARTS as RESTARTS_KEY
+from ..worker.runner import KEY_STATUS as STATUS_KEY
+from ..worker.runner import STATUS_FAILED, STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED
 from .failures import Failure, FailureClass, Platform
 
 #: Seed 003 / 001: "potentially transient" exit codes the platform retries the job for.
@@ -252,6 +259,52 @@ def classify_exit_status(
     else:
         cls = FailureClass.PERMANENT_USER_ERROR
     return Failure(failure_class=cls, **common)
+
+
+def classify_worker_report(
+    report: Mapping[str, Any],
+    *,
+    worker_id: str | None = None,
+    label: str = "worker",
+    timestamp: float | None = None,
+) -> Failure | None:
+    """Classify one Cloud TPU worker's report, as the worker runner writes it to the node's guest attributes
+    (:mod:`..worker.runner`: ``status``, ``exit_code``, ``restarts``, ``hardware``, ``preflight``, ``error``).
+
+    Args:
+        report: the worker's keys and values (text, as guest attributes are).
+        worker_id: the worker's number in the run (``Failure.worker_id``).
+        label: how the message names the worker (e.g. ``"slice 1 worker 0"``).
+        timestamp: when the report was read, seconds since the epoch.
+
+    Returns:
+        ``None`` for a worker that is starting, running, restarting in place or done; otherwise a :class:`Failure`:
+
+        * ``hardware`` ``faulty: ...`` while the workload ran or when it failed -> NODE_UNHEALTHY, whatever the
+          exit status says (seed 004: isolate the faulty hardware -- a new node);
+        * ``failed`` / ``preflight_failed`` -> :func:`classify_exit_status` of its ``exit_code`` (the pre-check's
+          exit 78 -> PREFLIGHT_FAILURE, seed 004), its message naming the failed check or the error.
+
+        A fault the runner's pre-check found is the pre-check's verdict: the runner reports ``hardware`` a moment
+        before ``status`` ``preflight_failed``, so a report read between the two (status still ``preflight``)
+        is no failure yet -- calling it NODE_UNHEALTHY there made a failed pre-check a new node instead of a
+        preflight failure (once in CI).
+    """
+    status = _as_text(report.get(STATUS_KEY))
+    hardware = _as_text(report.get(HARDWARE_KEY))
+    if hardware.startswith("faulty") and status not in (STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED):
+        return Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=worker_id, timestamp=timestamp,
+                       message=f"{label} hardware check failed: {hardware[len('faulty'):].lstrip(':').strip()}")
+    if status not in (STATUS_FAILED, STATUS_PREFLIGHT_FAILED):
+        return None
+    code = _as_int(report.get(EXIT_CODE_KEY)) or 1
+    preflight = _as_text(report.get(PREFLIGHT_KEY))
+    why = f"preflight {preflight}" if status == STATUS_PREFLIGHT_FAILED and preflight else _as_text(
+        report.get(ERROR_KEY))
+    return classify_exit_status(code, platform=Platform.TPU, worker_id=worker_id,
+                                worker_restarts=_as_int(report.get(RESTARTS_KEY)) or 0,
+                                message=f"{label} {status} with exit {code}" + (f": {why}" if why else ""),
+                                timestamp=timestamp)
 
 
 def classify_error_message(

@@ -15,6 +15,7 @@ from airflow_provider_resilient.policy import (
     classify_tpu_audit_entry,
     classify_tpu_node,
     classify_vertex_job,
+    classify_worker_report,
 )
 from airflow_provider_resilient.policy.classify import exit_code_signal, vertex_state_name
 
@@ -164,3 +165,51 @@ def test_tpu_audit_preemption_and_stockout_entries():
 ])
 def test_irrelevant_audit_entries_are_ignored(entry):
     assert classify_tpu_audit_entry(entry) is None
+
+
+# -- a TPU worker runner's report (guest attributes) ------------------------------------------------------------
+@pytest.mark.parametrize("report, cls, says", [
+    ({"status": "preflight"}, None, None),
+    ({"status": "running", "step": "40"}, None, None),
+    ({"status": "restarting", "restarts": "2"}, None, None),
+    ({"status": "succeeded", "exit_code": "0"}, None, None),
+    # the workload's device check failed while it ran (seed 004): a new node, whatever the exit says
+    ({"status": "running", "hardware": "faulty: 3 of 4 TPU chips"}, FailureClass.NODE_UNHEALTHY,
+     "slice 1 worker 2 hardware check failed: 3 of 4 TPU chips"),
+    ({"status": "failed", "exit_code": "139", "hardware": "faulty: chip 2"}, FailureClass.NODE_UNHEALTHY, "chip 2"),
+    # out of in-place restarts: the exit status decides
+    ({"status": "failed", "exit_code": "139", "restarts": "5"}, FailureClass.TRANSIENT_CRASH, "failed with exit 139"),
+    ({"status": "failed", "exit_code": "1", "error": "ValueError: bad flag"}, FailureClass.PERMANENT_USER_ERROR,
+     "exit 1: ValueError: bad flag"),
+    ({"status": "failed"}, FailureClass.PERMANENT_USER_ERROR, "failed with exit 1"),  # no code: not a success
+    # the pre-check's verdict, with or without the hardware it found
+    ({"status": "preflight_failed", "exit_code": "78", "preflight": "tpu-check: 3 of 4 chips"},
+     FailureClass.PREFLIGHT_FAILURE, "preflight tpu-check: 3 of 4 chips"),
+    ({"status": "preflight_failed", "exit_code": "78", "hardware": "faulty: 3 of 4 chips"},
+     FailureClass.PREFLIGHT_FAILURE, "preflight_failed with exit 78"),
+])
+def test_a_worker_report_is_classified(report, cls, says):
+    failure = classify_worker_report(report, worker_id="6", label="slice 1 worker 2", timestamp=5.0)
+    if cls is None:
+        assert failure is None
+        return
+    assert failure is not None and failure.failure_class == cls and failure.platform == Platform.TPU
+    assert failure.worker_id == "6" and failure.timestamp == 5.0 and says in failure.message
+
+
+def test_a_fault_the_precheck_found_is_its_verdict_at_every_moment_of_its_reports():
+    """A failed device pre-check is written one guest attribute at a time, in the runner's order
+    (``Runner._preflight`` then ``Runner._finish``): status, the failed item, ``hardware`` faulty, the exit code
+    and its class, and only then ``status=preflight_failed``. A look at any moment of that sequence gives no
+    failure yet or PREFLIGHT_FAILURE -- never NODE_UNHEALTHY, which made a failed pre-check a new node outside the
+    preflight budget (once in CI, at a look before the last write)."""
+    writes = [("status", "preflight"), ("preflight", "failed: item tpu: 3 of 4 chips"),
+              ("hardware", "faulty: tpu: 3 of 4 chips"), ("exit_code", "78"), ("failure_class", "preflight_failure"),
+              ("status", "preflight_failed")]
+    report: dict[str, str] = {}
+    seen = []
+    for key, value in writes:
+        report[key] = value
+        failure = classify_worker_report(dict(report), worker_id="0")
+        seen.append(None if failure is None else failure.failure_class)
+    assert seen == [None, None, None, None, None, FailureClass.PREFLIGHT_FAILURE]
