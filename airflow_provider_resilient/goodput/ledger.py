@@ -167,7 +167,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         saves: the run's complete checkpoints (:func:`..checkpoints.list_checkpoint_saves`): each is a step the
             workload reached, written where no process can lose it -- the step reports a SIGKILLed triggerer's
             trigger had seen die with it -- and joins ``steps`` (saves from before the run's first attempt are
-            another run's and are left out); its ``write_seconds`` is ``checkpoint_save`` time.
+            another run's and are left out); the time each was being written (``CheckpointSave.span``) is
+            ``checkpoint_save`` as far as the span between two step reports that holds it is slower than the pace.
 
     Raises:
         ValueError: when no attempt has a ``started_at``.

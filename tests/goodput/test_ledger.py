@@ -228,6 +228,20 @@ def test_a_blocking_save_is_checkpoint_save_time_not_a_stall():
     assert type(blind).from_dict(old) == blind
 
 
+def test_a_first_look_at_the_resume_step_saw_the_workload_starting():
+    """Attempt 2 resumed from step 50. The first look (T0+5) finds the workload still at step 50 -- it is starting
+    -- and the next finds step 55 at T0+70, then 2 s a step. The 55 s beyond those 5 steps' pace are start-up and
+    restore (``checkpoint_restore``), not a stall in "other"; a stall after the attempt has moved stays other."""
+    history = (Attempt(2, "job-2", started_at=T0, ended_at=T0 + 130, resumed_from_step=50),)
+    steps = [StepReport(T0 + 5, 50), StepReport(T0 + 70, 55)] + [StepReport(T0 + 70 + 2 * i, 55 + i)
+                                                                 for i in range(1, 11)]
+    steps += [StepReport(T0 + 130, 70)]  # 40 s for 5 steps after it had moved: a stall of 30 s
+    ledger = goodput_ledger(history, steps, end=T0 + 130)
+    assert ledger.checkpoint_restore == pytest.approx(5 + 55)
+    assert ledger.other == pytest.approx(30)
+    assert ledger.productive == pytest.approx(10 + 20 + 10)
+
+
 def test_a_step_seen_twice_counts_from_when_it_was_first_seen():
     """A CustomJob's steps are its checkpoints: each is seen at its save (``completed_at``) and again at the
     next poll that lists it, up to a poll interval later. The second sighting is no new event: the workload
