@@ -197,7 +197,11 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         failed = ending is not None
         waits = [i.decision.decided_at for i in attempt.incidents
                  if i.decision.action == DecisionAction.WAIT and i.decision.decided_at is not None]
-        mine = [r for r in reports if begin <= r.time <= finish]
+        # A report behind a complete save made earlier in this attempt is stale -- a look's newest logged line, read
+        # before the line of the step the save holds had reached the log -- and no restart: any restart resumes
+        # from that save or a newer one. (Counted, it read as steps going back, and the steps after it as redone.)
+        mine = [r for r in reports if begin <= r.time <= finish
+                and not any(s.step > r.step and begin <= s.completed_at <= r.time for s in mine_saves)]
         # The time from the failure to our decision is detection; the work before it since the last report
         # (or the start) was lost.
         last_seen = mine[-1].time if mine else begin

@@ -242,6 +242,23 @@ def test_a_first_look_at_the_resume_step_saw_the_workload_starting():
     assert ledger.productive == pytest.approx(10 + 20 + 10)
 
 
+def test_a_look_behind_a_save_already_made_is_stale_not_steps_going_back():
+    """1 step/s from T0 (step 0). The workload saves step 20 at T0+20 (a plain directory: seen from its first file,
+    written for 0.5 s); a look at T0+21 reads step 19, the newest line that had reached the log. That report is
+    stale -- any restart would resume from step 20 or later -- so no step counts as redone and nothing as lost."""
+    from airflow_provider_resilient.checkpoints.formats import CheckpointSave
+
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=T0 + 41),)
+    looks = [StepReport(T0 + t, t) for t in range(0, 20, 5)] + [StepReport(T0 + 21, 19)]
+    looks += [StepReport(T0 + 26 + i, 25.0 + i) for i in range(0, 16, 5)]
+    looks = [StepReport(r.time, int(r.step)) for r in looks]
+    saves = [CheckpointSave(20, T0 + 20, 0.5, started_at=T0 + 20)]
+    ledger = goodput_ledger(history, looks, end=T0 + 41, saves=saves)
+    assert ledger.wasted_progress == 0 and ledger.other == 0
+    assert ledger.checkpoint_save == pytest.approx(0.5)
+    assert ledger.productive == pytest.approx(41 - 0.5)
+
+
 def test_a_step_seen_twice_counts_from_when_it_was_first_seen():
     """A CustomJob's steps are its checkpoints: each is seen at its save (``completed_at``) and again at the
     next poll that lists it, up to a poll interval later. The second sighting is no new event: the workload
