@@ -7,7 +7,8 @@ time, total = first attempt's start to the last attempt's end, across every rest
   last step report of an attempt that failed (each redone step is counted once);
 * ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
 * ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
-  TPU re-create), and waits for a maintenance event to pass within an attempt;
+  TPU re-create), waits for a maintenance event to pass within an attempt, and the whole of an attempt that failed
+  before its workload trained (:data:`NEVER_RAN`: a launch stockout's queue timeout is no wasted progress);
 * ``checkpoint_restore`` -- from an attempt's start to its first step report, and on until its step moves past
   the step it resumed from (a first look that finds the workload still at that step saw it starting), and after
   a waited-out event (a TPU maintenance event with recovery) until the step moves again (program startup and
@@ -125,6 +126,10 @@ class Ledger:
         return "; ".join(parts) + f" [from {self.basis}]"
 
 
+#: Failures of an attempt before its workload trained: a failed attempt of one of these classes without a step
+#: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
+NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
+                       FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
 #: A span between two step reports slower than this many times the run's pace holds a stall (see ``other``).
 STALL_FACTOR = 2.0
 #: The fewest spans of progress from which the run's pace is taken.
@@ -210,7 +215,11 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
             failed_at = min(finish, max(last_seen, ending.failure.timestamp))
         buckets["detection"] += finish - failed_at
         if not mine:
-            buckets["wasted_progress" if failed else "productive"] += max(0.0, failed_at - begin)
+            # An attempt that never got to train (no capacity, quota, a queue timeout, a container or pre-check
+            # that failed before the workload) lost no progress: its time was the wait for a start -- recovery.
+            never_ran = ending is not None and ending.failure.failure_class in NEVER_RAN
+            buckets["recovery" if never_ran else "wasted_progress" if failed else "productive"] += max(
+                0.0, failed_at - begin)
         else:
             # From the start to the first report: start-up and restore, then the steps up to that report. A
             # workload that keeps only its newest saves has deleted the proof of the earlier steps, so the steps

@@ -259,6 +259,25 @@ def test_a_look_behind_a_save_already_made_is_stale_not_steps_going_back():
     assert ledger.productive == pytest.approx(41 - 0.5)
 
 
+def test_an_attempt_that_never_ran_lost_no_progress():
+    """A launch stockout: attempt 1 stays PENDING until ours' queue timeout at T0+150 and never trains; attempt 2
+    (another region) starts at T0+160, steps from T0+220. Attempt 1's time is recovery (a wait for capacity), not
+    wasted progress; a crash before any step report stays wasted progress."""
+    from airflow_provider_resilient.policy import Decision, DecisionAction, Incident
+
+    def ended(cls):
+        failure = Failure(cls, Platform.VERTEX_AI, timestamp=T0 + 150)
+        decision = Decision(DecisionAction.RESUBMIT, "r", "why", decided_at=T0 + 150)
+        return Attempt(1, "job-1", started_at=T0, ended_at=T0 + 150, incidents=(Incident(failure, decision),))
+
+    second = Attempt(2, "job-2", started_at=T0 + 160, ended_at=T0 + 260)
+    steps = [StepReport(T0 + 220 + i, i) for i in range(41)]
+    queued = goodput_ledger((ended(FailureClass.QUEUE_TIMEOUT), second), steps, end=T0 + 260)
+    assert queued.wasted_progress == 0 and queued.recovery == pytest.approx(150 + 10)
+    crashed = goodput_ledger((ended(FailureClass.TRANSIENT_CRASH), second), steps, end=T0 + 260)
+    assert crashed.wasted_progress == pytest.approx(150) and crashed.recovery == pytest.approx(10)
+
+
 def test_a_step_seen_twice_counts_from_when_it_was_first_seen():
     """A CustomJob's steps are its checkpoints: each is seen at its save (``completed_at``) and again at the
     next poll that lists it, up to a poll interval later. The second sighting is no new event: the workload
