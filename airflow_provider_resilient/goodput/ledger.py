@@ -126,10 +126,6 @@ class Ledger:
         return "; ".join(parts) + f" [from {self.basis}]"
 
 
-#: Failures of an attempt before its workload trained: a failed attempt of one of these classes without a step
-#: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
-NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
-                       FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
 #: A span between two step reports slower than this many times the run's pace holds a stall (see ``other``).
 STALL_FACTOR = 2.0
 #: The fewest spans of progress from which the run's pace is taken.
@@ -152,6 +148,24 @@ def run_pace(reports: Sequence[StepReport]) -> float | None:
     if len(paces) < PACE_SPANS:
         return None
     return statistics.quantiles(paces, n=4)[0]
+
+
+def _current(reports: Sequence[StepReport], saves: Sequence[CheckpointSave], begin: float,
+             finish: float) -> list[StepReport]:
+    """The reports (oldest first) of ``[begin, finish]`` that are not stale. A report behind a complete save made
+    earlier in the same attempt (``saves``, the attempt's) is stale -- a look's newest logged line, read before the
+    line of the step the save holds had reached the log -- and no restart: any restart resumes from that save or a
+    newer one. (Counted, it read as steps going back, and the steps after it as redone.)"""
+    ordered = sorted(saves, key=lambda s: s.completed_at)
+    kept, floor, k = [], -1, 0
+    for report in reports:
+        if not begin <= report.time <= finish:
+            continue
+        while k < len(ordered) and ordered[k].completed_at <= report.time:
+            floor, k = max(floor, ordered[k].step), k + 1
+        if report.step >= floor:
+            kept.append(report)
+    return kept
 
 
 def _end(attempt: Attempt, end: float) -> float:
@@ -202,11 +216,7 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         failed = ending is not None
         waits = [i.decision.decided_at for i in attempt.incidents
                  if i.decision.action == DecisionAction.WAIT and i.decision.decided_at is not None]
-        # A report behind a complete save made earlier in this attempt is stale -- a look's newest logged line, read
-        # before the line of the step the save holds had reached the log -- and no restart: any restart resumes
-        # from that save or a newer one. (Counted, it read as steps going back, and the steps after it as redone.)
-        mine = [r for r in reports if begin <= r.time <= finish
-                and not any(s.step > r.step and begin <= s.completed_at <= r.time for s in mine_saves)]
+        mine = _current(reports, [s for s in mine_saves if begin <= s.completed_at <= finish], begin, finish)
         # The time from the failure to our decision is detection; the work before it since the last report
         # (or the start) was lost.
         last_seen = mine[-1].time if mine else begin
@@ -368,6 +378,10 @@ def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, re
 INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_ERROR, FailureClass.WORKER_FAILURE,
                            FailureClass.MAINTENANCE_EVENT, FailureClass.PREEMPTION, FailureClass.NODE_UNHEALTHY,
                            FailureClass.HANG, FailureClass.UNKNOWN})
+#: Failures of an attempt before its workload trained: a failed attempt of one of these classes without a step
+#: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
+NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
+                       FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
 SEED_000_INTERVAL = 4 * 3600.0  # seconds: seed 000, "at least every 4 hours"
 SEED_002_INTERVAL = 3600.0  # seconds: seed 002, "about every hour"
 #: The least save cost the advice assumes (seconds): a save whose files all carry one time shows none.
