@@ -26,33 +26,16 @@ Importing this module imports no Google library.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..supervisor.reconcile import GONE, OwnedResource, Owner, Release, releases
+from ..supervisor.reconcile import OwnedResource, Release, owner_states, releases
 
 #: ``get_task_states(dag_id, run_ids)`` -> ``{run_id: {task_key: state}}``, as
 #: ``RuntimeTaskInstance.get_task_states`` answers (``task_key``: ``task_id``, or ``task_id_<map_index>``).
 TaskStates = Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]
-
-
-def owner_states(owners: set[Owner], task_states: TaskStates) -> dict[Owner, str | None]:
-    """Each owner's task instance state (None: no state), or :data:`~..supervisor.reconcile.GONE` when its
-    DAG run or task instance does not exist. One ``task_states`` call per DAG."""
-    runs: dict[str, set[str]] = defaultdict(set)
-    for owner in owners:
-        runs[owner.dag_id].add(owner.run_id)
-    states: dict[Owner, str | None] = {}
-    for dag_id, run_ids in runs.items():
-        found = task_states(dag_id, sorted(run_ids))
-        for owner in (o for o in owners if o.dag_id == dag_id):
-            tasks = found.get(owner.run_id)
-            key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
-            states[owner] = GONE if tasks is None or key not in tasks else tasks[key]
-    return states
 
 
 class ResilientReconcileOperator(BaseOperator):

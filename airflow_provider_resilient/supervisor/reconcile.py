@@ -27,8 +27,9 @@ new attempt from the latest checkpoint (a Clear of a finished run never reattach
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: Environment variables (a job's worker pools) and metadata keys (a TPU node) naming the owning task
 #: instance. The first three are Airflow's own names for a task's context variables.
@@ -167,5 +168,93 @@ def releases_on_kill(resources: Iterable[OwnedResource]) -> list[Release]:
             for resource in kept]
 
 
-__all__ = ["FINISHED_STATES", "GONE", "OWNER_KEYS", "OwnedResource", "Owner", "Release", "other_writers", "owner_env",
-           "owner_from", "releases", "releases_on_kill"]
+#: The task instance's state could not be read (the trigger knows no task instance, or Airflow did not answer).
+UNKNOWN = "unknown"
+
+#: Task instance states in which a cancelled trigger's task still owns the job or node the trigger watched: the
+#: task is deferred (on this trigger, re-created on another triggerer, or on a newer trigger of the same try), was
+#: resumed by an event (scheduled, queued, running), or will be retried and reattach (up_for_retry,
+#: up_for_reschedule). A trigger cancelled then was moved, not killed.
+OWNED_STATES = frozenset({"deferred", "scheduled", "queued", "running", "up_for_retry", "up_for_reschedule"})
+
+
+@dataclass(frozen=True)
+class CancelJudgement:
+    """Whether a trigger's cancellation was a kill of its task, and why (for the trigger's log line)."""
+
+    kill: bool
+    why: str
+
+
+def judge_trigger_cancel(state: str | None) -> CancelJudgement:
+    """Whether the triggerer's cancellation of a trigger means its task was killed -- judged by the task
+    instance's state read from Airflow after the cancellation, never from the cancellation alone.
+
+    Airflow's triggerer cancels a trigger when its task instance is no longer deferred on it (a person marked
+    the task failed or success, or cleared it) but also when the trigger was re-assigned to another triggerer
+    because this one's heartbeat lapsed (``[triggerer] triggerer_health_check_threshold``, 30 s by default: a
+    long pause, a starved pod, a lost database connection): the stalled triggerer cancels the triggers it no
+    longer owns when it wakes up, and Airflow 3.3 calls ``on_kill`` on that path too (``update_triggers`` and
+    ``cancel_triggers`` in ``airflow/jobs/triggerer_job_runner.py``; apache/airflow pull request 73454). The
+    trigger's copy on the other triggerer goes on watching the same job. So:
+
+    ==============================================================  =======  =========================================
+    task instance state                                             kill?    because
+    ==============================================================  =======  =========================================
+    success, failed, skipped, upstream_failed, removed              yes      a person marked it, or the run ended
+    no state, restarting                                            yes      a person cleared it: its next try starts
+                                                                             a new attempt (and ends this one itself)
+    gone (:data:`GONE`)                                             yes      its DAG run was deleted
+    deferred, scheduled, queued, running, up_for_retry,             no       the trigger was moved, or its task
+    up_for_reschedule (:data:`OWNED_STATES`)                                 resumed: the task still owns it
+    unknown (:data:`UNKNOWN`)                                       no       the reconciler releases it if the task
+                                                                             has finished (``operators.reconcile``)
+    ==============================================================  =======  =========================================
+
+    A release done twice (two copies of one trigger, or a trigger and the task) is harmless: cancelling an ended
+    job or deleting a deleted node changes nothing.
+
+    Args:
+        state: the task instance's state as Airflow reports it (``None``: no state), :data:`GONE` or
+            :data:`UNKNOWN`.
+    """
+    if state == UNKNOWN:
+        return CancelJudgement(False, "its task instance's state could not be read: keeping it (the reconciler "
+                                      "releases it once the task instance has finished)")
+    if state in OWNED_STATES:
+        return CancelJudgement(False, f"its task instance is {state}: the trigger was moved (another triggerer "
+                                      "watches it, or the task resumed), not killed")
+    if state == GONE:
+        return CancelJudgement(True, "its task instance no longer exists (its DAG run was deleted)")
+    if state in FINISHED_STATES:
+        return CancelJudgement(True, f"its task instance was marked {state}")
+    return CancelJudgement(True, f"its task instance was cleared (state {state or 'none'})")
+
+
+def owner_states(owners: Iterable[Owner],
+                 task_states: Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]) -> dict[Owner, str | None]:
+    """Each owner's task instance state (None: no state), or :data:`GONE` when its DAG run or task instance
+    does not exist. One ``task_states`` call per DAG.
+
+    Args:
+        owners: the task instances to look up.
+        task_states: ``(dag_id, run_ids) -> {run_id: {task_key: state}}``, as ``RuntimeTaskInstance.get_task_states``
+            answers (``task_key``: ``task_id``, or ``task_id_<map_index>`` for a mapped task).
+    """
+    owners = set(owners)
+    runs: dict[str, set[str]] = {}
+    for owner in owners:
+        runs.setdefault(owner.dag_id, set()).add(owner.run_id)
+    states: dict[Owner, str | None] = {}
+    for dag_id, run_ids in runs.items():
+        found = task_states(dag_id, sorted(run_ids))
+        for owner in (o for o in owners if o.dag_id == dag_id):
+            tasks = found.get(owner.run_id)
+            key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
+            states[owner] = GONE if tasks is None or key not in tasks else tasks[key]
+    return states
+
+
+__all__ = ["FINISHED_STATES", "GONE", "OWNED_STATES", "OWNER_KEYS", "UNKNOWN", "CancelJudgement", "OwnedResource",
+           "Owner", "Release", "judge_trigger_cancel", "other_writers", "owner_env", "owner_from", "owner_states",
+           "releases", "releases_on_kill"]

@@ -43,10 +43,12 @@ uses it for waits while a node of the run still exists (a maintenance wait: the 
 place), so that a kill during the wait deletes that node too. Before a re-create there is none: the
 supervisor has the failed node deleted before the backoff begins.
 
-Kills (Airflow 3.3 semantics). ``on_kill`` runs only when a user acts on the deferred task (mark failed,
-mark success, clear); the triggerer does not call it on its own shutdown or restart or when the trigger
-moves to another triggerer (the trigger is then re-created from :meth:`TPUNodeTrigger.serialize` and
-goes on watching; the absolute ``look_again_at`` and the baseline travel with it). It deletes the queued
+Kills. Airflow 3.3's triggerer calls ``on_kill`` when a user acts on the deferred task (mark failed, mark
+success, clear), not on its own shutdown or restart -- but also when a triggerer whose heartbeat lapsed wakes
+up and cancels a trigger that moved to another triggerer meanwhile (the trigger is re-created there from
+:meth:`TPUNodeTrigger.serialize` and goes on watching; the absolute ``look_again_at`` and the baseline travel
+with it). So ``on_kill`` first reads the task instance's state from Airflow (:mod:`.ownership`) and deletes
+nothing while it is still deferred, resumed or up for retry. On a real kill it deletes the queued
 resource (when ``queued_resource`` names one; force: its node goes too) and the node -- unless
 ``keep_node`` -- with transient API errors retried for at most ``kill_timeout_seconds`` (default 25 s,
 within the triggerer's ``[triggerer] on_kill_timeout``, 30 s by default), waits for the deletions as long
@@ -233,19 +235,28 @@ class TPUNodeTrigger(BaseTrigger):
         return self._event("changed", f"queued resource {self.queued_resource} is {state}")
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: release what the supervisor's kill rule says
-        (:func:`~..supervisor.reconcile.releases_on_kill`: the queued resource and the node, unless
-        ``keep_node``) through :func:`~..backends.tpu.release_all` -- the operator's and the reconciler's way
-        too -- in a worker thread (it blocks), bounded by ``kill_timeout_seconds`` (see the module docstring)."""
+        """The triggerer cancelled this trigger: when its task was really killed -- its task instance, read from
+        Airflow now, was marked failed or success, cleared, or deleted (:func:`~.ownership.judge_cancel`) --
+        release what the supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`: the
+        queued resource and the node, unless ``keep_node``) through :func:`~..backends.tpu.release_all` -- the
+        operator's and the reconciler's way too -- in a worker thread (it blocks), bounded by
+        ``kill_timeout_seconds`` (see the module docstring). A trigger moved to another triggerer (its task
+        instance still deferred) deletes nothing: the other copy goes on watching the node."""
         from ..backends.tpu import live_resources
         from ..supervisor.reconcile import releases_on_kill
+        from .ownership import judge_cancel
 
         todo = releases_on_kill(live_resources(self.node_name, self.queued_resource, keep=self.keep_node))
         if not todo:
-            self.log.info("The task was killed by a user; keeping %s (keep_node=True): delete it yourself",
+            self.log.info("Trigger cancelled; keeping %s (keep_node=True): delete it yourself once the task is done",
                           self.node_name)
             return
-        self.log.info("The task was killed by a user: deleting %s", " and ".join(r.resource.name for r in todo))
+        judgement = await judge_cancel(self)
+        if not judgement.kill:
+            self.log.info("Trigger cancelled; leaving %s alone: %s", self.node_name, judgement.why)
+            return
+        self.log.info("The task was killed (%s): deleting %s", judgement.why,
+                      " and ".join(r.resource.name for r in todo))
         try:
             await asyncio.wait_for(asyncio.to_thread(self._release, todo), self.kill_timeout_seconds + 1.0)
         except TimeoutError:

@@ -12,9 +12,11 @@ Both report a job that is still live: the trigger decides nothing and cancels no
 hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel, then wait until
 it ended) before anything follows. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
 the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
-and never end the trigger. ``on_kill`` (a user marking the deferred task failed/success or clearing it;
-Airflow 3.3 does not call it on triggerer restarts or reassignment) cancels the job when
-``cancel_on_kill``, within ``[triggerer] on_kill_timeout``.
+and never end the trigger. ``on_kill`` cancels the job when ``cancel_on_kill`` and the task was really killed
+-- its task instance, read from Airflow, was marked failed or success, cleared or deleted -- within
+``[triggerer] on_kill_timeout``; a trigger the triggerer cancels because it moved to another triggerer (a
+stalled triggerer wakes up after its heartbeat lapsed) finds its task instance still deferred and cancels
+nothing (:mod:`.ownership`).
 
 Theory of operation -- the shared poller (``shared_poller=True``, the default). Airflow's triggerer runs
 every trigger of its process in one asyncio event loop. The triggers of one loop that watch jobs of the
@@ -401,10 +403,12 @@ class CustomJobTrigger(BaseTrigger):
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: release what the supervisor's kill rule says
-        (:func:`~..supervisor.reconcile.releases_on_kill`: the job, with ``cancel_on_kill``) through
-        :func:`~..backends.vertex.release_all` -- the operator's and the reconciler's way too -- in a worker
-        thread (it blocks).
+        """The triggerer cancelled this trigger: when its task was really killed -- its task instance, read from
+        Airflow now, was marked failed or success, cleared, or deleted (:func:`~.ownership.judge_cancel`) --
+        release what the supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`: the job,
+        with ``cancel_on_kill``) through :func:`~..backends.vertex.release_all` -- the operator's and the
+        reconciler's way too -- in a worker thread (it blocks). A trigger moved to another triggerer (its task
+        instance still deferred) releases nothing: the other copy goes on watching the job.
 
         The triggerer gives ``on_kill`` ``[triggerer] on_kill_timeout`` seconds (default 30) and then
         abandons it; the cancel call, with its retries of transient errors, is bounded to
@@ -413,14 +417,19 @@ class CustomJobTrigger(BaseTrigger):
         """
         from ..backends.vertex import live_resources
         from ..supervisor.reconcile import releases_on_kill
+        from .ownership import judge_cancel
 
         todo = releases_on_kill(live_resources(self.job_name, self.cancel_on_kill))
         if not todo:
             return
+        judgement = await judge_cancel(self)
+        if not judgement.kill:
+            self.log.info("Trigger cancelled; leaving %s running: %s", self.job_name, judgement.why)
+            return
         from airflow.sdk import conf
 
         budget = ON_KILL_SHARE * conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
-        self.log.info("The task was killed by a user: cancelling %s (within %.0f s)", self.job_name, budget)
+        self.log.info("The task was killed (%s): cancelling %s (within %.0f s)", judgement.why, self.job_name, budget)
         try:
             await asyncio.wait_for(asyncio.to_thread(self._release, todo, budget), budget)
         except TimeoutError:
