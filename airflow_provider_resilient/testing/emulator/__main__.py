@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Vertex AI JobService (gRPC): {emulator.address}")
         print(f"Cloud Storage (HTTP):        {emulator.storage_url or '-'}")
         print(f"Control API (HTTP):          {emulator.control_url}")
-        print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), /reset")
+        print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), "
+              '/faults/end ({"index": i}), /reset')
         print(f"Replica logs:                {emulator.work_dir}")
         print("Point the provider and gcsfs at it:")
         for key, value in emulator.env().items():

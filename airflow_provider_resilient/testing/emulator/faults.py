@@ -225,6 +225,7 @@ class FaultBook:
         self._jobs: list[list[str]] = [[] for _ in self._faults]  # matching job names, creation order
         self._calls: list[int] = [0] * len(self._faults)  # matching calls counted
         self._created: list[tuple[str, str, dict[str, str]]] = []  # every job (name, display, labels)
+        self._ended: set[int] = set()  # faults ended at run time (end()): they fire no more
 
     @property
     def seed(self) -> int:
@@ -243,10 +244,23 @@ class FaultBook:
             self._calls.append(0)
             return len(self._faults) - 1
 
-    def faults(self) -> list[dict[str, Any]]:
-        """The faults with how often each fired."""
+    def end(self, index: int) -> int:
+        """End fault ``index`` (as returned by :meth:`add`): it fires no more, as if its ``times`` were used up --
+        a capacity or quota outage that is over. Returns how many times it fired.
+
+        Raises:
+            IndexError: no fault ``index``.
+        """
         with self._lock:
-            return [{**f.model_dump(), "fired": n} for f, n in zip(self._faults, self._fired, strict=True)]
+            fired = self._fired[index]
+            self._ended.add(index)
+            return fired
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The faults with how often each fired (and ``ended`` for those :meth:`end` stopped)."""
+        with self._lock:
+            return [{**f.model_dump(), "fired": n, "ended": i in self._ended}
+                    for i, (f, n) in enumerate(zip(self._faults, self._fired, strict=True))]
 
     def fired(self, index: int) -> int:
         """How many times fault ``index`` (as returned by :meth:`add`) has fired."""
@@ -266,6 +280,8 @@ class FaultBook:
                     self._jobs[i].append(name)
 
     def _available(self, i: int) -> bool:
+        if i in self._ended:
+            return False
         fault = self._faults[i]
         if fault.active_seconds is not None:
             since = self._clock() - self._loaded_at

@@ -276,6 +276,14 @@ class Emulator:
         """Add a fault at run time; returns its index."""
         return self.faults.add(fault if isinstance(fault, Fault) else Fault.model_validate(fault))
 
+    def end_fault(self, index: int) -> int:
+        """End fault ``index`` (from :meth:`add_fault`): it fires no more. Returns how many times it fired.
+
+        Raises:
+            IndexError: no fault ``index``.
+        """
+        return self.faults.end(index)
+
     def add_secret(self, secret: str, value: str) -> str:
         """Add a version of Secret Manager secret ``secret`` (``projects/P/secrets/S``); returns its name
         (``.../versions/N``). Workers read it with ``--secret-env`` (the TPU operator's ``secret_env``)."""
@@ -340,7 +348,8 @@ def _at_exit(stop: Any) -> None:
 
 
 def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
-    """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /reset, GET /jobs (CustomJobs
+    """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /faults/end ({"index": i}: the
+    fault fires no more), POST /reset, GET /jobs (CustomJobs
     with their state and story), GET /nodes (TPU nodes and queued resources with their state: what a leak
     check reads)."""
 
@@ -384,6 +393,14 @@ def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path == "/faults":
                     self._reply(200, {"index": emulator.add_fault(body)})
+                elif self.path == "/faults/end":
+                    index = body.get("index") if isinstance(body, dict) else None
+                    if not isinstance(index, int) or isinstance(index, bool):
+                        raise ValueError(f'POST /faults/end takes {{"index": <int>}}, got {body!r}')
+                    try:
+                        self._reply(200, {"index": index, "fired": emulator.end_fault(index)})
+                    except IndexError:
+                        self._reply(404, {"error": f"no fault {index}"})
                 elif self.path == "/reset":
                     emulator.reset(FaultPlan.model_validate(body) if body else None)
                     self._reply(200, {"status": "reset"})
