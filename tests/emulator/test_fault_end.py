@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-
 from collections.abc import Iterator
 
 import pytest
