@@ -13,9 +13,10 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY airflow_provider_resilient ./airflow_provider_resilient
-# constraints.txt pins the dependencies as `make test` installs them (Python 3.11), with the postgres extra:
-# Airflow's metadata database drivers (psycopg2-binary, asyncpg).
-RUN pip install -c constraints.txt '.[demo,postgres]' \
+# constraints.txt pins the dependencies as `make test` installs them (Python 3.11), with the postgres extra
+# (Airflow's metadata database drivers: psycopg2-binary, asyncpg) and the celery extra (the Celery provider and
+# Redis client of the `celery` profile's workers).
+RUN pip install -c constraints.txt '.[demo,postgres,celery]' \
     && useradd --create-home --uid 50000 --gid 0 airflow \
     && mkdir -p /opt/airflow/dags /opt/airflow/logs \
     && chown -R airflow:0 /opt/airflow \

@@ -12,18 +12,20 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,demo,postgres]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,demo,postgres,celery]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python scripts/run_demo.py
 
-# The suite runs on PYTEST_WORKERS pytest-xdist workers: most of its time is emulated platforms and workloads
-# waiting, not CPU: 2 workers cut it by a third on 2 cores (`make test PYTEST_WORKERS=0` runs it in one process).
+# The suite runs on PYTEST_WORKERS pytest-xdist workers (`make test PYTEST_WORKERS=0` runs it in one process); a
+# worker that runs out of tests takes some from the other (worksteal), and the slowest modules start first
+# (tests/conftest.py). It prints its 15 slowest tests; in CI a test over 30 s fails the run (tests/conftest.py).
 PYTEST_WORKERS ?= 2
 
 test: $(STAMP)
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist worksteal) \
+		--durations=15 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "ERROR: pytest collected no tests; the test suite is missing" >&2; fi; \
 	exit $$rc
 
@@ -54,7 +56,7 @@ bench: $(BENCH_STAMP)
 # Re-pin every dependency (run after changing pyproject.toml's dependencies).
 constraints:
 	test -x $(BIN)/uv || (test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); $(BIN)/python -m pip install --quiet uv)
-	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres pyproject.toml -o constraints.txt
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres --extra celery pyproject.toml -o constraints.txt
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra demo --extra bench pyproject.toml -o constraints-bench.txt
 
 clean:
@@ -65,11 +67,15 @@ clean:
 COMPOSE ?= docker compose
 .PHONY: compose-up compose-down compose-logs
 
+# EXECUTOR=celery: profile `celery` (Redis, two Celery workers, a second triggerer) with the CeleryExecutor.
+EXECUTOR ?= local
+COMPOSE_CELERY := $(if $(filter celery,$(EXECUTOR)),AIRFLOW_EXECUTOR=CeleryExecutor COMPOSE_PROFILES=celery,)
+
 compose-up:
-	$(COMPOSE) up --build --detach --wait
+	$(COMPOSE_CELERY) $(COMPOSE) up --build --detach --wait
 
 compose-down:
-	$(COMPOSE) down
+	$(COMPOSE_CELERY) $(COMPOSE) down
 
 compose-logs:
 	$(COMPOSE) logs --follow
@@ -78,18 +84,25 @@ compose-logs:
 # airflow db migrate, api-server, scheduler, dag-processor, triggerer; stops everything on Ctrl-C.
 # STACK_ARGS: --dags DIR (repeatable), --keep, --fault-plan PATH|none, --time-scale X.
 .PHONY: stack stack-test stack-deps
-# What the stack and its tests need from Debian besides the venv: PostgreSQL and a headless Chromium (the UI tests).
+# What the stack and its tests need from Debian besides the venv: PostgreSQL, Redis (the CeleryExecutor stack's
+# broker) and a headless Chromium (the UI tests).
 stack-deps:
-	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ] || ! command -v chromium >/dev/null; then \
-		echo "installing postgresql and chromium (Debian packages)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql chromium >/dev/null; \
+	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ] || ! command -v chromium >/dev/null \
+			|| ! command -v redis-server >/dev/null; then \
+		echo "installing postgresql, redis-server and chromium (Debian packages)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server chromium \
+			>/dev/null; \
 	fi
+# STACK_EXECUTOR=celery: the CeleryExecutor stack (Redis, two Celery workers, two triggerers) for `make stack` and
+# `make stack-test`; local (default): the LocalExecutor and one triggerer.
+STACK_EXECUTOR ?= local
 stack: $(STAMP)
-	$(BIN)/python -m airflow_provider_resilient.testing.stack $(STACK_ARGS)
+	$(BIN)/python -m airflow_provider_resilient.testing.stack --executor $(STACK_EXECUTOR) $(STACK_ARGS)
 
-# Tests marked `stack` (tests/stack/): the real scheduler, triggerer and api-server on PostgreSQL, driven through the
-# REST API. `make test` skips them.
+# Tests marked `stack` (tests/stack/): the real scheduler, triggerer(s), workers and api-server on PostgreSQL, driven
+# through the REST API, on the STACK_EXECUTOR stack. `make test` skips them.
 stack-test: $(STAMP)
-	@RESILIENT_STACK_TESTS=1 $(BIN)/python -m pytest -m stack tests/stack -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	@RESILIENT_STACK_TESTS=1 RESILIENT_STACK_EXECUTOR=$(STACK_EXECUTOR) $(BIN)/python -m pytest -m stack tests/stack \
+		-p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "ERROR: pytest collected no tests; the stack tests are missing" >&2; fi; \
 	exit $$rc

@@ -6,8 +6,11 @@ One :class:`NativeStack` starts, in its own temporary directory:
   when missing and running as root), a throwaway cluster with the ``postgres`` service's user, password and
   database;
 * the emulator, with the ``emulator`` service's command line;
+* with ``executor="celery"`` (compose profile ``celery``), Redis (Debian's ``redis-server``) as the Celery
+  broker, and the profile's services among the components below: two ``airflow celery worker`` and a second
+  triggerer;
 * ``airflow-init``'s command (``airflow db migrate``), then every other ``airflow-*`` service's command
-  (api-server, scheduler with the LocalExecutor, dag-processor, triggerer), EACH AS ITS OWN PROCESS in its own
+  (api-server, scheduler, dag-processor, triggerer, and the profile's), EACH AS ITS OWN PROCESS in its own
   session, as the containers run them, with the compose file's Airflow environment, in the order of their
   ``depends_on`` (the scheduler once the api-server answers);
 
@@ -18,12 +21,14 @@ and pytest's fixture teardown run), and, through a small guardian process, even 
 it is killed with SIGKILL (within about 12 s). Linux only (it reads /proc to find every process of the stack).
 
 What the compose file says is mapped, and nothing else changed (:func:`native_plan`; the drift test
-``tests/stack/test_compose_drift.py`` checks it): the service host names ``postgres``, ``emulator`` and
-``airflow-apiserver`` become 127.0.0.1 with ports chosen free at start (:class:`Ports`), ``/opt/airflow/dags``
-becomes the stack's dags folder, ``/tmp/resilient-emulator`` the stack's emulator directory; the emulator
-binds and advertises 127.0.0.1. Added, because all components share one host here: ``AIRFLOW_HOME`` (a
-directory of the stack), the api-server's host and port (``[api] host``/``port``) and the log servers' ports
-(``[logging] worker_log_server_port``, ``trigger_log_server_port``), so that two stacks never collide. Compose
+``tests/stack/test_compose_drift.py`` checks it): the service host names ``postgres``, ``emulator``,
+``airflow-apiserver`` and ``redis`` become 127.0.0.1 with ports chosen free at start (:class:`Ports`),
+``/opt/airflow/dags`` becomes the stack's dags folder, ``/tmp/resilient-emulator`` the stack's emulator
+directory; the emulator and Redis bind 127.0.0.1. Added, because all components share one host here:
+``AIRFLOW_HOME`` (a directory of the stack), the api-server's host and port (``[api] host``/``port``), the log
+servers' ports (``[logging] worker_log_server_port``, ``trigger_log_server_port``; each Celery worker and each
+triggerer after the first has one of its own), so that two stacks -- or two workers -- never collide, and each
+component's address (``[core] hostname_callable``: :func:`service_hostname`), as each container has its own. Compose
 variables (``RESILIENT_FAULT_PLAN``, ``RESILIENT_TIME_SCALE``, ...) are read from the environment, as compose
 reads the shell's; ``AIRFLOW_*`` variables of the calling environment are not passed on (a container has none).
 
@@ -69,7 +74,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -85,19 +90,30 @@ CONTAINER_EMULATOR_WORK_DIR = "/tmp/resilient-emulator"
 #: The official postgres image listens on 5432 in its container.
 POSTGRES_CONTAINER_PORT = 5432
 #: Compose service names that other services reach by host name; all become 127.0.0.1.
-SERVICE_HOSTS = ("postgres", "emulator", "airflow-apiserver")
+SERVICE_HOSTS = ("postgres", "emulator", "airflow-apiserver", "redis")
 APISERVER_SERVICE = "airflow-apiserver"
 INIT_SERVICE = "airflow-init"
-#: The components /api/v2/monitor/health reports, and the compose service of each.
+#: The Celery broker of profile ``celery`` (the official image listens on 6379 in its container); the native
+#: stack runs Debian's ``redis-server``.
+REDIS_SERVICE = "redis"
+REDIS_CONTAINER_PORT = 6379
+#: The components /api/v2/monitor/health reports.
 HEALTH_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-HEALTH_OF_SERVICE = {"airflow-scheduler": "scheduler", "airflow-triggerer": "triggerer",
-                     "airflow-dag-processor": "dag_processor"}
+#: The executors a stack runs: the compose profiles each needs and the ``AIRFLOW_EXECUTOR`` compose variable
+#: (the compose file's ``AIRFLOW__CORE__EXECUTOR``), as ``make compose-up EXECUTOR=...`` sets them.
+EXECUTORS: dict[str, tuple[tuple[str, ...], str]] = {"local": ((), "LocalExecutor"),
+                                                     "celery": (("celery",), "CeleryExecutor")}
 #: Environment variable carried by every process of one stack (value: the stack's id); how stop() and the
 #: guardian find processes that left their component's session (emulator replicas, daemons).
 MARKER_ENV = "RESILIENT_STACK_ID"
 #: Environment variables set only by the native stack (all components share one host), never by compose.
 LOCAL_ONLY_SETTINGS = ("AIRFLOW_HOME", "AIRFLOW__API__HOST", "AIRFLOW__API__PORT",
-                       "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT")
+                       "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT",
+                       "AIRFLOW__CORE__HOSTNAME_CALLABLE")
+#: Each component's host as Airflow records it (its jobs' and task instances' ``hostname``): in compose every
+#: container has an address of its own; here :func:`service_hostname` answers the component's own loopback address
+#: (127.0.1.N), which the api-server can reach -- a log server listens on all of the machine's addresses.
+HOSTNAME_ENV = "RESILIENT_STACK_HOSTNAME"
 EMULATOR_CLIENT_ENV = ("RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
 
 SESSIONS_FILE = "sessions.json"  #: in the work dir: the sessions of the stack's processes, for the guardian
@@ -243,18 +259,25 @@ class Ports:
     emulator_control: int  #: emulator HTTP control API
     emulator_storage: int  #: emulator Cloud Storage
     worker_log_server: int  #: [logging] worker_log_server_port (the scheduler's LocalExecutor workers)
-    trigger_log_server: int  #: [logging] trigger_log_server_port (the triggerer)
+    trigger_log_server: int  #: [logging] trigger_log_server_port (the first triggerer)
+    redis: int = 0  #: the Celery broker (profile ``celery``)
+    #: More log servers: each further triggerer and each Celery worker serves its logs on a port of its own here
+    #: (containers each have their own network; one host does not).
+    spare: tuple[int, ...] = ()
 
     @classmethod
-    def free(cls) -> Ports:
-        """Distinct ports that are free on every interface right now (the log servers bind all of them)."""
+    def free(cls, spare: int = 4) -> Ports:
+        """Distinct ports that are free on every interface right now (the log servers bind all of them), with
+        ``spare`` more for extra log servers."""
+        named = [f.name for f in fields(cls) if f.name != "spare"]
         socks = []
         try:
-            for _ in fields(cls):
+            for _ in range(len(named) + spare):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 sock.bind(("0.0.0.0", 0))
                 socks.append(sock)
-            return cls(*(s.getsockname()[1] for s in socks))
+            got = [s.getsockname()[1] for s in socks]
+            return cls(**dict(zip(named, got, strict=False)), spare=tuple(got[len(named):]))
         finally:
             for sock in socks:
                 sock.close()
@@ -270,6 +293,26 @@ class ServicePlan:
     command: list[str]
     environment: dict[str, str]
     depends_on: dict[str, str] = field(default_factory=dict)  #: service -> condition, as in the compose file
+    #: Settings of this service alone, added because the stack shares one host (a log server's port).
+    local_settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def role(self) -> str:
+        """What the service is, from its command: ``scheduler``, ``triggerer``, ``dag_processor``,
+        ``api_server``, ``celery_worker``, ``migrate``, or its command's first word."""
+        return role_of(self.command)
+
+
+def role_of(command: Sequence[str]) -> str:
+    """The role of a compose service's command (see :attr:`ServicePlan.role`)."""
+    words = [str(w) for w in command]
+    if words[:1] == ["airflow"]:
+        if words[1:3] == ["celery", "worker"]:
+            return "celery_worker"
+        if words[1:3] == ["db", "migrate"]:
+            return "migrate"
+        return words[1].replace("-", "_") if len(words) > 1 else "airflow"
+    return words[0] if words else ""
 
 
 @dataclass(frozen=True)
@@ -282,10 +325,16 @@ class StackPlan:
     postgres: dict[str, str]  #: POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB (the official image's defaults filled)
     emulator: ServicePlan
     init: ServicePlan  #: airflow-init: run to completion before the components
-    components: dict[str, ServicePlan]  #: every other airflow-* service, in the compose file's order
+    components: dict[str, ServicePlan]  #: every other airflow-* service of the active profiles, in the file's order
     environment: dict[str, str]  #: x-airflow-common's environment, mapped
     local_settings: dict[str, str]  #: added for one host (LOCAL_ONLY_SETTINGS)
     port_map: dict[tuple[str, int], int] = field(default_factory=dict)  #: (service host, container port) -> local
+    redis: ServicePlan | None = None  #: the broker, when profile ``celery`` is active: Debian's redis-server
+    profiles: tuple[str, ...] = ()  #: the compose profiles whose services run
+
+    def of_role(self, role: str) -> list[str]:
+        """The components with ``role`` (e.g. ``triggerer``, ``celery_worker``), in the compose file's order."""
+        return [name for name, svc in self.components.items() if svc.role == role]
 
     @property
     def airflow_environment(self) -> dict[str, str]:
@@ -293,8 +342,17 @@ class StackPlan:
         return {**self.environment, **self.local_settings}
 
 
+def active_services(compose: Mapping[str, Any], profiles: Iterable[str] = ()) -> dict[str, Any]:
+    """The services ``docker compose --profile P ...`` starts: those with no ``profiles`` and those with one of
+    ``profiles``, in the file's order."""
+    wanted = set(profiles)
+    services: dict[str, Any] = compose.get("services") or {}
+    return {name: svc for name, svc in services.items() if not svc.get("profiles") or wanted & set(svc["profiles"])}
+
+
 def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
-                compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None) -> StackPlan:
+                compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None,
+                profiles: Sequence[str] = ()) -> StackPlan:
     """What the native stack runs for docker-compose.yaml's services, for each service, with the local mapping.
 
     Args:
@@ -303,14 +361,16 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
         work_dir: the stack's directory: ``airflow_home/`` (AIRFLOW_HOME) and ``emulator/`` (the emulator's
             ``--work-dir``) are under it.
         compose_file: docker-compose.yaml.
-        variables: compose variables (default ``os.environ``), e.g. ``RESILIENT_FAULT_PLAN``.
+        variables: compose variables (default ``os.environ``), e.g. ``RESILIENT_FAULT_PLAN``, ``AIRFLOW_EXECUTOR``.
+        profiles: the compose profiles to run (``("celery",)``: Redis, the Celery workers, the second triggerer).
 
     Raises:
         ValueError: the compose file lacks a service the stack needs, or a value names a service host and
-            port the stack does not map (the message says which).
+            port the stack does not map, or there are more extra log servers than ``ports.spare`` (the message
+            says which).
     """
     compose = load_compose(compose_file, variables)
-    services: dict[str, Any] = compose.get("services") or {}
+    services = active_services(compose, profiles)
     for needed in ("postgres", "emulator", INIT_SERVICE, APISERVER_SERVICE):
         if needed not in services:
             raise ValueError(f"{compose_file}: no service {needed!r}")
@@ -325,6 +385,10 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
         if value is None or value == "0":
             raise ValueError(f"emulator: {opt} is not a fixed port in its command line")
         port_map[("emulator", int(value))] = local_port
+    every = compose.get("services") or {}
+    if REDIS_SERVICE in every:  # the broker URL names it in every profile (unused without the celery profile)
+        redis_port = option([str(a) for a in every[REDIS_SERVICE].get("command") or []], "--port")
+        port_map[(REDIS_SERVICE, int(redis_port or REDIS_CONTAINER_PORT))] = ports.redis
 
     service_host = re.compile(r"(?<![\w.-])(?P<host>" + "|".join(map(re.escape, SERVICE_HOSTS)) +
                               r"):(?P<port>\d+)(?!\d)")
@@ -370,6 +434,18 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
     components = {name: airflow_service(name) for name in services
                   if name.startswith("airflow-") and name != INIT_SERVICE}
     common = compose.get("x-airflow-common") or services[APISERVER_SERVICE]
+    celery = environment_of(common).get("AIRFLOW__CORE__EXECUTOR") == "CeleryExecutor"
+    components = _with_hosts(components, ports, celery=celery)
+    redis = None
+    if REDIS_SERVICE in services:
+        # Debian's redis-server with the compose command's options, bound to loopback on the stack's port.
+        argv = [str(a) for a in services[REDIS_SERVICE].get("command") or ["redis-server"]]
+        if argv[0] != "redis-server":
+            raise ValueError(f"{REDIS_SERVICE}: runs {argv[0]}, not redis-server")
+        _replace_option(argv, "--port", str(ports.redis))
+        if "--port" not in argv:
+            argv += ["--port", str(ports.redis)]
+        redis = ServicePlan(REDIS_SERVICE, [*argv, "--bind", "127.0.0.1"], {})
 
     pg_env = environment_of(services["postgres"])
     user = pg_env.get("POSTGRES_USER") or "postgres"
@@ -381,11 +457,46 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
         "AIRFLOW__API__PORT": str(ports.api),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports.worker_log_server),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports.trigger_log_server),
+        "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.service_hostname",
     }
     return StackPlan(ports=ports, dags_folder=dags_folder, work_dir=work_dir, postgres=postgres,
                      emulator=emulator, init=airflow_service(INIT_SERVICE), components=components,
                      environment=mapped_env(environment_of(common), "x-airflow-common"),
-                     local_settings=local_settings, port_map=port_map)
+                     local_settings=local_settings, port_map=port_map, redis=redis, profiles=tuple(profiles))
+
+
+def service_hostname() -> str:
+    """Airflow's ``[core] hostname_callable`` in the native stack: the component's own loopback address
+    (:data:`HOSTNAME_ENV`), as each container of the compose file has an address of its own -- so that a job or a
+    task instance tells which triggerer or worker it runs on, and the api-server reaches its log server there.
+    Outside the stack, the machine's fully qualified name."""
+    return os.environ.get(HOSTNAME_ENV) or socket.getfqdn()
+
+
+def _with_hosts(components: dict[str, ServicePlan], ports: Ports, *, celery: bool) -> dict[str, ServicePlan]:
+    """Each component with its own loopback address (``127.0.1.N``, :data:`HOSTNAME_ENV`), and each log server
+    beyond the first of its kind with a port of its own (from ``ports.spare``): in containers each binds the same
+    port at its own address, here they share the machine's. The api-server fetches a running task's log from
+    ``<host>:worker_log_server_port`` (a trigger's from ``trigger_log_server_port``): the first triggerer -- and,
+    with the CeleryExecutor, whose scheduler serves no logs, the first Celery worker -- keep those ports, and as
+    every component writes to the one logs folder, whichever answers serves the right file."""
+    spare = iter(ports.spare)
+    out: dict[str, ServicePlan] = {}
+    firsts = {"triggerer": True, "celery_worker": celery}
+    keys = {"triggerer": "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT",
+            "celery_worker": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"}
+    for number, (name, svc) in enumerate(components.items(), start=1):
+        settings = {HOSTNAME_ENV: f"127.0.1.{number}"}
+        if svc.role in keys:
+            if firsts[svc.role]:
+                firsts[svc.role] = False
+            else:
+                port = next(spare, None)
+                if port is None:
+                    raise ValueError(f"{name}: no spare port left for its log server (Ports.free(spare=...))")
+                settings[keys[svc.role]] = str(port)
+        out[name] = replace(svc, local_settings=settings)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- processes
@@ -455,6 +566,29 @@ def _wait_gone(find: Any, timeout: float) -> list[int]:
         if not left or time.monotonic() > deadline:
             return list(left)
         time.sleep(0.1)
+
+
+def _wait_serving(process: _Process, what: str, probe: Any, timeout: float, *, logs: Any = None,
+                  every: float = 0.2) -> None:
+    """Poll ``probe()`` every ``every`` seconds (an OSError, ValueError or StackError counts as False) until it is
+    true.
+
+    Raises:
+        StackError: ``process`` exited, or ``timeout`` seconds passed; the message has ``logs()`` (default: the
+            tail of the process's log).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError, StackError):
+            if probe():
+                return
+        if not process.running:
+            code = process.proc.returncode if process.proc else "-"
+            raise StackError(f"{process.name} exited ({code}):\n{logs() if logs else _tail(process.log_path)}")
+        if time.monotonic() > deadline:
+            raise StackError(f"{process.name} did not {what} in {timeout:.0f} s:\n"
+                             f"{logs() if logs else _tail(process.log_path)}")
+        time.sleep(every)
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -625,6 +759,9 @@ class NativeStack:
         stop_timeout: seconds a component has to exit after SIGTERM before its processes are SIGKILLed.
         compose_file: docker-compose.yaml.
         variables: compose variables (default ``os.environ``).
+        executor: ``"local"`` (the compose file's default: the scheduler's LocalExecutor, one triggerer) or
+            ``"celery"`` (profile ``celery``: Redis, two ``airflow celery worker`` and a second triggerer, with the
+            ``AIRFLOW_EXECUTOR`` variable set to ``CeleryExecutor``), as ``make compose-up EXECUTOR=...``.
 
     Raises (from :meth:`start`):
         StackError: something did not start (PostgreSQL, emulator, ``airflow db migrate``, a component) or
@@ -635,7 +772,12 @@ class NativeStack:
     def __init__(self, *, dags: str | Path | Sequence[str | Path] | None = None,
                  fault_plan: str | Path | None = _COMPOSE_DEFAULT, time_scale: float | None = None,
                  keep: bool = False, health_timeout: float = 180.0, stop_timeout: float = 15.0,
-                 compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None) -> None:
+                 compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None,
+                 executor: str = "local") -> None:
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {sorted(EXECUTORS)}, got {executor!r}")
+        self.executor = executor
+        self.profiles, executor_class = EXECUTORS[executor]
         if dags is None:
             dags = [DEFAULT_DAGS_FOLDER]
         elif isinstance(dags, str | Path):
@@ -656,6 +798,8 @@ class NativeStack:
             self.variables["RESILIENT_FAULT_PLAN"] = "" if fault_plan is None else str(Path(fault_plan).resolve())
         if time_scale is not None:
             self.variables["RESILIENT_TIME_SCALE"] = repr(float(time_scale))
+        if executor != "local" or "AIRFLOW_EXECUTOR" in self.variables:
+            self.variables["AIRFLOW_EXECUTOR"] = executor_class
         self.keep = keep
         self.health_timeout = health_timeout
         self.stop_timeout = stop_timeout
@@ -716,12 +860,15 @@ class NativeStack:
                     if entry.name != "__pycache__":
                         (dags / entry.name).symlink_to(entry)
         self.plan = plan = native_plan(ports=Ports.free(), dags_folder=dags, work_dir=work,
-                                       compose_file=self.compose_file, variables=self.variables)
+                                       compose_file=self.compose_file, variables=self.variables,
+                                       profiles=self.profiles)
         Path(plan.local_settings["AIRFLOW_HOME"]).mkdir()
         (work / "emulator").mkdir()
 
         emulator = self._process(plan.emulator, cwd=work / "emulator")
         self._launch(emulator)  # starts while PostgreSQL and the migration do (compose: init waits for postgres only)
+        if plan.redis is not None:
+            self._launch(self._process(plan.redis, cwd=work))
         self._start_postgres()
         init = self._process(plan.init, cwd=Path(plan.local_settings["AIRFLOW_HOME"]))
         self._launch(init)
@@ -734,9 +881,14 @@ class NativeStack:
             raise StackError(f"{INIT_SERVICE} ({' '.join(plan.init.command)}) exited {code}:\n"
                              f"{_tail(init.log_path)}")
         self._wait_emulator(60.0)
+        if plan.redis is not None:
+            self._wait_redis(60.0)
         deadline = time.monotonic() + self.health_timeout
         self._start_components(deadline)
         self.wait_healthy(max(1.0, deadline - time.monotonic()), _startup=True)
+        triggerers = plan.of_role("triggerer")
+        if len(triggerers) > 1:  # the health endpoint reports the newest heartbeat of any of them
+            self.wait_jobs("TriggererJob", count=len(triggerers), timeout=max(1.0, deadline - time.monotonic()))
         self.start_seconds = time.monotonic() - began
 
     def _start_components(self, deadline: float) -> None:
@@ -758,22 +910,34 @@ class NativeStack:
                 timeout = max(1.0, deadline - time.monotonic())
                 if name == APISERVER_SERVICE:
                     self._wait_answering(timeout)
-                elif name in HEALTH_OF_SERVICE:
-                    self.wait_healthy(timeout, components=[HEALTH_OF_SERVICE[name]], _startup=True)
+                elif plan.components[name].role in HEALTH_COMPONENTS:
+                    self.wait_healthy(timeout, components=[plan.components[name].role], _startup=True)
+        for name in plan.of_role("celery_worker"):
+            self._wait_worker_ready(self._processes[name], 0, max(1.0, deadline - time.monotonic()))
+
+    def _wait_redis(self, timeout: float) -> None:
+        """Until Redis answers PING (the compose healthcheck's ``redis-cli ping``)."""
+        def pong() -> bool:
+            with socket.create_connection(("127.0.0.1", self._plan().ports.redis), timeout=2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+
+        _wait_serving(self._processes[REDIS_SERVICE], "answer PING", pong, timeout)
+
+    def _wait_worker_ready(self, process: _Process, offset: int, timeout: float) -> None:
+        """Until Celery worker ``process`` logs that it is ready (``<node name> ready.``) after byte ``offset`` of
+        its log: it is connected to the broker and takes tasks."""
+        def ready() -> bool:
+            with process.log_path.open("rb") as log:
+                log.seek(offset)
+                return re.search(rb"@\S+ ready\.", log.read()) is not None
+
+        _wait_serving(process, "log that it is ready", ready, timeout)
 
     def _wait_answering(self, timeout: float) -> None:
         """Until the api-server answers its health endpoint (the compose healthcheck), whatever it reports."""
-        deadline = time.monotonic() + timeout
-        api = self._processes[APISERVER_SERVICE]
-        while True:
-            with contextlib.suppress(OSError, StackError):
-                self.health()
-                return
-            if not api.running:
-                raise StackError(f"{APISERVER_SERVICE} exited\n{self.tails()}")
-            if time.monotonic() > deadline:
-                raise StackError(f"{APISERVER_SERVICE} did not answer in {timeout:.0f} s\n{self.tails()}")
-            time.sleep(0.5)
+        _wait_serving(self._processes[APISERVER_SERVICE], "answer", lambda: self.health() is not None, timeout,
+                      logs=self.tails, every=0.5)
 
     def _start_guardian(self) -> None:
         code = ("import sys; from airflow_provider_resilient.testing.stack import _guard; "
@@ -807,8 +971,9 @@ class NativeStack:
         assert self.plan is not None
         env = self._base_env()
         env.update(service.environment)
-        if service.name != "emulator":
+        if service.name not in ("emulator", REDIS_SERVICE):
             env.update(self.plan.local_settings)
+        env.update(service.local_settings)
         process = _Process(service.name, self._resolve(service.command, env), env,
                            self.work_dir / "logs" / f"{service.name}.log", cwd)
         self._processes[service.name] = process
@@ -871,18 +1036,9 @@ class NativeStack:
                  "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], sql.split(" PASSWORD")[0])
 
     def _wait_emulator(self, timeout: float) -> None:
-        emulator = self._processes["emulator"]
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(OSError, ValueError):
-                if self.emulator_get("/healthz").get("status") == "ok":
-                    return
-            if not emulator.running:
-                raise StackError(f"emulator exited ({emulator.proc.returncode if emulator.proc else '-'}):\n"
-                                 f"{_tail(emulator.log_path)}")
-            if time.monotonic() > deadline:
-                raise StackError(f"emulator not healthy in {timeout:.0f} s:\n{_tail(emulator.log_path)}")
-            time.sleep(0.2)
+        """Until the emulator's /healthz answers ok (the compose healthcheck)."""
+        _wait_serving(self._processes["emulator"], "become healthy",
+                      lambda: self.emulator_get("/healthz").get("status") == "ok", timeout)
 
     def stop(self) -> None:
         """Stop the components (SIGTERM to each one's processes, task processes included; after
@@ -1005,15 +1161,91 @@ class NativeStack:
         if process.running or process.members():
             raise RuntimeError(f"{process.name} is running; kill_component() it first")
         since = datetime.now(UTC)
+        offset = process.log_path.stat().st_size if process.log_path.exists() else 0
         self._launch(process)
         if not wait:
             return
+        role = self._plan().components[process.name].role if process.name in self._plan().components else ""
         if process.name == "emulator":
             self._wait_emulator(timeout)
-        elif process.name in HEALTH_OF_SERVICE:
-            self.wait_healthy(timeout, since={HEALTH_OF_SERVICE[process.name]: since})
+        elif process.name == REDIS_SERVICE:
+            self._wait_redis(timeout)
+        elif role == "celery_worker":
+            self._wait_worker_ready(process, offset, timeout)
+        elif role == "triggerer":  # a triggerer of its own: another one may be heartbeating all along
+            self.wait_healthy(timeout, since={"triggerer": since})
+            self.wait_jobs("TriggererJob", started_since=since, timeout=timeout)
+        elif role in HEALTH_COMPONENTS:
+            self.wait_healthy(timeout, since={role: since})
         else:
             self.wait_healthy(timeout)
+
+    def pause_component(self, name: str) -> list[int]:
+        """Stop every process of service ``name`` with SIGSTOP, as ``docker compose pause`` freezes a container:
+        a triggerer or worker that stalls (a long pause, a starved pod) but does not die. Returns the pids."""
+        process = self._processes[self._name(name)]
+        pids = process.members()
+        _signal_all(pids, signal.SIGSTOP)
+        return pids
+
+    def resume_component(self, name: str) -> None:
+        """SIGCONT every process of service ``name`` (``docker compose unpause``)."""
+        _signal_all(self._processes[self._name(name)].members(), signal.SIGCONT)
+
+    def component_of(self, pid: int) -> str | None:
+        """The service whose process (or descendant) ``pid`` is, e.g. the Celery worker running a task
+        (``GET .../taskInstances/...`` gives its ``pid``); None when it is none of the stack's."""
+        for name, process in self._processes.items():
+            if pid in process.members():
+                return name
+        return None
+
+    def component_on(self, hostname: str | None) -> str | None:
+        """The service a job or task instance with ``hostname`` runs on (:func:`service_hostname`), or None."""
+        for name, service in self._plan().components.items():
+            if hostname is not None and service.local_settings.get(HOSTNAME_ENV) == hostname:
+                return name
+        return None
+
+    def components(self, role: str) -> list[str]:
+        """The stack's components with ``role`` (``triggerer``, ``celery_worker``, ``scheduler``, ...)."""
+        return self._plan().of_role(role)
+
+    def jobs(self, job_type: str, *, alive: bool | None = True) -> list[dict[str, Any]]:
+        """Airflow's jobs of ``job_type`` (``TriggererJob``, ``SchedulerJob``, ...) from ``GET /api/v2/jobs``:
+        each with ``id``, ``start_date``, ``latest_heartbeat``; with ``alive``, only those Airflow deems alive
+        (a heartbeat within the health threshold).
+
+        Raises:
+            StackError: the api-server answered with an error.
+        """
+        query = f"job_type={job_type}&limit=100" + ("" if alive is None else f"&is_alive={str(alive).lower()}")
+        status, body = self.api("GET", f"/api/v2/jobs?{query}", timeout=10)
+        if status != 200 or not isinstance(body, dict):
+            raise StackError(f"/api/v2/jobs: {status} {body}")
+        jobs: list[dict[str, Any]] = body.get("jobs") or []
+        return jobs
+
+    def wait_jobs(self, job_type: str, *, count: int = 1, started_since: datetime | None = None,
+                  timeout: float = 180.0) -> list[dict[str, Any]]:
+        """Wait until at least ``count`` alive jobs of ``job_type`` exist (with ``started_since``: that started at or
+        after it); return them.
+
+        Raises:
+            StackError: not so within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        got: list[dict[str, Any]] = []
+        while True:
+            with contextlib.suppress(OSError, StackError):
+                got = [j for j in self.jobs(job_type) if started_since is None or (
+                    j.get("start_date") and datetime.fromisoformat(j["start_date"]) >= started_since)]
+                if len(got) >= count:
+                    return got
+            if time.monotonic() > deadline:
+                raise StackError(f"{count} alive {job_type}(s) started since {started_since}: only {got} after "
+                                 f"{timeout:.0f} s\n{self.tails()}")
+            time.sleep(1.0)
 
     def component_log(self, name: str) -> str:
         """Everything service ``name`` printed (stdout and stderr, across restarts): ``postgres``,
@@ -1200,6 +1432,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-plan", help="the emulator's fault plan, or 'none' (default: the compose file's)")
     parser.add_argument("--time-scale", type=float, help="the emulator's time scale (default: the compose file's)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for health (default 180)")
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default="local",
+                        help="local: the LocalExecutor and one triggerer (default); celery: compose profile celery -- "
+                             "Redis, two Celery workers, two triggerers")
     return parser
 
 
@@ -1211,9 +1446,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.fault_plan is not None:
         fault_plan = None if args.fault_plan.lower() in ("none", "") else args.fault_plan
     stack = NativeStack(dags=args.dags, keep=args.keep, fault_plan=fault_plan, time_scale=args.time_scale,
-                        health_timeout=args.timeout)
+                        health_timeout=args.timeout, executor=args.executor)
     print("starting PostgreSQL, the emulator, airflow db migrate, api-server, scheduler, dag-processor, "
-          "triggerer ...", flush=True)
+          + ("Redis, two Celery workers, two triggerers" if args.executor == "celery" else "triggerer") + " ...",
+          flush=True)
     try:
         with stack:
             plan = stack._plan()
@@ -1224,6 +1460,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"http://127.0.0.1:{plan.ports.emulator_storage}")
             print(f"PostgreSQL:              127.0.0.1:{plan.ports.postgres} "
                   f"(user {plan.postgres['POSTGRES_USER']}, db {plan.postgres['POSTGRES_DB']})")
+            if plan.redis is not None:
+                print(f"Redis (Celery broker):   127.0.0.1:{plan.ports.redis}; workers: "
+                      f"{', '.join(plan.of_role('celery_worker'))}; triggerers: {', '.join(plan.of_role('triggerer'))}")
             print(f"Logs:                    {stack.work_dir / 'logs'} (task logs: {stack.airflow_home / 'logs'})")
             print(f"DAGs:                    {plan.dags_folder}")
             print("Ctrl-C stops everything.", flush=True)

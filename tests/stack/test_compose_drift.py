@@ -21,6 +21,7 @@ from airflow_provider_resilient.testing.stack import (
     LOCAL_ONLY_SETTINGS,
     NativeStack,
     Ports,
+    active_services,
     emulator_argv,
     environment_of,
     interpolate,
@@ -31,12 +32,15 @@ from airflow_provider_resilient.testing.stack import (
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW_COMPONENTS = {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}
+#: Profile `celery`: the broker, two Celery workers and a second triggerer.
+CELERY_SERVICES = {"redis", "airflow-worker-1", "airflow-worker-2", "airflow-triggerer-2"}
+CELERY_COMPONENTS = CELERY_SERVICES - {"redis"}
 JOB_TYPES = {"airflow-scheduler": "SchedulerJob", "airflow-dag-processor": "DagProcessorJob",
              "airflow-triggerer": "TriggererJob"}
 # The triggerer's watchdog reports sleep(0.1) + blocked time: 0.2 means "blocked over 0.1 s" (see the compose file).
 BLOCKED_THRESHOLD = 0.2
 FAKE_PORTS = Ports(postgres=15432, api=18080, emulator=18470, emulator_control=18471, emulator_storage=19023,
-                   worker_log_server=18793, trigger_log_server=18794)
+                   worker_log_server=18793, trigger_log_server=18794, redis=16379, spare=(18801, 18802, 18803))
 # Compose variables as a clean shell has them (none): the file's own defaults.
 NO_VARIABLES: dict[str, str] = {}
 
@@ -67,6 +71,13 @@ def plan(tmp_path_factory: pytest.TempPathFactory):
     return native_plan(ports=FAKE_PORTS, dags_folder=work / "dags", work_dir=work, variables=NO_VARIABLES)
 
 
+@pytest.fixture(scope="module")
+def celery_plan(tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("celery-stack")
+    return native_plan(ports=FAKE_PORTS, dags_folder=work / "dags", work_dir=work,
+                       variables={"AIRFLOW_EXECUTOR": "CeleryExecutor"}, profiles=("celery",))
+
+
 # ---------------------------------------------------------------------------------- interpolation
 @pytest.mark.parametrize(("text", "variables", "expected"), [
     ("${X:-d}", {}, "d"), ("${X:-d}", {"X": ""}, "d"), ("${X:-d}", {"X": "v"}, "v"),
@@ -85,8 +96,12 @@ def test_interpolate_required_variable() -> None:
 
 
 # ---------------------------------------------------------------------------------- the compose file itself
-def test_services_are_the_production_topology(services: dict) -> None:
-    assert set(services) == {"postgres", "emulator", "airflow-init"} | AIRFLOW_COMPONENTS
+def test_services_are_the_production_topology(compose: dict, services: dict) -> None:
+    assert set(active_services(compose)) == {"postgres", "emulator", "airflow-init"} | AIRFLOW_COMPONENTS
+    assert set(services) - set(active_services(compose)) == CELERY_SERVICES
+    assert set(active_services(compose, ["celery"])) == set(services)
+    for name in CELERY_SERVICES:
+        assert services[name]["profiles"] == ["celery"], name
     for name in AIRFLOW_COMPONENTS | {"airflow-init"}:
         assert services[name]["command"][0] == "airflow", name
     assert services["airflow-init"]["command"] == ["airflow", "db", "migrate"]
@@ -94,6 +109,11 @@ def test_services_are_the_production_topology(services: dict) -> None:
     assert services["airflow-scheduler"]["command"] == ["airflow", "scheduler"]
     assert services["airflow-dag-processor"]["command"] == ["airflow", "dag-processor"]
     assert services["airflow-triggerer"]["command"] == ["airflow", "triggerer"]
+    assert services["airflow-triggerer-2"]["command"] == ["airflow", "triggerer"]
+    for n in (1, 2):  # distinct node names: the workers answer pings and control commands apart
+        assert services[f"airflow-worker-{n}"]["command"] == ["airflow", "celery", "worker", "--celery-hostname",
+                                                             f"worker-{n}@%h"]
+    assert services["redis"]["command"][0] == "redis-server"
 
 
 def test_images_are_pinned(services: dict) -> None:
@@ -112,19 +132,25 @@ def test_every_long_running_service_has_a_healthcheck(services: dict, emu_argv: 
     api_port = services["airflow-apiserver"]["ports"][0].rsplit(":", 1)[1]
     api_check = " ".join(services["airflow-apiserver"]["healthcheck"]["test"])
     assert f"127.0.0.1:{api_port}/api/v2/monitor/health" in api_check
-    for name, job_type in JOB_TYPES.items():
+    for name, job_type in {**JOB_TYPES, "airflow-triggerer-2": "TriggererJob"}.items():
         test = services[name]["healthcheck"]["test"]
         assert test[:4] == ["CMD", "airflow", "jobs", "check"] and "--local" in test, name
         assert test[test.index("--job-type") + 1] == job_type, name
+    for n in (1, 2):
+        test = services[f"airflow-worker-{n}"]["healthcheck"]["test"]
+        assert test[0] == "CMD-SHELL" and "inspect ping" in test[1] and f"-d worker-{n}@${{HOSTNAME}}" in test[1]
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
     assert "healthcheck" not in services["airflow-init"]
 
 
 def test_start_order(services: dict) -> None:
     assert services["airflow-init"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     assert services["airflow-init"].get("restart") == "no"
-    for name in AIRFLOW_COMPONENTS:
-        # The scheduler's workers call the api-server's execution API: it starts once that answers.
-        extra = {"airflow-apiserver": {"condition": "service_healthy"}} if name == "airflow-scheduler" else {}
+    healthy = {"condition": "service_healthy"}
+    for name in AIRFLOW_COMPONENTS | CELERY_COMPONENTS:
+        # Task workers call the api-server's execution API: they start once it answers (Celery's: and Redis too).
+        extra = ({"airflow-apiserver": healthy} if name == "airflow-scheduler" else
+                 {"redis": healthy, "airflow-apiserver": healthy} if "worker" in name else {})
         assert services[name]["depends_on"] == {
             "postgres": {"condition": "service_healthy"},
             "emulator": {"condition": "service_healthy"},
@@ -146,7 +172,7 @@ def test_ports_are_published_on_loopback_only(services: dict, emu_argv: list[str
 
 
 def test_every_airflow_service_has_the_common_environment(services: dict, common_env: dict[str, str]) -> None:
-    for name in AIRFLOW_COMPONENTS | {"airflow-init"}:
+    for name in AIRFLOW_COMPONENTS | CELERY_COMPONENTS | {"airflow-init"}:
         assert environment_of(services[name]) == common_env, name
 
 
@@ -182,9 +208,26 @@ def test_dags_are_mounted_where_airflow_and_the_emulator_look(services: dict, co
     assert logs == {"airflow-logs:/opt/airflow/logs"}, "task logs: one volume shared by workers and api-server"
 
 
+def test_the_executor_is_local_unless_the_celery_profile_asks(common_env: dict[str, str]) -> None:
+    assert common_env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    celery = environment_of(load_compose(COMPOSE_FILE, {"AIRFLOW_EXECUTOR": "CeleryExecutor"})["x-airflow-common"])
+    assert celery["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+
+
+def test_celery_settings_agree_with_redis_and_postgres(services: dict, common_env: dict[str, str]) -> None:
+    broker = urlsplit(common_env["AIRFLOW__CELERY__BROKER_URL"])
+    assert (broker.scheme, broker.hostname, broker.port) == ("redis", "redis", 6379)
+    assert services["redis"]["command"][services["redis"]["command"].index("--port") + 1] == "6379"
+    # Celery's database backend takes SQLAlchemy URLs with `db+` and needs the driver named.
+    backend = common_env["AIRFLOW__CELERY__RESULT_BACKEND"]
+    assert backend == "db+" + common_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert backend.startswith("db+postgresql+psycopg2://")
+    # A dead worker's task is found within a minute, not Airflow's default five.
+    assert int(common_env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"]) == 60
+
+
 def test_airflow_settings_of_the_separate_processes(services: dict, common_env: dict[str, str]) -> None:
     env = common_env
-    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
     assert env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "False"
     assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] == "True"
@@ -214,6 +257,7 @@ def test_native_stack_runs_every_airflow_service_and_no_other(plan, services: di
 def _mapped(value: str, dags: Path) -> str:
     """The documented local mapping, written out for this file's values."""
     for container, local in (("postgres:5432", f"127.0.0.1:{FAKE_PORTS.postgres}"),
+                             ("redis:6379", f"127.0.0.1:{FAKE_PORTS.redis}"),
                              ("emulator:8470", f"127.0.0.1:{FAKE_PORTS.emulator}"),
                              ("emulator:9023", f"127.0.0.1:{FAKE_PORTS.emulator_storage}"),
                              ("airflow-apiserver:8080", f"127.0.0.1:{FAKE_PORTS.api}")):
@@ -229,8 +273,9 @@ def test_native_stack_environment_is_the_compose_environment(plan, services: dic
         assert service.environment == expected, name
     assert plan.init.environment == expected
     for key, value in plan.environment.items():
-        for host in ("postgres:", "emulator:", "airflow-apiserver:", "/opt/airflow"):
-            assert host not in value.replace("postgresql", ""), f"{key}={value} still names {host}"
+        for host in ("postgres:", "emulator:", "airflow-apiserver:", "redis:", "/opt/airflow"):
+            assert host not in value.replace("postgresql", "").replace("redis://", ""), \
+                f"{key}={value} still names {host}"
 
 
 def test_native_stack_adds_only_the_one_host_settings(plan, common_env: dict[str, str]) -> None:
@@ -241,6 +286,40 @@ def test_native_stack_adds_only_the_one_host_settings(plan, common_env: dict[str
     assert plan.local_settings["AIRFLOW__API__PORT"] == str(FAKE_PORTS.api)
     assert plan.local_settings["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] == str(FAKE_PORTS.worker_log_server)
     assert plan.local_settings["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"] == str(FAKE_PORTS.trigger_log_server)
+    assert plan.local_settings["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == f"{stack_module.__name__}.service_hostname"
+    hosts = [service.local_settings[stack_module.HOSTNAME_ENV] for service in plan.components.values()]
+    assert hosts == [f"127.0.1.{n}" for n in range(1, len(hosts) + 1)], "each its own address, as each container"
+    assert all(set(service.local_settings) == {stack_module.HOSTNAME_ENV}  # the default log ports
+               for service in plan.components.values())
+
+
+def test_native_celery_stack_runs_the_profile(celery_plan, services: dict) -> None:
+    assert set(celery_plan.components) == AIRFLOW_COMPONENTS | CELERY_COMPONENTS
+    assert celery_plan.environment["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert celery_plan.environment["AIRFLOW__CELERY__BROKER_URL"] == f"redis://127.0.0.1:{FAKE_PORTS.redis}/0"
+    assert celery_plan.redis is not None and celery_plan.redis.command == [
+        *services["redis"]["command"][:2], str(FAKE_PORTS.redis), *services["redis"]["command"][3:], "--bind",
+        "127.0.0.1"]
+    assert celery_plan.of_role("triggerer") == ["airflow-triggerer", "airflow-triggerer-2"]
+    assert celery_plan.of_role("celery_worker") == ["airflow-worker-1", "airflow-worker-2"]
+    # One host: the first triggerer and the first worker (the scheduler serves no logs with Celery) keep the ports
+    # the api-server asks; each other log server has a spare port.
+    own = {name: {k: v for k, v in svc.local_settings.items() if k != stack_module.HOSTNAME_ENV}
+           for name, svc in celery_plan.components.items()}
+    assert own["airflow-triggerer"] == own["airflow-worker-1"] == {}
+    ports = [own["airflow-triggerer-2"]["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"],
+             own["airflow-worker-2"]["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]]
+    assert sorted(map(int, ports)) == list(FAKE_PORTS.spare[:2])
+    hosts = {svc.local_settings[stack_module.HOSTNAME_ENV] for svc in celery_plan.components.values()}
+    assert len(hosts) == len(celery_plan.components)
+
+
+def test_a_native_stack_with_the_celery_executor_sets_the_compose_variable() -> None:
+    assert NativeStack(executor="celery", variables={}).variables == {"AIRFLOW_EXECUTOR": "CeleryExecutor"}
+    assert NativeStack(executor="celery", variables={}).profiles == ("celery",)
+    assert NativeStack(variables={}).variables == {}
+    with pytest.raises(ValueError, match="executor must be one of"):
+        NativeStack(executor="kubernetes")
 
 
 def test_native_emulator_command_line(plan, emu_argv: list[str], services: dict) -> None:
@@ -313,5 +392,6 @@ def test_importing_the_stack_module_is_cheap() -> None:
 
 
 def test_free_ports_are_distinct() -> None:
-    ports = Ports.free()
-    assert len(set(vars(ports).values())) == 7
+    ports = Ports.free(spare=4)
+    named = [v for k, v in vars(ports).items() if k != "spare"]
+    assert len(named) == 8 and len(ports.spare) == 4 and len(set(named) | set(ports.spare)) == 12
