@@ -17,19 +17,36 @@ from airflow_provider_resilient.testing.stack import DEFAULT_DAGS_FOLDER, Native
 #: DAGs of the stack tests, served next to the repo's dags/ (the two folders are linked into one).
 TEST_DAGS = Path(__file__).parent / "dags"
 ENABLE_ENV = "RESILIENT_STACK_TESTS"
+#: ``local`` (default: the LocalExecutor, one triggerer) or ``celery`` (Redis, two Celery workers, two triggerers):
+#: which stack the session runs (``make stack-test STACK_EXECUTOR=celery``).
+EXECUTOR_ENV = "RESILIENT_STACK_EXECUTOR"
 #: Set to 1 to keep the stack's work directory (component logs, task logs, database) after the session.
 KEEP_ENV = "RESILIENT_STACK_KEEP"
 #: dags/resilient_reconcile.py's interval in the stack tests (seconds; 60 by default).
 RECONCILE_SECONDS = 15
 
 
+def stack_executor() -> str:
+    """The executor of this session's stack (:data:`EXECUTOR_ENV`)."""
+    return os.environ.get(EXECUTOR_ENV) or "local"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "stack: starts the native production stack (PostgreSQL, emulator, api-server, scheduler, "
                    f"dag-processor, triggerer); skipped unless {ENABLE_ENV}=1 (make stack-test)")
+    config.addinivalue_line(
+        "markers", "needs_executor(name): a stack test of the topology of one executor only (celery: Celery workers "
+                   f"and two triggerers); skipped on the other stack ({EXECUTOR_ENV})")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    executor = stack_executor()
+    for item in items:
+        marker = item.get_closest_marker("needs_executor")
+        if marker is not None and marker.args[0] != executor:
+            item.add_marker(pytest.mark.skip(reason=f"needs the {marker.args[0]} stack; this session runs the "
+                                                    f"{executor} one ({EXECUTOR_ENV}={marker.args[0]})"))
     if os.environ.get(ENABLE_ENV) == "1":
         return
     skip = pytest.mark.skip(reason=f"starts the native Airflow stack: run with `make stack-test` "
@@ -55,9 +72,11 @@ def stack() -> Iterator[NativeStack]:
     # asyncio task's name -- a trigger's task is named after the trigger -- so the tests can tell ours apart.
     os.environ.setdefault("PYTHONASYNCIODEBUG", "1")
     native = NativeStack(dags=stack_dags(), fault_plan=None, keep=os.environ.get(KEEP_ENV) == "1",
-                         variables={**os.environ, "RESILIENT_RECONCILE_SECONDS": str(RECONCILE_SECONDS)})
+                         variables={**os.environ, "RESILIENT_RECONCILE_SECONDS": str(RECONCILE_SECONDS)},
+                         executor=stack_executor())
     native.start()
-    print(f"\nnative stack healthy in {native.start_seconds:.1f} s: {native.api_url}, logs {native.work_dir / 'logs'}")
+    print(f"\nnative {native.executor} stack healthy in {native.start_seconds:.1f} s: {native.api_url}, "
+          f"logs {native.work_dir / 'logs'}")
     try:
         yield native
     finally:

@@ -25,6 +25,7 @@ from .ui import (
     chromium,
     clear,
     created_per_attempt,
+    holder,
     jobs_of,
     latest_step,
     live,
@@ -100,14 +101,20 @@ def wait_no_leak(stack: NativeStack, runs: list[tuple[str, str, float]]) -> dict
 # ------------------------------------------------------------------ the happy path, and a triggerer killed
 def test_a_deferrable_run_trains_through_the_demo_faults_and_a_triggerer_killed_mid_run(stack):
     runs = [("example_vertex_ai_resilient_training", "demo_faults"), ("example_tpu_resilient_training", "demo_faults")]
+    # This test's lines of the triggerers' logs only: another test froze a triggerer on purpose (test_ha.py).
+    since = {name: len(stack.component_log(name)) for name in stack.components("triggerer")}
     for (dag_id, run_id), plan in zip(runs, ("vertex_demo.yaml", "tpu_demo.yaml"), strict=True):
         add_faults(stack, plan, dag_id, run_id)
         trigger(stack, dag_id, run_id)
+    holders = set()
     for dag_id, run_id in runs:
         wait_deferred_and_watched(stack, dag_id, run_id)
-    stack.kill_component("airflow-triggerer")  # SIGKILL: its triggers move to the next triggerer
+        holders.add(wait_for(f"{dag_id}/{run_id}'s triggerer", lambda d=dag_id, r=run_id: holder(stack, d, r)))
+    for name in sorted(holders):  # SIGKILL: its triggers move to the other triggerer or the restarted one
+        stack.kill_component(name)
     time.sleep(3)  # the task stays deferred with no triggerer for a while (a real outage, not a race)
-    stack.start_component("airflow-triggerer")
+    for name in sorted(holders):
+        stack.start_component(name)
     for dag_id, run_id in runs:
         seen = states_until_done(stack, dag_id, run_id)  # each was seen deferred, watched, before the kill
         assert seen[-1] == "success", seen
@@ -131,7 +138,7 @@ def test_a_deferrable_run_trains_through_the_demo_faults_and_a_triggerer_killed_
         print(f"{dag_id}: {len(attempts)} attempts, creates per attempt {counts}, states {seen}, goodput "
               f"{ledger['goodput']:.1%}, wasted progress {ledger['wasted_progress'] / ledger['total']:.1%}, "
               f"detection {ledger['detection'] / ledger['total']:.1%} [from {ledger['basis']}]")
-    log = stack.component_log("airflow-triggerer").splitlines()
+    log = [line for name, mark in since.items() for line in stack.component_log(name)[mark:].splitlines()]
     # asyncio's debug mode names the task of every callback that held the loop over 0.1 s; a trigger's task is
     # named after the trigger, the shared poller's "poll <project>/<region>".
     slow = [line for line in log if "Executing <" in line and ("airflow_provider_resilient" in line or
@@ -226,7 +233,8 @@ def test_with_no_triggerer_a_mark_and_a_deleted_run_leave_nothing_running(stack)
         trigger(stack, dag_id, run_id, **LONG)
     for dag_id, run_id in marked + deleted:
         wait_deferred_and_watched(stack, dag_id, run_id)
-    stack.kill_component("airflow-triggerer")
+    for name in stack.components("triggerer"):
+        stack.kill_component(name)
     try:
         clicked_at = time.monotonic()
         for dag_id, run_id in marked:
@@ -238,7 +246,8 @@ def test_with_no_triggerer_a_mark_and_a_deleted_run_leave_nothing_running(stack)
         print(f"with no triggerer, released within {max(took.values()):.1f} s: "
               f"{ {k: round(v, 1) for k, v in took.items()} }")
     finally:
-        stack.start_component("airflow-triggerer")
+        for name in stack.components("triggerer"):
+            stack.start_component(name)
 
 
 def test_a_task_sigkilled_with_no_retry_leaves_nothing_running(stack):

@@ -40,6 +40,16 @@ def ti(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, Any]:
     return body
 
 
+def holder(stack: NativeStack, dag_id: str, run_id: str) -> str | None:
+    """The triggerer (compose service) whose job holds the run's trigger now, or None: the task instance's
+    ``trigger.triggerer_id`` is a TriggererJob, whose ``hostname`` is the component's own address."""
+    triggerer_id = (ti(stack, dag_id, run_id).get("trigger") or {}).get("triggerer_id")
+    if triggerer_id is None:
+        return None
+    hosts = {job["id"]: job.get("hostname") for job in stack.jobs("TriggererJob", alive=None)}
+    return stack.component_on(hosts.get(triggerer_id))
+
+
 def tries(stack: NativeStack, dag_id: str, run_id: str) -> list[tuple[int, str]]:
     body = ok(stack.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{TASK}/tries"))
     return [(t["try_number"], t["state"]) for t in body["task_instances"]]

@@ -1,0 +1,248 @@
+"""The moments of a production Airflow that a one-triggerer lab never shows, on the real processes: a triggerer that
+stalls past the health threshold and wakes up after its triggers moved to the other triggerer, a graceful triggerer
+restart (SIGTERM, then a new process, as on every upgrade), and a Celery worker SIGKILLed while the operator runs in
+``execute()``. Each run must succeed with exactly one job or node per attempt, no cancel or delete that nobody asked
+for, and nothing left live. The emulator's record is the judge.
+
+The stalled triggerer and the Celery worker need the CeleryExecutor stack (two triggerers, two workers:
+``make stack-test STACK_EXECUTOR=celery``); the graceful restart runs on both stacks.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_resilient.specs.tpu import node_id_for
+from airflow_provider_resilient.specs.vertex import job_labels
+from airflow_provider_resilient.testing.stack import NativeStack
+
+from .test_ui_actions import history, states_until_done, wait_deferred_and_watched
+from .ui import TASK, created_per_attempt, holder, jobs_of, live, log_text, ti, tries, trigger, wait_for
+
+pytestmark = pytest.mark.stack
+PLATFORMS = ["stack_vertex", "stack_tpu"]
+
+
+class Holds:
+    """The runs' ``hold_file``s (tests/stack/dags/stack_training.py): each run's training, once done, waits until
+    its file exists -- the job stays live through the moment under test however slow the machine, and ends when
+    the test says."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def conf(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return {"hold_file": str(self.folder / f"{dag_id}.{run_id}.go")}
+
+    def release(self, runs: list[tuple[str, str]]) -> None:
+        for dag_id, run_id in runs:
+            Path(self.conf(dag_id, run_id)["hold_file"]).touch()
+
+
+@pytest.fixture
+def holds(tmp_path: Path) -> Holds:
+    return Holds(tmp_path)
+
+
+# ------------------------------------------------------------------ what the stack and the emulator say
+def releases_of(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
+    """The cancel / delete calls that reached the run's jobs or nodes, in order (``Method resource``)."""
+    if "vertex" in dag_id:
+        mine = {job["name"].rsplit("/", 1)[1] for job in jobs_of(stack, dag_id, run_id)}
+        calls = stack.emulator_get("/calls?method=CancelCustomJob")
+    else:
+        mine = {node_id_for(None, dag_id, TASK, run_id, -1, n) for n in range(1, 30)}
+        calls = [*stack.emulator_get("/calls?method=DeleteNode"),
+                 *stack.emulator_get("/calls?method=DeleteQueuedResource")]
+    return [f"{c['method']} {c['resource']}" for c in calls if c["resource"].rsplit("/", 1)[1] in mine]
+
+
+def calls_after(stack: NativeStack, method: str, count: int) -> list[dict[str, Any]]:
+    """The emulator's ``method`` calls after the first ``count`` (a mark taken with ``len(...)`` earlier)."""
+    calls: list[dict[str, Any]] = stack.emulator_get(f"/calls?method={method}")
+    return calls[count:]
+
+
+def outcome(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, Any]:
+    """What a run ended with: its task's state, attempts and incidents, the jobs / nodes created per attempt, the
+    cancel / delete calls that reached them, and how many are still live (the closing note's figures)."""
+    state = states_until_done(stack, dag_id, run_id)[-1]
+    attempts = history(stack, dag_id, run_id) if state == "success" else None
+    return {"state": state, "attempts": None if attempts is None else len(attempts),
+            "incidents": None if attempts is None else [i["failure"]["failure_class"] for a in attempts
+                                                        for i in a.get("incidents") or []],
+            "creates": created_per_attempt(stack, dag_id, run_id), "releases": releases_of(stack, dag_id, run_id),
+            "live": live(stack, dag_id, run_id)}
+
+
+def assert_one_clean_attempt(dag_id: str, got: dict[str, Any], *, refused_for_quota: bool = False) -> None:
+    """The run succeeded in one attempt with no incident, one job / node, nothing live; the only release is the TPU
+    node's deletion once the run succeeded (keep_node=False): nobody had reason to cancel or delete more. With
+    ``refused_for_quota``, the attempts before the last were creates the platform refused (each an attempt with a
+    quota incident that created nothing)."""
+    assert got["state"] == "success", f"{dag_id}: {got}"
+    expected_incidents = ["quota_exceeded"] * (got["attempts"] - 1) if refused_for_quota else []
+    assert got["incidents"] == expected_incidents, f"{dag_id}: {got}"
+    assert got["creates"] == {str(got["attempts"]): 1}, f"{dag_id}: {got}"
+    assert refused_for_quota or got["attempts"] == 1, f"{dag_id}: {got}"
+    assert len(got["releases"]) == (0 if "vertex" in dag_id else 1), f"{dag_id}: {got}"
+    assert got["live"] == [], f"{dag_id}: {got}"
+
+
+def report(what: str, outcomes: dict[str, dict[str, Any]]) -> None:
+    """Print each run's figures (before any assertion, so a red run shows them all)."""
+    for dag_id, got in outcomes.items():
+        print(f"{what}: {dag_id}: {got['state']}, attempts {got['attempts']}, incidents {got['incidents']}, creates "
+              f"per attempt {got['creates']}, cancels/deletes {len(got['releases'])} {got['releases']}, "
+              f"live after {len(got['live'])}")
+
+
+# ------------------------------------------------------------------ a stalled triggerer
+@pytest.mark.needs_executor("celery")
+@pytest.mark.timeout(900)
+def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_deletes_nothing(stack, holds):
+    """Both runs' triggers on triggerer A; A stalls (SIGSTOP, as a starved pod or a long pause) until B has taken
+    them over and watches them; A wakes (SIGCONT) and cancels its copies -- Airflow 3.3 calls on_kill for that --
+    which must release nothing: the task instances are still deferred, on B. Before the fix the CustomJob was
+    cancelled (the task failed: "not retried (rule cancelled)") and the TPU node deleted (a second node, resumed
+    from the last checkpoint)."""
+    first, second = stack.components("triggerer")
+    runs = [(dag_id, "stalled_triggerer") for dag_id in PLATFORMS]
+    stack.pause_component(second)  # the runs' triggers all go to `first`, the one that will stall
+    try:
+        for dag_id, run_id in runs:
+            trigger(stack, dag_id, run_id, **holds.conf(dag_id, run_id))
+        for dag_id, run_id in runs:
+            wait_deferred_and_watched(stack, dag_id, run_id)
+            wait_for(f"{dag_id}/{run_id} held by {first}", lambda d=dag_id, r=run_id: holder(stack, d, r) == first)
+    finally:
+        stack.resume_component(second)
+    stack.wait_jobs("TriggererJob", count=2)  # B heartbeats again
+    watching = {m: len(stack.emulator_get(f"/calls?method={m}")) for m in ("ListCustomJobs", "GetNode")}
+    stalled_at = time.monotonic()
+    stack.pause_component(first)
+    try:
+        for dag_id, run_id in runs:  # past [triggerer] triggerer_health_check_threshold, B takes them
+            wait_for(f"{dag_id}/{run_id} taken over by {second}",
+                     lambda d=dag_id, r=run_id: holder(stack, d, r) == second)
+        # ... and watches them: with A frozen, every new read is B's.
+        wait_for("B reads the CustomJobs", lambda: calls_after(stack, "ListCustomJobs", watching["ListCustomJobs"]))
+        wait_for("B reads the TPU node", lambda: calls_after(stack, "GetNode", watching["GetNode"]))
+    finally:
+        stack.resume_component(first)
+    stalled = time.monotonic() - stalled_at
+    # A wakes, finds the triggers assigned elsewhere and cancels its copies through the user-action path (the
+    # triggerer's line in the task's log, from A's trigger log file).
+    for dag_id, run_id in runs:
+        wait_for(f"{first} cancels its copy of {dag_id}'s trigger",
+                 lambda d=dag_id, r=run_id: "invoking on_kill" in log_text(stack, d, r, 1))
+    holds.release(runs)
+    outcomes = {dag_id: outcome(stack, dag_id, run_id) for dag_id, run_id in runs}
+    report(f"stalled triggerer ({stalled:.0f} s frozen)", outcomes)
+    for dag_id, run_id in runs:
+        assert_one_clean_attempt(dag_id, outcomes[dag_id])
+        assert "the trigger was moved" in log_text(stack, dag_id, run_id, 1)  # what A's on_kill said
+
+
+# ------------------------------------------------------------------ a graceful triggerer restart
+@pytest.mark.timeout(900)
+def test_a_graceful_triggerer_restart_mid_run_releases_nothing(stack, holds):
+    """SIGTERM the triggerer(s) holding the runs' triggers, as a rolling upgrade does, then start them again: the
+    triggers are cancelled without on_kill and re-created (on the other triggerer, or the new process)."""
+    import signal
+
+    runs = [(dag_id, "graceful_restart") for dag_id in PLATFORMS]
+    for dag_id, run_id in runs:
+        trigger(stack, dag_id, run_id, **holds.conf(dag_id, run_id))
+    holders = set()
+    for dag_id, run_id in runs:
+        wait_deferred_and_watched(stack, dag_id, run_id)
+        holders.add(wait_for(f"{dag_id}/{run_id}'s triggerer", lambda d=dag_id, r=run_id: holder(stack, d, r)))
+    restarted_at = datetime.now(UTC)
+    for name in sorted(holders):
+        stack.kill_component(name, signal.SIGTERM, timeout=60)
+        stack.start_component(name)
+    assert stack.wait_jobs("TriggererJob", started_since=restarted_at, count=len(holders))
+    for dag_id, run_id in runs:  # watched again before the jobs end
+        wait_deferred_and_watched(stack, dag_id, run_id)
+    holds.release(runs)
+    outcomes = {dag_id: outcome(stack, dag_id, run_id) for dag_id, run_id in runs}
+    report(f"graceful restart of {sorted(holders)}", outcomes)
+    for dag_id in outcomes:
+        assert_one_clean_attempt(dag_id, outcomes[dag_id])
+
+
+# ------------------------------------------------------------------ a Celery worker killed in execute()
+def quota_outage(stack: NativeStack, dag_id: str, run_id: str) -> int:
+    """Creates of the run refused for quota until the test ends the outage: the operator waits in execute()."""
+    fault = {"kind": "quota", "times": None, "match": {"labels": job_labels(dag_id, TASK, run_id, -1, None)}}
+    if "tpu" in dag_id:
+        fault["service"] = "tpu"
+    index: int = stack.emulator_post("/faults", fault)["index"]
+    return index
+
+
+def quota_refused(stack: NativeStack, dag_id: str) -> bool:
+    method = "CreateCustomJob" if "vertex" in dag_id else "CreateNode"
+    return any(c["code"] == "RESOURCE_EXHAUSTED" for c in stack.emulator_get(f"/calls?method={method}"))
+
+
+@pytest.mark.needs_executor("celery")
+@pytest.mark.timeout(900)
+def test_a_celery_worker_sigkilled_while_the_operator_is_in_execute_is_retried_and_reattaches(stack, holds):
+    """Four runs, each in execute() on a Celery worker: deferrable ones waiting out a quota refusal (before their
+    deferral), polling ones watching their job / node. Every worker running one is SIGKILLed (a lost node) and
+    started again; the scheduler fails each try once its heartbeat is [scheduler] task_instance_heartbeat_timeout
+    old and retries it; the retry finds the attempt in the task state store and reattaches -- or, for the
+    deferrable runs, creates it once the outage is over."""
+    import signal
+
+    # Run ids of their own: a platform's runs write checkpoints under gs://resilient-stack/<platform>/<run id>/, and
+    # two runs of one directory are refused (they would resume from each other's saves).
+    deferred = [(f"{p}_retried", "worker_killed_deferrable") for p in PLATFORMS]
+    polling = [(f"{p}_polling_retried", "worker_killed_polling") for p in PLATFORMS]
+    outages = {}
+    for dag_id, run_id in deferred:
+        outages[dag_id] = quota_outage(stack, dag_id, run_id)
+    for dag_id, run_id in deferred + polling:
+        trigger(stack, dag_id, run_id, **holds.conf(dag_id, run_id))
+    for dag_id, _ in deferred:
+        wait_for(f"{dag_id} refused for quota", lambda d=dag_id: quota_refused(stack, d))
+    for dag_id, run_id in polling:
+        wait_for(f"{dag_id} watching its job", lambda d=dag_id, r=run_id: live(stack, d, r))
+    workers: set[str] = set()
+    for dag_id, run_id in deferred + polling:
+        got = ti(stack, dag_id, run_id)
+        assert got["state"] == "running" and got["try_number"] == 1, got  # in execute(), not deferred
+        workers.add(stack.component_on(got.get("hostname")) or f"unknown host {got.get('hostname')}")
+    assert workers <= set(stack.components("celery_worker")), workers
+    killed_at = time.monotonic()
+    for name in sorted(workers):
+        stack.kill_component(name, signal.SIGKILL)
+    for name in sorted(workers):
+        stack.start_component(name)
+    for dag_id, run_id in deferred + polling:  # the dead try is failed for its missing heartbeat, then retried
+        wait_for(f"{dag_id}/{run_id} retried", lambda d=dag_id, r=run_id: ti(stack, d, r)["try_number"] == 2)
+    found_after = time.monotonic() - killed_at
+    for dag_id in outages:
+        stack.emulator_post("/faults/end", {"index": outages[dag_id]})
+    holds.release(deferred + polling)
+    outcomes = {dag_id: outcome(stack, dag_id, run_id) for dag_id, run_id in deferred + polling}
+    report(f"Celery workers {sorted(workers)} SIGKILLed, tries retried within {found_after:.0f} s", outcomes)
+    for dag_id, run_id in deferred + polling:
+        assert [state for _, state in tries(stack, dag_id, run_id)] == ["failed", "success"]
+        # The deferrable runs' creates were refused for quota until the outage ended.
+        assert_one_clean_attempt(dag_id, outcomes[dag_id], refused_for_quota=(dag_id, run_id) in deferred)
+
+
+def test_the_stack_runs_the_topology_of_its_executor(stack):
+    if stack.executor == "celery":
+        assert len(stack.components("triggerer")) == 2 and len(stack.components("celery_worker")) == 2
+        assert len(stack.jobs("TriggererJob")) == 2
+    else:
+        assert stack.components("celery_worker") == [] and len(stack.components("triggerer")) == 1
