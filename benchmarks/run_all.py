@@ -38,6 +38,9 @@ BENCHMARKS = {
                                       "the early checkpoint"),
     "multislice": ("multislice.py", "a multislice run's recovery time after one slice is preempted"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
+    "stack_scale": ("stack_scale.py", "N mapped deferred training tasks on the CeleryExecutor stack with two "
+                                      "triggerers: API calls per minute, job end to task success, triggerer and "
+                                      "scheduler cost per watched job, the 10,000-job projection"),
 }
 
 #: Arguments of a full (not --quick) run beyond the script's defaults.
