@@ -49,6 +49,8 @@ LEAK_BOUND_SECONDS = 120.0
 #: The longest a callback of our triggers may hold the triggerer's loop on the loaded stack (seconds).
 SLOW_CALLBACK_BOUND = 0.1
 LONG = {"epochs": 400, "epoch_seconds": 0.25}  # 100 s of training: clicks land while it runs
+#: How long the triggerer stays dead in the mid-run kill (seconds): the scenario's outage, not a wait for anything.
+OUTAGE_SECONDS = 3.0
 
 
 def add_faults(stack: NativeStack, plan: str, dag_id: str, run_id: str) -> None:
@@ -112,7 +114,7 @@ def test_a_deferrable_run_trains_through_the_demo_faults_and_a_triggerer_killed_
         holders.add(wait_for(f"{dag_id}/{run_id}'s triggerer", lambda d=dag_id, r=run_id: holder(stack, d, r)))
     for name in sorted(holders):  # SIGKILL: its triggers move to the other triggerer or the restarted one
         stack.kill_component(name)
-    time.sleep(3)  # the task stays deferred with no triggerer for a while (a real outage, not a race)
+    time.sleep(OUTAGE_SECONDS)  # the task stays deferred with no triggerer for a while (a real outage, not a race)
     for name in sorted(holders):
         stack.start_component(name)
     for dag_id, run_id in runs:
@@ -197,6 +199,9 @@ def test_a_clear_of_a_running_task_ends_its_attempt_and_continues_cleanly(stack)
 
 # ------------------------------------------------------------------ Mark failed / Mark success
 MOMENTS = ["before_deferral", "right_after_deferral", "while_the_trigger_runs"]
+#: How often the clicking loop reads the task instances (seconds): a running task defers within a second or two, and
+#: the click "before the deferral" must see it running.
+CLICK_POLL_SECONDS = 0.2
 
 
 def test_mark_failed_or_success_at_any_moment_leaves_nothing_running(stack):
@@ -221,7 +226,7 @@ def test_mark_failed_or_success_at_any_moment_leaves_nothing_running(stack):
                 mark(stack, dag_id, run_id, state)
                 clicked.append((dag_id, run_id, time.monotonic()))
                 pending.remove(item)
-        time.sleep(0.2)
+        time.sleep(CLICK_POLL_SECONDS)
     took = wait_no_leak(stack, clicked)
     print(f"released within {max(took.values()):.1f} s of the click: { {k: round(v, 1) for k, v in took.items()} }")
 

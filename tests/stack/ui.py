@@ -18,6 +18,8 @@ from airflow_provider_resilient.testing.stack import NativeStack
 
 #: A bound on every wait in these tests (seconds); never a measured figure.
 TIMEOUT = 240.0
+#: How often a bounded wait asks the REST API again (seconds): a poll, not a guess of how long anything takes.
+POLL_SECONDS = 0.5
 TASK = "train"
 
 
@@ -63,7 +65,7 @@ def wait_for(what: str, condition: Callable[[], Any], timeout: float = TIMEOUT) 
         if got:
             return got
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+        time.sleep(POLL_SECONDS)
 
 
 def wait_state(stack: NativeStack, dag_id: str, run_id: str, states: Iterable[str],
