@@ -1,7 +1,11 @@
-"""Shared fixtures: the in-process Cloud Storage emulator and the real checkpoint fixtures."""
+"""Shared fixtures (the in-process Cloud Storage emulator, the real checkpoint fixtures) and the suite's own
+guards: the slowest modules start first (both xdist workers stay busy to the end), and in CI a test that takes over
+:data:`MAX_TEST_SECONDS` fails the run."""
 
 from __future__ import annotations
 
+import os
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,3 +56,58 @@ def recorded_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(asyncio, "sleep", recording_sleep)
     return waits
+
+
+# ------------------------------------------------------------------ the suite's time
+#: In CI (``CI`` set, as ``.ci/run`` runs), a test whose setup, call and teardown take longer than this many seconds
+#: fails the run, so the suite cannot drift back to waiting (``RESILIENT_MAX_TEST_SECONDS`` overrides it; 0 turns
+#: the check off). A module-scoped fixture's setup counts against the first test that uses it.
+MAX_TEST_SECONDS = 30.0
+#: Tests allowed to take longer: the offline demo runs the README's whole demo, end to end.
+SLOW_ALLOWED = frozenset({"tests/test_demo.py::test_offline_demo_matches_an_uninterrupted_run"})
+#: Modules whose tests take the longest: collected first, so that with ``--dist worksteal`` one worker starts on
+#: them while the other takes the rest, and neither waits alone at the end.
+FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/e2e/", "tests/operators/test_tuning_operator.py")
+
+_durations: dict[str, float] = defaultdict(float)
+
+
+def _limit() -> float:
+    value = os.environ.get("RESILIENT_MAX_TEST_SECONDS")
+    if value is not None:
+        return float(value)
+    return MAX_TEST_SECONDS if os.environ.get("CI") else 0.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)), len(FIRST))
+
+    items.sort(key=rank)  # stable: the order within a rank is the collection's
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] += report.duration  # setup + call + teardown; with xdist, on the controller too
+
+
+def _too_slow(config: pytest.Config) -> dict[str, float]:
+    limit = _limit()
+    if not limit or hasattr(config, "workerinput"):  # an xdist worker: the controller judges the whole run
+        return {}
+    return {nodeid: seconds for nodeid, seconds in _durations.items() if seconds > limit and nodeid not in SLOW_ALLOWED}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _too_slow(session.config) and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    over = _too_slow(config)
+    if over:
+        terminalreporter.section(f"tests over {_limit():g} s (tests/conftest.py, MAX_TEST_SECONDS)", red=True)
+        for nodeid, seconds in sorted(over.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+        terminalreporter.write_line("Step the platform's time instead of waiting for it, or run a shared scenario once "
+                                    "(a module-scoped fixture); this fails the run.")
