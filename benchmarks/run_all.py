@@ -2,6 +2,8 @@
 
     python benchmarks/run_all.py [--quick] [--only goodput scale ...] [--output benchmarks/RESULTS.md]
 
+With ``--only``, the sections of the benchmarks run replace theirs in the output file and the others are kept.
+
 Each benchmark is a script in this directory that prints Markdown; this runs them one after another (they
 measure time, so never in parallel), echoes their output, and writes one file: a header naming the
 machine (CPU, cores, memory, OS, Python, Airflow) and the date, then one section per benchmark with the
@@ -102,13 +104,36 @@ def main() -> int:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
             print(tail, file=sys.stderr)
             body = f"**failed** (exit {proc.returncode}):\n\n```\n{tail}\n```"
-        sections.append(f"## {name}: {what}\n\n`{shown}` -- {took:.0f} s\n\n{body}\n")
+        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        sections.append((name, f"## {name}: {what}\n\n`{shown}` -- {took:.0f} s, {day}\n\n{body}\n"))
     header = ["# Benchmark results", "", "Written by `make bench` (`python benchmarks/run_all.py`"
-              f"{' --quick' if args.quick else ''}). Figures from one run on this machine:", "",
+              f"{' --quick' if args.quick else ''}). Figures from one run on this machine"
+              f"{' (each section says its date: --only runs replace theirs)' if args.only else ''}:", "",
               "| machine | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in machine()), ""]
-    args.output.write_text("\n".join(header) + "\n" + "\n".join(sections))
+    kept = kept_sections(args.output) if args.only else {}
+    merged = {**kept, **dict(sections)}
+    ordered = [merged[name] for name in BENCHMARKS if name in merged]
+    args.output.write_text("\n".join(header) + "\n" + "\n".join(ordered))
     print(f"\nwrote {args.output}")
     return 1 if failed else 0
+
+
+def kept_sections(path: Path) -> dict[str, str]:
+    """The sections of an earlier results file, by benchmark name: from its ``## <name>: `` line to the next
+    benchmark's (a benchmark's own output may hold ``##`` headings of its own)."""
+    if not path.exists():
+        return {}
+    starts = {f"## {name}: ": name for name in BENCHMARKS}
+    found: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in path.read_text().splitlines():
+        name = next((n for prefix, n in starts.items() if line.startswith(prefix)), None)
+        if name is not None:
+            current = name
+            found[current] = []
+        if current is not None:
+            found[current].append(line)
+    return {name: "\n".join(lines).rstrip() + "\n" for name, lines in found.items()}
 
 
 if __name__ == "__main__":
