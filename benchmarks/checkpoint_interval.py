@@ -20,6 +20,7 @@ last attempt used), then the mean gain, beside the Young/Daly ceiling of the tru
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import statistics
@@ -205,4 +206,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    gc.freeze()  # no last full collection of the heap the process drops as it exits (seconds with Airflow)
+    sys.exit(status)
