@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import logging
 import os
 import random
@@ -418,6 +419,12 @@ def run_seeds(a: argparse.Namespace, one: Callable[[argparse.Namespace], dict[st
     return 0
 
 
+#: ``--quick`` (CI: the benchmark runs and prints its tables, no figure is checked): the shortest run in which every
+#: way meets a failure of the trace and ours finishes -- seed 37's trace (its first failure, a lost worker, strikes
+#: 0.1 x MTBF into a run; the next 1.84 x MTBF later), a 2 min job, a launch outage the platform's provisioning
+#: retry meets, and a horizon long enough for ours to finish on a loaded machine.
+QUICK = {"seed": 37, "work": 120.0, "mtbf": 300.0, "checkpoint_cost": 10.0, "launch_outage": 130.0, "horizon": 8.0}
+
 CRASH_STEP = 25  # the deterministic crash of the crash-loop scenario: every run dies at this step
 
 
@@ -477,12 +484,13 @@ def crash_loop(a: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = trace_parser(__doc__, "region")
-    parser.add_argument("--quick", action="store_true", help="a 20 min job, MTBF 400 s (CI)")
+    parser.add_argument("--quick", action="store_true", help="seed 37's trace, a 2 min job (CI; see QUICK)")
     parser.add_argument("--crash-loop", action="store_true", help="after the traces, the crash-loop scenario "
                                                                    "(:func:`crash_loop`)")
     a = parser.parse_args()
     if a.quick:
-        a.work, a.mtbf, a.checkpoint_cost, a.launch_outage = 1200.0, 400.0, 10.0, 400.0
+        for name, value in QUICK.items():
+            setattr(a, name, value)
     status = run_seeds(a, one_seed, "replica-s", "one training job") if a.seeds > 0 or a.from_json else 0
     if a.crash_loop:
         crash_loop(a)
@@ -844,4 +852,6 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    gc.freeze()  # no last full collection of the heap the process drops as it exits (seconds with Airflow)
+    sys.exit(status)
