@@ -25,6 +25,8 @@ from airflow_provider_resilient.policy import Backoff, RetryPolicy
 
 TRAINER = Path(__file__).parent / "workloads" / "legacy_trainer"
 OUTPUT = os.environ.get("RESILIENT_DEMO_LEGACY_OUTPUT", "gs://resilient-demo/legacy")
+#: Seconds each epoch sleeps beside its work (the demo's pace; the tests run it faster: the story is in steps).
+EPOCH_SECONDS = os.environ.get("RESILIENT_DEMO_EPOCH_SECONDS", "0.1")
 JOB_DIR = OUTPUT + "/{{ run_id }}"
 TRAINER_URI = JOB_DIR + "/packages/trainer-0.2.tar.gz"
 TRAINER_PY_MODULE = "trainer.task"
@@ -58,7 +60,7 @@ def example_ai_platform_legacy_training():
         job_dir=JOB_DIR,
         package_uris=[TRAINER_URI],
         training_python_module=TRAINER_PY_MODULE,
-        training_args=["--epochs", "30", "--epoch-seconds", "0.1"],
+        training_args=["--epochs", "30", "--epoch-seconds", EPOCH_SECONDS],
         labels={"job_type": "training"},
         # [END] Ours: short backoffs so that the offline example finishes in a minute.
         resilience_policy=RetryPolicy(backoff=Backoff(initial_seconds=1.0, max_seconds=4.0)),

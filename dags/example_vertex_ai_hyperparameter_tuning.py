@@ -22,6 +22,8 @@ from airflow_provider_resilient.policy import Backoff, RetryPolicy
 WORKLOAD = str(Path(__file__).parent / "workloads" / "train_digits.py")
 OUTPUT = os.environ.get("RESILIENT_DEMO_OUTPUT", "gs://resilient-demo/digits-tuning")
 EPOCHS = os.environ.get("RESILIENT_DEMO_EPOCHS", "18")
+#: Seconds each epoch sleeps beside its work (the demo's pace; the tests run it faster: the story is in steps).
+EPOCH_SECONDS = os.environ.get("RESILIENT_DEMO_EPOCH_SECONDS", "0.1")
 
 # Short backoffs so that the offline demo finishes in a minute; in production keep the defaults.
 DEMO_POLICY = RetryPolicy(backoff=Backoff(initial_seconds=1.0, max_seconds=4.0),
@@ -51,7 +53,7 @@ def example_vertex_ai_hyperparameter_tuning():
             "container_spec": {
                 "image_uri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
                 "command": ["python", WORKLOAD, "--epochs", EPOCHS, "--checkpoint-every", "3",
-                            "--epoch-seconds", "0.1"],
+                            "--epoch-seconds", EPOCH_SECONDS],
             },
         }],
         base_output_dir=OUTPUT + "/{{ run_id }}",

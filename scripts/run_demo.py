@@ -19,7 +19,9 @@ Exits 0 when the training finished and its accuracy was reported.
 Environment: ``RESILIENT_DEMO_DIR`` (default ``.demo``) holds the Airflow home and the logs;
 ``RESILIENT_DEMO_TIME_SCALE`` (default 0.01: a minute of the platform's latencies -- queueing, provisioning, a
 restart, the error delay, a TPU node's create -- takes 0.6 s) is a knob for the tests, which run some examples at a
-smaller scale: what the platform and the workload do is the same, only its latencies pass sooner.
+smaller scale: what the platform and the workload do is the same, only its latencies pass sooner. So is
+``RESILIENT_DEMO_EPOCH_SECONDS`` (read by the tuning and the legacy AI Platform examples; default 0.1): how long each
+epoch of their workload sleeps -- their faults strike at steps, so only the pace changes.
 """
 
 from __future__ import annotations
