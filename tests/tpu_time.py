@@ -1,0 +1,144 @@
+"""Platform time for the Cloud TPU tests: the emulator's ``ManualClock``, the TPU operator's clock and sleep and
+its trigger's, moved as one time.
+
+On :data:`STEPPED` the emulator's platform time stands still (``testing/emulator/clock.py``); the latencies are
+the real platform's (``time_scale=1.0``: a node is CREATING 90 s, REPAIRING 300 s, DELETING 30 s). A test hands
+the code under test a :class:`PlatformTime` (:meth:`PlatformTime.drive`): each time the operator, its hooks or
+its trigger would wait -- a poll interval, a backoff, a maintenance wait, the poll of a long-running operation,
+a trigger's look-again time -- the platform's time moves on by that much at once and the platform acts on it
+(``emulator.advance``), and the operator's and the trigger's clock read that same time. So a 300 s repair, a
+30 min queue timeout or a 10 min backoff cost a few looks, never their length, and what happens when is the
+test's to say, not the machine's speed.
+
+What stays real: the workloads (the worker runner and the command under it, processes on the emulated VMs)
+and everything they do -- steps, exits, checkpoints. While a worker VM runs a process, each stepped wait also
+gives them :data:`PAUSE_SECONDS` of real time, so a workload makes progress while the operator looks (about 20
+looks a second: with ``poll_interval`` 1 s, the platform's time runs some 20 times faster than the wall clock's
+then, and as fast as the test can step it while nothing real runs); a test waits for what a workload does
+with :meth:`PlatformTime.wait_for` (bounded, real time), never for the platform. The VMs read the platform's
+time too (their runner's heartbeat: ``worker/runner.py``, ``vm_time``), so a heartbeat is never "old" just
+because the platform's time ran ahead of the wall clock.
+
+A wait the test cannot step -- a kill's own hook in ``on_kill`` waiting for its deletions -- runs inside
+:meth:`PlatformTime.moving`, which moves the platform's time on in the background meanwhile.
+
+What is not stepped: the Cloud Storage emulator stamps objects with the wall clock, so a test that compares
+checkpoint saves' times with the run's (the goodput ledger's split) runs on real time.
+
+Platform-neutral parts (for ``tests/platform_time.py``): :meth:`now`, :meth:`sleep`, :meth:`sleep_async`,
+:meth:`moving`, :meth:`advance_until`, :meth:`wait_for` only need an emulator with ``advance`` and ``clock``
+(and, for the pause, a way to tell whether a workload process runs: here ``emulator.tpu.worker_pids()``);
+:meth:`drive` sets the ``_clock`` / ``_sleep`` attributes every operator (``operators/base.py``) and the TPU
+trigger have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+#: The emulator on a manual clock with the real platform's latencies.
+STEPPED = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
+#: Real seconds each stepped wait gives the workloads (real processes) while a worker VM runs one.
+PAUSE_SECONDS = 0.05
+#: The bound of every real-time wait for a workload (seconds): a bound, never a measured time.
+WAIT_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class PlatformTime:
+    """One time for the emulator and the code under test (see the module docstring).
+
+    Args:
+        emulator: the ``resilient_emulator`` fixture's emulator, on a ``ManualClock``.
+        pause: real seconds each stepped wait gives the workloads.
+    """
+
+    def __init__(self, emulator: Any, pause: float = PAUSE_SECONDS) -> None:
+        self.emulator = emulator
+        self.pause = pause
+        self.waited = 0.0  # platform seconds the code under test waited in all
+
+    def now(self) -> float:
+        """The platform's time, epoch seconds: what the operator's and the trigger's clock read."""
+        return float(self.emulator.clock.time())
+
+    def _step(self, seconds: float) -> float:
+        """Move the platform's time on by ``seconds``; the real seconds to pause then: :attr:`pause` while a
+        worker VM runs a process (the workloads need real time, and the looks must not starve them of the CPU),
+        none otherwise (nothing real is waiting: a creation, a deletion, a backoff)."""
+        seconds = max(0.0, seconds)
+        self.waited += seconds
+        self.emulator.advance(seconds)
+        return self.pause if self.emulator.tpu.worker_pids() else 0.0
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of platform time: the platform moves on and acts at once; running workloads get
+        :attr:`pause` of real time."""
+        time.sleep(self._step(seconds))
+
+    async def sleep_async(self, seconds: float) -> None:
+        """:meth:`sleep` for a trigger's event loop."""
+        await asyncio.sleep(self._step(seconds))
+
+    def drive(self, subject: T) -> T:
+        """Give ``subject`` -- an operator (``_sleep``, ``_clock``; its hooks take its sleep) or a
+        ``TPUNodeTrigger`` (async ``_sleep``, ``_clock``) -- this time; returns it."""
+        from airflow.triggers.base import BaseTrigger
+
+        subject._sleep = self.sleep_async if isinstance(subject, BaseTrigger) else self.sleep  # type: ignore[attr-defined]
+        subject._clock = self.now  # type: ignore[attr-defined]
+        return subject
+
+    @contextlib.contextmanager
+    def moving(self, step: float = 5.0) -> Iterator[None]:
+        """While the block runs, move the platform's time on by ``step`` seconds every :attr:`pause` of real time
+        (for a wait the test cannot step, such as a kill's own hook waiting for its deletions: with its first poll
+        of the operation after 1 s, a deletion's 30 s are over by then)."""
+        done = threading.Event()
+
+        def run() -> None:
+            while not done.wait(self.pause):
+                self.emulator.advance(step)
+
+        mover = threading.Thread(target=run, name="platform-time", daemon=True)
+        mover.start()
+        try:
+            yield
+        finally:
+            done.set()
+            mover.join()
+
+    def advance_until(self, condition: Callable[[], T], step: float = 1.0, limit: float = 3600.0) -> T:
+        """Move the platform's time on ``step`` seconds at a time until ``condition()`` is true (a deletion is
+        over, a request expired); returns its value.
+
+        Raises:
+            AssertionError: still false after ``limit`` seconds of platform time.
+        """
+        moved = 0.0
+        while not (value := condition()):
+            assert moved < limit, f"not within {limit} s of platform time: {condition}"
+            self.sleep(step)
+            moved += step
+        return value
+
+    def wait_for(self, condition: Callable[[], T], timeout: float = WAIT_SECONDS) -> T:
+        """Wait in real time (bounded by ``timeout``) until ``condition()`` is true -- for what a workload
+        does, never for the platform; returns its value.
+
+        Raises:
+            AssertionError: not within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while not (value := condition()):
+            assert time.monotonic() < deadline, f"not within {timeout} s: {condition}"
+            time.sleep(self.pause)
+        return value
