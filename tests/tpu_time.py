@@ -65,6 +65,9 @@ class PlatformTime:
         self.emulator = emulator
         self.pause = pause
         self.waited = 0.0  # platform seconds the code under test waited in all
+        #: While this returns true, the platform's time does not move: a wait first waits in real time
+        #: (bounded) for what a workload owes the test (:meth:`hold_while`).
+        self.held: Callable[[], object] = lambda: False
 
     def now(self) -> float:
         """The platform's time, epoch seconds: what the operator's and the trigger's clock read."""
@@ -81,12 +84,23 @@ class PlatformTime:
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of platform time: the platform moves on and acts at once; running workloads get
-        :attr:`pause` of real time."""
+        :attr:`pause` of real time. Held (:meth:`hold_while`), it first waits for the workloads."""
+        self.wait_for(lambda: not self.held())
         time.sleep(self._step(seconds))
 
     async def sleep_async(self, seconds: float) -> None:
         """:meth:`sleep` for a trigger's event loop."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while self.held():
+            assert time.monotonic() < deadline, f"still held after {WAIT_SECONDS} s: {self.held}"
+            await asyncio.sleep(self.pause)
         await asyncio.sleep(self._step(seconds))
+
+    def hold_while(self, condition: Callable[[], object]) -> None:
+        """Keep the platform's time still while ``condition()`` is true -- something a workload does in real
+        time must happen before the platform's next moment (a checkpoint saved on request before the window
+        begins): the test says when the platform acts, not the machine's speed."""
+        self.held = condition
 
     def drive(self, subject: T) -> T:
         """Give ``subject`` -- an operator (``_sleep``, ``_clock``; its hooks take its sleep) or a

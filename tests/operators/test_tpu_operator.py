@@ -54,6 +54,10 @@ ZONE = f"projects/{PROJECT}/locations/us-central2-b"
 TIMEOUT = 60.0  # seconds: a bound on every wait for the emulator or a trigger, never a measured time
 #: Platform seconds a workload may go without a new step: 30 looks of the operator (``poll_interval`` 1 s).
 HANG = 30.0
+#: For a test whose looks are minutes apart (a queue timeout, a maintenance notice): no hang or start-up deadline
+#: that a few looks could pass while a workload's interpreter starts in real time (the defaults, 30 min, are 1800
+#: looks of 1 s -- a minute and more of real time -- but only 30 looks of 60 s).
+PATIENT: dict[str, Any] = {"hang_timeout": 86400.0, "startup_timeout": 86400.0}
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 #: The node ids of attempts 1 and 2 (``node_id_for``: DAG, task and a hash of the run).
 A1, A2, A3 = (node_id_for(None, "adhoc_airflow", "train", RUN_ID, -1, n) for n in (1, 2, 3))
@@ -488,7 +492,7 @@ def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(res
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
     policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF, queue_timeout_seconds=1800)  # seed 004: 30 min
     op = operator("echo ok", queued_resource=True, resilience_policy=policy, fallbacks=[{"zone": "europe-west4-a"}],
-                  poll_interval=60.0)
+                  poll_interval=60.0, **PATIENT)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
     failure = result["attempts"][0]["incidents"][0]["failure"]
@@ -500,7 +504,8 @@ def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(res
 
 def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    op = operator("echo ok", valid_until_duration=600, fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0)
+    op = operator("echo ok", valid_until_duration=600, fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0,
+                  **PATIENT)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
     assert "europe-west4-a" in result["node_name"]
@@ -521,7 +526,7 @@ def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilie
     events: list[dict] = []
     ctx = context()
     result = run_deferred(lambda: operator("echo ok", queued_resource=True, deferrable=True, resilience_policy=policy,
-                                           fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0), ctx,
+                                           fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0, **PATIENT), ctx,
                           events=events, platform_time=platform_time)
     watched = [e["status"] for e in events if isinstance(e, dict)]  # a backoff's DateTimeTrigger fires a time
     assert watched and "gone" not in watched  # the node not existing yet is waited for, not news
