@@ -156,3 +156,17 @@ class PlatformTime:
             assert time.monotonic() < deadline, f"not within {timeout} s: {condition}"
             time.sleep(self.pause)
         return value
+
+
+#: On real time (the emulator on the wall clock, its latencies scaled to fractions of a second): the longest wait
+#: of an operator or a hook -- a poll, a backoff, the poll of a long-running operation.
+REAL_TIME_POLL_SECONDS = 0.05
+
+
+def on_real_time(operator: T) -> T:
+    """An operator for a test that runs on real time (the goodput ledger's split against checkpoints that Cloud
+    Storage stamps with the wall clock): its waits, and its hooks' (a node's creation, deletion), last at most
+    :data:`REAL_TIME_POLL_SECONDS`, so the fractions of a second the scaled platform takes are not polled for a
+    second at a time. Returns it."""
+    operator._sleep = lambda seconds: time.sleep(min(seconds, REAL_TIME_POLL_SECONDS))  # type: ignore[attr-defined]
+    return operator
