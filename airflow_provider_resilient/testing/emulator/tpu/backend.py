@@ -509,8 +509,8 @@ class TpuBackend:
     def tick(self, now: float | None = None) -> None:
         now = self.clock.monotonic() if now is None else now
         with self.lock:  # one resource's error never stops the others (it is logged once)
-            if isinstance(self.clock, ManualClock):
-                self._publish_clock()
+            if isinstance(self.clock, ManualClock) and any(w.alive() for r in self.nodes.values() for w in r.workers):
+                self._publish_clock()  # (a VM that boots later gets it written then: _worker_env)
             for name, run in list(self.nodes.items()):
                 with self._guarded(name):
                     self._advance(run, now)
