@@ -487,6 +487,35 @@ def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resili
     assert nodes_left() == []
 
 
+def test_the_hook_waits_for_an_operation_through_its_sleep_within_the_timeout():
+    """A long-running operation is polled after each pause of the hook's ``sleep`` (api_core's cadence without
+    its jitter: 1 s growing 1.5 times), so a test's stepped time reaches the wait; ``timeout`` seconds of pauses
+    end it."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+    from types import SimpleNamespace
+
+    class Operation:
+        def __init__(self, polls_to_done: int | None) -> None:
+            self.polls, self.polls_to_done = 0, polls_to_done
+            self.operation = SimpleNamespace(name="operations/1")
+
+        def done(self) -> bool:
+            self.polls += 1
+            return self.polls == self.polls_to_done
+
+        def result(self) -> str:
+            return "node"
+
+    pauses: list[float] = []
+    hook = ResilientTPUHook(sleep=pauses.append)
+    assert hook.wait_operation(Operation(1), 10.0) == "node" and pauses == []  # done at the first look
+    assert hook.wait_operation(Operation(3), 10.0) == "node" and pauses == [1.0, 1.5]
+    pauses.clear()
+    with pytest.raises(FutureTimeout, match="operations/1 did not complete within 10 s"):
+        hook.wait_operation(Operation(None), 10.0)
+    assert pauses == [1.0, 1.5, 2.25, 3.375, 1.875]  # 10 s of pauses in all
+
+
 def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(resilient_emulator, platform_time):
     """Seed 004: queuing past the limit ends the attempt even when the request itself never expires."""
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
