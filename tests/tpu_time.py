@@ -53,6 +53,21 @@ WAIT_SECONDS = 60.0
 T = TypeVar("T")
 
 
+@contextlib.contextmanager
+def stepped_emulator() -> Iterator[Any]:
+    """An emulator as :data:`STEPPED` gives the ``resilient_emulator`` fixture (a manual clock, the platform's
+    latencies), its environment exported, stopped afterwards: for a module-scoped fixture that runs one scenario
+    for the tests of several of its facts."""
+    from airflow_provider_resilient.testing.emulator.clock import ManualClock
+    from airflow_provider_resilient.testing.emulator.config import EmulatorConfig
+    from airflow_provider_resilient.testing.emulator.server import Emulator
+    from airflow_provider_resilient.testing.storage import patched_environ
+
+    emulator = Emulator(config=EmulatorConfig(time_scale=1.0), clock=ManualClock())
+    with emulator, patched_environ(emulator.env()):
+        yield emulator
+
+
 class PlatformTime:
     """One time for the emulator and the code under test (see the module docstring).
 

@@ -15,7 +15,8 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -31,7 +32,7 @@ from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWork
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.specs.tpu import node_id_for
 
-from ..tpu_time import STEPPED, PlatformTime
+from ..tpu_time import STEPPED, PlatformTime, stepped_emulator
 from .test_vertex_operator_unit import TI, Store
 
 pytestmark = STEPPED
@@ -379,40 +380,69 @@ class RecordingStore(Store):
             self.written.append(json.loads(json.dumps(value)))
 
 
-def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator, platform_time):
-    # Attempt 1 reports steps 1 and 2, then the fault freezes it (SIGSTOP); attempt 2 reports 3 steps and ends.
-    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
-    ctx = context(store := RecordingStore())
-    op = operator(only_in_attempt(1, 'echo "step 1"; echo "step 2"; sleep 120', then=THREE_STEPS), hang_timeout=HANG)
-    result = platform_time.drive(op).execute(ctx)
-    assert decisions(result) == [("hang", "resubmit")]
-    assert "no progress past step 2" in result["attempts"][0]["incidents"][0]["failure"]["message"]
+@dataclass(frozen=True)
+class Run:
+    """What one run left: the operator's result, every run state it wrote, the nodes created and deleted, the
+    processes left, the nodes left."""
+
+    result: dict[str, Any]
+    store: RecordingStore
+    created: list[str]
+    deleted: list[str]
+    processes: list[int]
+    left: list[str]
+
+
+def hang_command(first: str) -> str:
+    """Attempt 1 runs ``first``; attempt 2 runs without logging a step, as a restore or a first collective that
+    never ends; attempt 3 logs 3 steps and ends."""
+    return f'case "$RESILIENT_ATTEMPT" in 1) {first};; 2) sleep 120;; *) {THREE_STEPS};; esac'
+
+
+@pytest.fixture(scope="module")
+def hung_twice() -> Iterator[Run]:
+    """One run for the tests of both hangs: attempt 1 logs steps 1 and 2, then the fault freezes it (SIGSTOP);
+    attempt 2 hangs before its first step; attempt 3 ends (:func:`hang_command`)."""
+    with stepped_emulator() as emulator:
+        emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
+        store = RecordingStore()
+        op = operator(hang_command('echo "step 1"; echo "step 2"; sleep 120'), hang_timeout=HANG)
+        result = PlatformTime(emulator).drive(op).execute(context(store))
+        yield Run(result, store, created(emulator), deleted(emulator), emulator.tpu.processes(), nodes_left())
+
+
+def test_a_hung_workload_is_detected_by_its_stalled_step(hung_twice):
+    first = hung_twice.result["attempts"][0]
+    assert decisions({"attempts": [first]}) == [("hang", "resubmit")]
+    assert "no progress past step 2" in first["incidents"][0]["failure"]["message"]
     # The observer's memory lives in the run state: what it saw of A1 before its verdict was persisted.
-    seen = [w["watch"] for w in store.written if w.get("watch", {}).get("resource") == f"{ZONE}/nodes/{A1}"]
+    seen = [w["watch"] for w in hung_twice.store.written if w.get("watch", {}).get("resource") == f"{ZONE}/nodes/{A1}"]
     assert any(list(w.get("clocks", {})) == ["worker 0"] for w in seen)
-    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
-    assert nodes_left() == []
+    assert hung_twice.created[:2] == [A1, A2] and hung_twice.deleted[:1] == [A1]  # A1 ended before A2 began
 
 
-@pytest.mark.parametrize("expect_steps", [False, True], ids=["once-it-logged-steps", "declared"])
-def test_a_workload_hung_before_its_first_step_is_detected(resilient_emulator, platform_time, expect_steps):
+HUNG_BEFORE_A_STEP = "without logging a step (hang_timeout 30 s)"
+
+
+def test_a_workload_hung_before_its_first_step_is_detected_once_it_logged_steps(hung_twice):
     # TPU benchmark seed 15: a hang before the workload's first step was never seen (the runner kept
-    # heartbeating, and a worker's step clock started with its first step). Attempt 2 runs without logging a
-    # step, as a restore or a first collective that never ends; attempt 1 logs steps until the fault freezes
-    # it -- or, with expect_steps declared, hangs before its first step too; attempt 3 logs 3 steps and ends.
-    if expect_steps:
-        first = "sleep 120"
-    else:
-        resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
-        first = 'echo "step 1"; echo "step 2"; sleep 120'
-    command = f'case "$RESILIENT_ATTEMPT" in 1) {first};; 2) sleep 120;; *) {THREE_STEPS};; esac'
-    op = operator(command, hang_timeout=HANG, expect_steps=expect_steps)
+    # heartbeating, and a worker's step clock started with its first step). Attempt 2 logs no step; attempt 1
+    # logged steps (until the fault froze it), so the run is known to log them.
+    result = hung_twice.result
+    assert decisions(result) == [("hang", "resubmit")] * 2 and len(result["attempts"]) == 3
+    message = result["attempts"][1]["incidents"][0]["failure"]["message"]
+    assert message.startswith("worker 0: running") and message.endswith(HUNG_BEFORE_A_STEP)
+    assert hung_twice.created == [A1, A2, A3] == hung_twice.deleted
+    assert hung_twice.left == [] and hung_twice.processes == []
+
+
+def test_a_workload_declared_to_log_steps_is_detected_hung_before_its_first_step(resilient_emulator, platform_time):
+    # With expect_steps declared, attempt 1 -- which never logged a step -- is judged before its first step too.
+    op = operator(hang_command("sleep 120"), hang_timeout=HANG, expect_steps=True)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("hang", "resubmit")] * 2 and len(result["attempts"]) == 3
     messages = [a["incidents"][0]["failure"]["message"] for a in result["attempts"][:2]]
-    before_a_step = [m.startswith("worker 0: running") and m.endswith("without logging a step (hang_timeout 30 s)")
-                     for m in messages]
-    assert before_a_step == [expect_steps, True]
+    assert all(m.startswith("worker 0: running") and m.endswith(HUNG_BEFORE_A_STEP) for m in messages)
     assert created(resilient_emulator) == [A1, A2, A3] == deleted(resilient_emulator)
 
 
