@@ -191,8 +191,8 @@ def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(re
 # ------------------------------------------------------------------ multislice (issue 14, part 4)
 def test_a_multislice_group_recovers_whole_when_one_slice_fails(resilient_emulator, platform_time):
     """Two v4-8 slices through one queued resource (v2alpha1 multi_node_params); slice 1 of the first group is
-    preempted at step 9: the whole group is ended and a new one resumes from the latest complete checkpoint,
-    every worker seeing the multislice environment; nothing is left behind."""
+    preempted once slice 0 has a complete checkpoint: the whole group is ended and a new one resumes from the
+    latest complete checkpoint, every worker seeing the multislice environment; nothing is left behind."""
     from airflow_provider_resilient.clients import tpu_client
 
     resilient_emulator.storage.create_bucket("tpu-ckpt")
