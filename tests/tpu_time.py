@@ -127,11 +127,15 @@ class PlatformTime:
         return subject
 
     @contextlib.contextmanager
-    def moving(self, step: float = 5.0) -> Iterator[None]:
-        """While the block runs, move the platform's time on by ``step`` seconds every :attr:`pause` of real time
-        (for a wait the test cannot step, such as a kill's own hook waiting for its deletions: with its first poll
-        of the operation after 1 s, a deletion's 30 s are over by then)."""
+    def moving(self, step: float = 10.0) -> Iterator[None]:
+        """While the block runs, move the platform's time on by ``step`` seconds every :attr:`pause` of real time,
+        for a wait the test cannot step: a kill's own hook (``on_kill`` makes one, with the wall clock's sleep)
+        waiting for its deletions. That hook polls them every :attr:`pause` meanwhile, not every second
+        (``hooks.tpu.OPERATION_POLL_SECONDS``, the first pause of every TPU hook's wait)."""
+        from airflow_provider_resilient.hooks import tpu as tpu_hooks
+
         done = threading.Event()
+        first_pause, tpu_hooks.OPERATION_POLL_SECONDS = tpu_hooks.OPERATION_POLL_SECONDS, self.pause
 
         def run() -> None:
             while not done.wait(self.pause):
@@ -144,6 +148,7 @@ class PlatformTime:
         finally:
             done.set()
             mover.join()
+            tpu_hooks.OPERATION_POLL_SECONDS = first_pause
 
     def advance_until(self, condition: Callable[[], T], step: float = 1.0, limit: float = 3600.0) -> T:
         """Move the platform's time on ``step`` seconds at a time until ``condition()`` is true (a deletion is

@@ -35,7 +35,7 @@ TPU_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
 AUDIT_LOGS = ("cloudaudit.googleapis.com%2Fsystem_event", "cloudaudit.googleapis.com%2Factivity")
 #: How :meth:`ResilientTPUHook.wait_operation` polls a long-running operation: api_core's own cadence
 #: (``DEFAULT_POLLING``, without its jitter) -- the first look at once, the next after 1 s, each pause 1.5 times
-#: the one before, at most 20 s.
+#: the one before, at most 20 s. :meth:`ResilientTPUHook.wait_gone` polls every ``OPERATION_POLL_SECONDS``.
 OPERATION_POLL_SECONDS = 1.0
 OPERATION_POLL_MAX_SECONDS = 20.0
 OPERATION_POLL_MULTIPLIER = 1.5
@@ -164,7 +164,7 @@ class ResilientTPUHook(GoogleApiHook):
                 return
             if time.monotonic() > deadline:
                 raise FutureTimeout(f"{name} still exists {timeout:.0f} s after its deletion began")
-            self._sleep(min(1.0, timeout))
+            self._sleep(min(OPERATION_POLL_SECONDS, timeout))
 
     def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
                                spot: bool, valid_until_seconds: float | None, slices: int = 1) -> Any:
