@@ -120,7 +120,7 @@ def release_all(hook: Any, releases: Sequence[Release], wait_seconds: float | No
     for resource, operation in requested:
         left = max(0.1, deadline - time.monotonic())
         if operation is not None:
-            operation.result(timeout=left)
+            hook.wait_operation(operation, left)
         elif resource.kind == "tpu_node":  # gone, or being deleted by someone else: wait until it is gone
             hook.wait_gone(resource.name, left)
 

@@ -2,7 +2,8 @@
 
 Both share :class:`~.base.GoogleApiHook`: credentials, the emulator override and transient API
 errors retried with backoff. Long-running operations (CreateNode, DeleteNode) are waited for with
-``operation.result(timeout)``; their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
+:meth:`ResilientTPUHook.wait_operation`, polled through the hook's ``sleep`` (so a test's stepped time reaches
+those waits too); their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
 The create calls (CreateNode, CreateQueuedResource) are made with ``creating=True``: a RESOURCE_EXHAUSTED
 answer to the call itself (a stockout or quota; DESIGN.md "RESOURCE_EXHAUSTED on create") is raised at
 once for the policy instead of being retried here for ``api_retry_seconds``.
@@ -32,6 +33,12 @@ TPU_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
 #: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
 #: included).
 AUDIT_LOGS = ("cloudaudit.googleapis.com%2Fsystem_event", "cloudaudit.googleapis.com%2Factivity")
+#: How :meth:`ResilientTPUHook.wait_operation` polls a long-running operation: api_core's own cadence
+#: (``DEFAULT_POLLING``, without its jitter) -- the first look at once, the next after 1 s, each pause 1.5 times
+#: the one before, at most 20 s. :meth:`ResilientTPUHook.wait_gone` polls every ``OPERATION_POLL_SECONDS``.
+OPERATION_POLL_SECONDS = 1.0
+OPERATION_POLL_MAX_SECONDS = 20.0
+OPERATION_POLL_MULTIPLIER = 1.5
 
 
 def audit_log_filter(project_id: str) -> str:
@@ -82,7 +89,30 @@ class ResilientTPUHook(GoogleApiHook):
         except gexc.AlreadyExists:
             log.info("Node %s/nodes/%s exists already: using it", parent, node_id)
             return self.get_node(f"{parent}/nodes/{node_id}")
-        return operation.result(timeout=timeout)
+        return self.wait_operation(operation, timeout)
+
+    def wait_operation(self, operation: Any, timeout: float) -> Any:
+        """``operation.result()`` within ``timeout`` seconds: the operation is polled at once, then after each
+        pause of the hook's ``sleep`` (:data:`OPERATION_POLL_SECONDS` growing to :data:`OPERATION_POLL_MAX_SECONDS`).
+        The wait ends after ``timeout`` seconds of real time or of pauses, whichever comes first (the same with
+        ``time.sleep``; with a test's stepped sleep, ``timeout`` seconds of the platform's time).
+
+        Raises:
+            concurrent.futures.TimeoutError: not done within ``timeout`` (the operation goes on).
+            google.api_core.exceptions.GoogleAPICallError: the operation failed (a stockout: RESOURCE_EXHAUSTED).
+        """
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        deadline = time.monotonic() + timeout
+        pause, paused = OPERATION_POLL_SECONDS, 0.0
+        while not operation.done():
+            left = min(deadline - time.monotonic(), timeout - paused)
+            if left <= 0:
+                raise FutureTimeout(f"Operation {operation.operation.name} did not complete within {timeout:.0f} s")
+            self._sleep(min(pause, left))
+            paused += min(pause, left)
+            pause = min(pause * OPERATION_POLL_MULTIPLIER, OPERATION_POLL_MAX_SECONDS)
+        return operation.result()
 
     def get_node(self, name: str) -> Any:
         return self.call(lambda: self.client().get_node(name=name, retry=None))
@@ -113,7 +143,7 @@ class ResilientTPUHook(GoogleApiHook):
                 self.wait_gone(name, timeout)
             return None
         if timeout is not None:
-            operation.result(timeout=timeout)
+            self.wait_operation(operation, timeout)
         return operation
 
     def wait_gone(self, name: str, timeout: float) -> None:
@@ -134,7 +164,7 @@ class ResilientTPUHook(GoogleApiHook):
                 return
             if time.monotonic() > deadline:
                 raise FutureTimeout(f"{name} still exists {timeout:.0f} s after its deletion began")
-            self._sleep(min(1.0, timeout))
+            self._sleep(min(OPERATION_POLL_SECONDS, timeout))
 
     def create_queued_resource(self, project_id: str, zone: str, resource_id: str, node: dict[str, Any], *,
                                spot: bool, valid_until_seconds: float | None, slices: int = 1) -> Any:
@@ -189,7 +219,7 @@ class ResilientTPUHook(GoogleApiHook):
         except gexc.NotFound:
             return None
         if timeout is not None:
-            operation.result(timeout=timeout)
+            self.wait_operation(operation, timeout)
         return operation
 
     def worker_reports(self, name: str) -> list[dict[str, str]]:
@@ -223,13 +253,13 @@ class ResilientTPUHook(GoogleApiHook):
         metadata[CHECKPOINT_REQUEST_ATTRIBUTE] = token
         operation = self.call(lambda: self.client().update_node(
             node={"name": name, "metadata": metadata}, update_mask={"paths": ["metadata"]}, retry=None))
-        operation.result(timeout=timeout)
+        self.wait_operation(operation, timeout)
 
     def simulate_maintenance_event(self, name: str, worker_ids: Sequence[str] = (), timeout: float = 300.0) -> Any:
         """v2alpha1 SimulateMaintenanceEvent on ``worker_ids`` (empty: worker 0); waits for the operation."""
         operation = self.call(lambda: self.alpha_client().simulate_maintenance_event(
             request={"name": name, "worker_ids": list(worker_ids)}, retry=None))
-        return operation.result(timeout=timeout)
+        return self.wait_operation(operation, timeout)
 
 
 class AuditLogHook(GoogleApiHook):

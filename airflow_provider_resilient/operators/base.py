@@ -269,7 +269,7 @@ class SupervisedOperator(BaseOperator):
     def _fire_not_before(self) -> float:
         """Epoch seconds before which a trigger this task defers to must not fire (see
         :data:`DEFAULT_MIN_DEFER_SECONDS`)."""
-        return time.time() + self.min_defer_seconds
+        return self._clock() + self.min_defer_seconds
 
     # ------------------------------------------------------------------ subclass interface
     def _backend(self) -> Backend:
@@ -506,7 +506,7 @@ class SupervisedOperator(BaseOperator):
         """Free the worker slot for ``seconds``; :meth:`execute_complete` continues."""
         from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
-        moment = datetime.now(tz=UTC) + timedelta(seconds=seconds)
+        moment = datetime.fromtimestamp(self._clock(), tz=UTC) + timedelta(seconds=seconds)
         self.defer(trigger=DateTimeTrigger(moment=moment), method_name="execute_complete")
 
     # ------------------------------------------------------------------ state and XCom

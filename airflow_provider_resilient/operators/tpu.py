@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -405,11 +404,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         from ..triggers.tpu import TPUNodeTrigger
 
         backend = self._backend()
-        look_again_at = time.time() + look_again_seconds(self.poll_interval, self.hang_timeout)
+        look_again_at = self._clock() + look_again_seconds(self.poll_interval, self.hang_timeout)
         if backend.queue_deadline is not None:  # a request waiting for capacity: back for its queue timeout
-            look_again_at = min(look_again_at, max(backend.queue_deadline, time.time() + self.poll_interval))
+            look_again_at = min(look_again_at, max(backend.queue_deadline, self._clock() + self.poll_interval))
         if backend.maintenance_due is not None:  # back in time to request the checkpoint (or move) before a window
-            look_again_at = min(look_again_at, max(backend.maintenance_due, time.time() + self.poll_interval))
+            look_again_at = min(look_again_at, max(backend.maintenance_due, self._clock() + self.poll_interval))
         trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=backend.baseline,
                                  fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
@@ -427,7 +426,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             return
         from ..triggers.tpu import TPUNodeTrigger
 
-        trigger = TPUNodeTrigger(look_again_at=time.time() + seconds, watch_node=False, **self._trigger_args(node))
+        trigger = TPUNodeTrigger(look_again_at=self._clock() + seconds, watch_node=False, **self._trigger_args(node))
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _load(self, context: Any) -> RunState:

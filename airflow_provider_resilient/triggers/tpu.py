@@ -21,7 +21,7 @@ in a worker and does its full look -- as soon as
 
 Step reports for the goodput ledger. On every poll that reads the workers' reports the trigger records
 worker 0's ``step`` (digits only) when it differs from the last one it recorded, with the time it was
-seen (``time.time()``); every event of a watching trigger carries them as ``"steps": [[time, step],
+seen (the trigger's clock, ``time.time()``); every event of a watching trigger carries them as ``"steps": [[time, step],
 ...]`` (oldest first) when there are any, and the operator notes them for its ledger (as a polling
 operator notes the step of each of its looks) -- so a deferred run's ledger attributes wasted progress
 from steps, not from whole attempts. The list lives in the trigger only: it is not serialized, and a
@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -129,6 +129,10 @@ class TPUNodeTrigger(BaseTrigger):
         self.emulator = emulator
         #: Worker 0's step reports seen by this trigger, ``[[time, step], ...]`` (see the module docstring).
         self._steps: list[list[float]] = []
+        #: Seconds since the epoch, now; and how the watch waits (both replaced in tests, which step the
+        #: platform's time instead of waiting for it).
+        self._clock: Callable[[], float] = time.time
+        self._sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
@@ -151,11 +155,11 @@ class TPUNodeTrigger(BaseTrigger):
         if not (step.isascii() and step.isdigit()):
             return
         if not self._steps or self._steps[-1][1] != int(step):
-            self._steps.append([time.time(), int(step)])
+            self._steps.append([self._clock(), int(step)])
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if not self.watch_node:
-            await asyncio.sleep(max(0.0, self.look_again_at - time.time()))
+            await self._sleep(max(0.0, self.look_again_at - self._clock()))
             yield TriggerEvent(self._event("timer", "the backoff is over"))
             return
         hook = self._hook()
@@ -165,7 +169,7 @@ class TPUNodeTrigger(BaseTrigger):
         finally:
             await hook.close()
         if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
-            await asyncio.sleep(max(0.0, self.fire_not_before - time.time()))
+            await self._sleep(max(0.0, self.fire_not_before - self._clock()))
         yield TriggerEvent(payload)
 
     async def _watch(self, hook: Any) -> dict[str, Any]:
@@ -174,10 +178,10 @@ class TPUNodeTrigger(BaseTrigger):
             if payload is not None:
                 self.log.info("%s: %s", self.node_name, payload["message"])
                 return payload
-            remaining = self.look_again_at - time.time()
+            remaining = self.look_again_at - self._clock()
             if remaining <= 0:
                 return self._event("look_again", "no change; time for a full look (audit log, progress)")
-            await asyncio.sleep(min(self.poll_interval, remaining))
+            await self._sleep(min(self.poll_interval, remaining))
 
     async def _look(self, hook: Any) -> dict[str, Any] | None:
         """One read of the node and the workers' reports: the event's payload when there is news, else None."""

@@ -99,7 +99,8 @@ reporting error never stops the runner; it prints one warning. Keys (namespace d
 * ``failure_class``: the class of the latest non-zero ``exit_code`` (``transient_crash``,
   ``worker_failure``, ``permanent_user_error``, ``container_start_error``, ``preflight_failure``).
 * ``restarts``: restarts so far, written before each run.
-* ``heartbeat``: ``time.time()`` as a float, every ``--heartbeat-seconds`` (default 10) while running.
+* ``heartbeat``: the VM's clock (``time.time()``, :func:`vm_time`) as a float, every ``--heartbeat-seconds``
+  (default 10) while running.
 * ``step``: the latest training step, the first group of ``--step-pattern`` (default
   ``(?m)^\\s*step[ =:]+(\\d+)``) in the child's stdout; written with the heartbeat when it changed and
   after each run.
@@ -355,6 +356,10 @@ DEVICE_ROOT_ENV = "RESILIENT_DEVICE_ROOT"
 #: Emulator only: JSON ``{"path": free bytes}`` that stands in for ``statvfs`` of those paths (an emulated
 #: VM's disks; a real VM never sets it).
 EMULATED_FREE_BYTES_ENV = "RESILIENT_EMULATED_FREE_BYTES"
+#: Emulator only: a file holding the platform's time (epoch seconds) when the emulator runs on a manual clock
+#: (``testing/emulator/clock.py``, time moves only when a test advances it): an emulated VM's clock, which the
+#: heartbeat reads (:func:`vm_time`). A real VM never sets it: its clock is ``time.time()``.
+EMULATED_CLOCK_ENV = "RESILIENT_EMULATED_CLOCK"
 #: The hosts of a job, where the platform names them: TPU VMs (comma-separated), Vertex AI (JSON).
 HOST_ENVS = ("TPU_WORKER_HOSTNAMES", "CLUSTER_SPEC", "TF_CONFIG")
 
@@ -363,6 +368,16 @@ OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
 def _gb(n: float) -> str:
     return f"{n / GB:.1f} GB"
+
+
+def vm_time(environ: dict[str, str]) -> float:
+    """The VM's clock in epoch seconds: ``time.time()``; on an emulated VM of a manual clock, the platform's
+    time (:data:`EMULATED_CLOCK_ENV`; the real clock while that file cannot be read)."""
+    path = environ.get(EMULATED_CLOCK_ENV)
+    if path:
+        with contextlib.suppress(OSError, ValueError), open(path) as clock:
+            return float(clock.read())
+    return time.time()
 
 
 def _free_bytes(path: str, environ: dict[str, str]) -> int:
@@ -636,7 +651,7 @@ class Runner:
 
     def _heartbeat(self, done: threading.Event) -> None:
         while True:
-            self.reporter.put(KEY_HEARTBEAT, repr(time.time()))
+            self.reporter.put(KEY_HEARTBEAT, repr(vm_time(self.environ)))
             self._publish_step()
             self._pass_checkpoint_request()
             if done.wait(self.options.heartbeat_seconds):

@@ -47,6 +47,12 @@ def wait_for(predicate, timeout: float = 30.0):
     raise TimeoutError("condition not met")
 
 
+#: The platform's own latencies (``Latencies``) on a clock the test moves: nothing happens between advances, and an
+#: operation the clock has moved past is done when its ``result()`` is asked for (no polling).
+MANUAL = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
+CREATE, REPAIR, DELETE = 90.0, 300.0, 30.0  # Latencies.tpu_create_seconds, tpu_repair_seconds, tpu_delete_seconds
+
+
 @pytest.mark.parametrize(("accelerator", "workers"), [("v4-8", 1), ("v4-16", 2), ("v4-32", 4), ("v5litepod-8", 1),
                                                       ("v5litepod-16", 4), ("v5p-8", 1), ("v3-32", 4)])
 def test_worker_counts(accelerator, workers):
@@ -94,9 +100,11 @@ def test_the_emulator_imports_nothing_of_the_provider_outside_testing():
     assert server.EMULATOR_HOST_ENV == clients.EMULATOR_HOST_ENV  # the one contract they share: a name
 
 
+@MANUAL
 def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_flow(resilient_emulator):
     client = tpu_client()
     operation = client.create_node(parent=ZONE, node_id="train-node", node=node(labels={"team": "ml"}))
+    resilient_emulator.advance(CREATE)  # (each operation below is done when its result is asked for: no polling)
     created = operation.result(timeout=30)
     assert created.state.name == "READY" and created.health.name == "HEALTHY"
     assert len(created.network_endpoints) == 4 and created.labels["team"] == "ml"
@@ -109,11 +117,17 @@ def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_f
     assert [n.name for n in client.list_nodes(parent=ZONE)] == [name]
     assert len(resilient_emulator.tpu.worker_pids()) == 4
 
-    client.stop_node(request={"name": name}).result(timeout=30)
+    stopping = client.stop_node(request={"name": name})
+    resilient_emulator.advance(DELETE)
+    stopping.result(timeout=30)
     assert client.get_node(name=name).state.name == "STOPPED" and resilient_emulator.tpu.processes() == []
-    client.start_node(request={"name": name}).result(timeout=30)
+    starting = client.start_node(request={"name": name})
+    resilient_emulator.advance(CREATE / 3)
+    starting.result(timeout=30)
     assert client.get_node(name=name).state.name == "READY"
-    client.delete_node(name=name).result(timeout=30)
+    deleting = client.delete_node(name=name)
+    resilient_emulator.advance(DELETE)
+    deleting.result(timeout=30)
     with pytest.raises(exceptions.NotFound):
         client.get_node(name=name)
     assert resilient_emulator.tpu.processes() == []
@@ -121,10 +135,12 @@ def test_create_node_runs_startup_scripts_on_every_worker_and_guest_attributes_f
         c.method for c in resilient_emulator.calls.list()}
 
 
+@MANUAL
 def test_async_client_creates_and_reads_a_node(resilient_emulator):
     async def scenario() -> str:
         client = tpu_async_client()
         operation = await client.create_node(parent=ZONE, node_id="async-node", node=node("v4-8"))
+        resilient_emulator.advance(CREATE)
         created = await operation.result(timeout=30)
         return (await client.get_node(name=created.name)).state.name
 
@@ -140,14 +156,6 @@ def test_bad_requests_are_invalid_argument(resilient_emulator):
         client.create_node(parent=ZONE, node_id="twice", node=node("v4-8"))
 
 
-def _ready_node(node_id: str, accelerator: str = "v4-16") -> str:
-    tpu_client().create_node(parent=ZONE, node_id=node_id, node=node(accelerator)).result(timeout=30)
-    return f"{ZONE}/nodes/{node_id}"
-
-
-#: The platform's own latencies (``Latencies``) on a clock the test moves: nothing happens between advances.
-MANUAL = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
-CREATE, REPAIR = 90.0, 300.0  # Latencies.tpu_create_seconds, tpu_repair_seconds
 
 
 def _booted(emulator, node_id: str, worker: int = 0, times: int = 1) -> str:
@@ -223,10 +231,12 @@ def test_preemption_and_unhealthy_nodes(resilient_emulator):
     assert [s.symptom_type.name for s in got.symptoms] == ["MESH_BUILD_FAIL"]
 
 
+@MANUAL
 def test_stockout_fails_the_create_operation_and_writes_an_audit_entry(resilient_emulator):
     resilient_emulator.add_fault({"kind": "stockout"})
     client = tpu_client()
     operation = client.create_node(parent=ZONE, node_id="nocap", node=node("v4-8"))
+    resilient_emulator.advance(CREATE)  # the platform looks for capacity at the end of the creation
     with pytest.raises(exceptions.ResourceExhausted, match="no more capacity"):
         operation.result(timeout=30)
     with pytest.raises(exceptions.NotFound):
@@ -236,8 +246,9 @@ def test_stockout_fails_the_create_operation_and_writes_an_audit_entry(resilient
     assert entries[0].log_name == "projects/test-project/logs/cloudaudit.googleapis.com%2Factivity"
 
 
+@MANUAL
 def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
-    _ready_node("crashy")
+    _created_on_the_clock(resilient_emulator, "crashy")
     log1 = resilient_emulator.work_dir / "tpu" / "crashy" / "worker-1.log"
     # The fault comes once the workload runs on both workers: a crash that strikes a startup script still
     # booting (a loaded machine) would signal no workload process (not a guessed delay).
@@ -248,16 +259,20 @@ def test_crash_signals_the_workload_process_of_one_worker(resilient_emulator):
     wait_for(lambda: len(resilient_emulator.tpu.worker_pids()) == 1)  # worker 1's script ended, worker 0 runs
 
 
+@MANUAL
 def test_queued_resource_becomes_active_with_its_node(resilient_emulator):
     client = tpu_client()
     client.create_queued_resource(parent=ZONE, queued_resource_id="qr", queued_resource={
         "tpu": {"node_spec": [{"parent": ZONE, "node_id": "qr-node", "node": node("v4-8")}]}, "spot": {}})
-    wait_for(lambda: client.get_queued_resource(name=f"{ZONE}/queuedResources/qr").state.state.name == "ACTIVE")
+    resilient_emulator.advance(30 + CREATE)  # Latencies.tpu_queue_seconds, then the node's creation
+    assert client.get_queued_resource(name=f"{ZONE}/queuedResources/qr").state.state.name == "ACTIVE"
     assert client.get_node(name=f"{ZONE}/nodes/qr-node").queued_resource == f"{ZONE}/queuedResources/qr"
     with pytest.raises(exceptions.FailedPrecondition):
         client.delete_queued_resource(name=f"{ZONE}/queuedResources/qr").result(timeout=30)
     client.delete_queued_resource(request={"name": f"{ZONE}/queuedResources/qr", "force": True}).result(timeout=30)
-    wait_for(lambda: not list(client.list_nodes(parent=ZONE)))
+    assert [n.state.name for n in client.list_nodes(parent=ZONE)] == ["DELETING"]
+    resilient_emulator.advance(DELETE)
+    assert not list(client.list_nodes(parent=ZONE))
 
 
 @MANUAL
@@ -278,6 +293,7 @@ def test_a_queued_resource_never_provisioned_fails_when_its_validity_ends(resili
     assert state().state.name == "FAILED" and "valid_until_duration" in state().failed_data.error.message
 
 
+@MANUAL
 def test_deleting_a_node_kills_commands_in_sessions_of_their_own(resilient_emulator, tmp_path):
     """The worker runner starts the training command in its own session; a command that ignores SIGTERM
     must still die with the VM, or the emulator would leak it past DeleteNode and past shutdown."""
@@ -286,22 +302,27 @@ def test_deleting_a_node_kills_commands_in_sessions_of_their_own(resilient_emula
               "wait\n")
     client = tpu_client()
     name = f"{ZONE}/nodes/stubborn"
-    client.create_node(parent=ZONE, node_id="stubborn",
-                       node={**node("v4-8"), "metadata": {"startup-script": script}}).result(timeout=30)
+    creating = client.create_node(parent=ZONE, node_id="stubborn",
+                                  node={**node("v4-8"), "metadata": {"startup-script": script}})
+    resilient_emulator.advance(CREATE)
+    creating.result(timeout=30)
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
     assert pid in resilient_emulator.tpu.processes()  # seen although it left the script's process group
-    client.delete_node(name=name).result(timeout=30)
+    deleting = client.delete_node(name=name)
+    resilient_emulator.advance(DELETE)
+    deleting.result(timeout=30)
     wait_for(lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[1]
              .split()[0] == "Z")
     assert resilient_emulator.tpu.processes() == []
 
 
+@MANUAL
 def test_unavailable_faults_strike_tpu_and_logging_calls(resilient_emulator):
     """``unavailable`` with ``service: tpu`` / ``service: logging``: the k-th matching call answers
     UNAVAILABLE (the hooks must retry through it); other services' calls are not counted."""
     from airflow_provider_resilient.logging_clients import logging_gapic_client
 
-    name = _ready_node("flaky", "v4-8")
+    name = _created_on_the_clock(resilient_emulator, "flaky", "v4-8")
     resilient_emulator.add_fault({"kind": "unavailable", "service": "tpu", "match": {"nth": 2}})
     resilient_emulator.add_fault({"kind": "unavailable", "service": "tpu", "calls": "list"})
     resilient_emulator.add_fault({"kind": "unavailable", "service": "logging", "calls": "list"})
@@ -320,6 +341,7 @@ def test_unavailable_faults_strike_tpu_and_logging_calls(resilient_emulator):
     assert [f["fired"] for f in resilient_emulator.faults.faults()] == [1, 1, 1]
 
 
+@MANUAL
 def test_a_quota_fault_refuses_the_create_call_itself(resilient_emulator):
     """``quota`` with ``service: tpu``: CreateNode / CreateQueuedResource answer 429 RESOURCE_EXHAUSTED
     naming the metric (unlike a stockout, which fails the create operation); Vertex AI creates are not
@@ -333,32 +355,33 @@ def test_a_quota_fault_refuses_the_create_call_itself(resilient_emulator):
     with pytest.raises(exceptions.ResourceExhausted, match="quota metrics exceed quota limits"):
         client.create_queued_resource(parent=ZONE, queued_resource_id="q2", queued_resource=queued, retry=None)
     assert [n.name for n in client.list_nodes(parent=ZONE)] == []
-    client.create_node(parent=ZONE, node_id="q3", node=node("v4-8")).result(timeout=30)  # times: 2 -- spent
+    _created_on_the_clock(resilient_emulator, "q3", "v4-8")  # times: 2 -- spent
     assert [f["fired"] for f in resilient_emulator.faults.faults()] == [2]
 
 
+@MANUAL
 def test_a_second_delete_of_a_deleting_node_is_refused_and_the_first_delete_still_finishes(resilient_emulator):
     """A cleared task's next try and the old trigger's on_kill both delete the node, in either order; the one
     that asked first waits on its operation, which must finish (it once was replaced, and never did)."""
     client = tpu_client()
-    client.create_node(parent=ZONE, node_id="twice", node=node("v4-8")).result(timeout=30)
-    name = f"{ZONE}/nodes/twice"
+    name = _created_on_the_clock(resilient_emulator, "twice", "v4-8")
     first = client.delete_node(name=name)
     with pytest.raises(exceptions.FailedPrecondition, match="DELETING"):
         client.delete_node(name=name)
+    resilient_emulator.advance(DELETE)
     first.result(timeout=30)
     with pytest.raises(exceptions.NotFound):
         client.get_node(name=name)
     assert resilient_emulator.tpu.processes() == []
 
 
+@MANUAL
 def test_deleting_a_node_while_it_is_created_aborts_the_create_operation(resilient_emulator):
     client = tpu_client()
-    config = resilient_emulator.tpu.config  # still CREATING while we delete it
-    resilient_emulator.tpu.config = config.model_copy(update={
-        "latencies": config.latencies.model_copy(update={"tpu_create_seconds": 3600.0})})
-    creating = client.create_node(parent=ZONE, node_id="young", node=node("v4-8"))
-    client.delete_node(name=f"{ZONE}/nodes/young").result(timeout=30)
+    creating = client.create_node(parent=ZONE, node_id="young", node=node("v4-8"))  # CREATING: the clock stands
+    deleting = client.delete_node(name=f"{ZONE}/nodes/young")
+    resilient_emulator.advance(DELETE)
+    deleting.result(timeout=30)
     with pytest.raises(exceptions.Aborted, match="being deleted"):
         creating.result(timeout=30)
 

@@ -1,6 +1,10 @@
 """Upcoming maintenance on the emulator (issue 14, part 1): Cloud TPU announces a window
 (``Node.upcoming_maintenance``, v2alpha1); before it the operator asks the workload for a checkpoint through
-the node's metadata and the worker runner, then rides the event out or moves the run to a fresh node."""
+the node's metadata and the worker runner, then rides the event out or moves the run to a fresh node.
+
+On stepped time (``tests/tpu_time.py``): the notice, the lead, the window and the repair are the platform's
+seconds; the platform's time holds still while a checkpoint requested of a running workload is not yet
+acknowledged, so the save happens before the window whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -11,12 +15,65 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
+from airflow_provider_resilient.worker import CHECKPOINT_REQUEST_ATTRIBUTE, KEY_CHECKPOINT_ACK
 
-from .test_tpu_operator import A1, A2, ZONE, context, created, decisions, deleted, nodes_left, operator, train
+from ..tpu_time import STEPPED, PlatformTime
+from .test_tpu_operator import (
+    A1,
+    A2,
+    PATIENT,
+    ZONE,
+    context,
+    created,
+    decisions,
+    deleted,
+    nodes_left,
+    operator,
+    run_deferred,
+    train,
+)
+
+pytestmark = STEPPED
+#: Platform seconds: the window is announced 10 minutes ahead; the checkpoint is asked for 5 minutes before it.
+NOTICE, LEAD = 600.0, 300.0
 
 
-def train_slowly(epochs: int = 40, seconds: float = 0.1) -> str:
-    """A 40-epoch run (0.1 s each) with no periodic checkpoint before its end: only a checkpoint on request
+@pytest.fixture
+def platform_time(resilient_emulator: Any) -> PlatformTime:
+    """The emulator's manual clock and the operator's (and trigger's) clock and sleep, as one time; it holds
+    still while a running workload owes the acknowledgement of a checkpoint request (:func:`unacknowledged`)."""
+    time = PlatformTime(resilient_emulator)
+    time.hold_while(lambda: unacknowledged(resilient_emulator))
+    return time
+
+
+def unacknowledged(emulator: Any) -> bool:
+    """Whether a READY node asks its workers for a checkpoint that a worker still running has not acknowledged."""
+    with emulator.tpu.lock:
+        runs = [r for r in emulator.tpu.nodes.values() if r.phase == "ready"]
+        for run in runs:
+            token = dict(run.node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE)
+            if not token:
+                continue
+            for worker in run.workers:
+                key = f"resilient/{KEY_CHECKPOINT_ACK}"
+                if worker.alive() and worker.metadata.guest(key).get(key, "") != token:
+                    return True
+    return False
+
+
+def short_of_step(emulator: Any, node_id: str, step: int) -> bool:
+    """Whether node ``node_id`` is READY with its worker running and not yet past ``step - 1``."""
+    with emulator.tpu.lock:
+        run = emulator.tpu.nodes.get(f"{ZONE}/nodes/{node_id}")
+        if run is None or run.phase != "ready" or not run.workers[0].alive():
+            return False
+        reported = run.workers[0].metadata.guest("resilient/step").get("resilient/step", "")
+        return not (reported.isdigit() and int(reported) >= step)
+
+
+def train_slowly(epochs: int = 20, seconds: float = 0.05) -> str:
+    """A 20-epoch run (0.05 s each) with no periodic checkpoint before its end: only a checkpoint on request
     saves progress before the window."""
     return train(epochs).replace("--checkpoint-every 3 --epoch-seconds 0.05",
                                  f"--checkpoint-every 1000 --epoch-seconds {seconds}")
@@ -32,15 +89,16 @@ def boots(log: str) -> list[str]:
 
 
 def announce(emulator: Any, **fields: Any) -> None:
-    emulator.add_fault({"kind": "scheduled_maintenance", "at_step": 3, "notice_seconds": 3.0,
-                        "window_seconds": 0.5, **fields})
+    emulator.add_fault({"kind": "scheduled_maintenance", "at_step": 3, "notice_seconds": NOTICE,
+                        "window_seconds": 60.0, **fields})
 
 
-def test_ride_out_checkpoints_before_the_window_and_resumes_from_that_checkpoint(resilient_emulator):
+def test_ride_out_checkpoints_before_the_window_and_resumes_from_that_checkpoint(resilient_emulator, platform_time):
     resilient_emulator.storage.create_bucket("tpu-ckpt")
     announce(resilient_emulator)
     ctx = context()
-    result = operator(train_slowly(), maintenance_lead_seconds=2.0).execute(ctx)
+    op = operator(train_slowly(), maintenance_lead_seconds=LEAD, poll_interval=100.0, **PATIENT)
+    result = platform_time.drive(op).execute(ctx)
     # The event itself is waited out on the same node (seed 002: most events recover).
     assert set(decisions(result)) == {("maintenance_event", "wait")}
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
@@ -49,15 +107,17 @@ def test_ride_out_checkpoints_before_the_window_and_resumes_from_that_checkpoint
     assert "checkpoint requested: scheduled maintenance at" in first  # the runner passed it on
     # After the repair the workload resumed from the checkpoint it saved on request, past the announcement.
     assert f"resuming from step {saved}" in second and int(saved) > 3
-    assert result["checkpoint"]["step"] == 40
+    assert result["checkpoint"]["step"] == 20
     assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
 
 
-def test_move_leaves_the_node_before_the_window_without_spending_a_budget(resilient_emulator):
+def test_move_leaves_the_node_before_the_window_without_spending_a_budget(resilient_emulator, platform_time):
     resilient_emulator.storage.create_bucket("tpu-ckpt")
-    announce(resilient_emulator, notice_seconds=30.0)
+    announce(resilient_emulator)
     ctx = context()
-    result = operator(train_slowly(), maintenance_lead_seconds=25.0, maintenance_policy="move").execute(ctx)
+    op = operator(train_slowly(), maintenance_lead_seconds=LEAD, maintenance_policy="move", poll_interval=100.0,
+                  **PATIENT)
+    result = platform_time.drive(op).execute(ctx)
     first, second = result["attempts"]
     assert first["ended_by"] == "maintenance" and not first.get("incidents")
     assert second["resumed_from_step"] > 3 and not second.get("incidents")
@@ -86,20 +146,15 @@ def test_bad_maintenance_arguments_are_refused_at_parse_time():
         operator("echo hi", maintenance_lead_seconds=-1)
 
 
-def test_the_v2alpha1_api_announces_the_window_and_simulates_an_event(resilient_emulator):
+def test_the_v2alpha1_api_announces_the_window_and_simulates_an_event(resilient_emulator, platform_time):
     """Conformance of the emulator's v2alpha1 face with the real client."""
-    hook = ResilientTPUHook()
+    hook = ResilientTPUHook(sleep=platform_time.sleep)
     announce(resilient_emulator, at_step=None, notice_seconds=60.0)
     hook.create_node("test-project", "us-central2-b", "n1", {
         "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base",
         "metadata": {"startup-script": "sleep 60"}})
     name = f"{ZONE}/nodes/n1"
-    import time
-
-    deadline = time.monotonic() + 30
-    while (upcoming := hook.upcoming_maintenance(name)) is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    upcoming = platform_time.advance_until(lambda: hook.upcoming_maintenance(name))  # announced once it is READY
     assert upcoming.type_.name == "SCHEDULED" and upcoming.maintenance_status.name == "PENDING"
     assert upcoming.window_start_time < upcoming.window_end_time and upcoming.can_reschedule
     hook.request_checkpoint(name, "tok")
@@ -112,16 +167,18 @@ def test_the_v2alpha1_api_announces_the_window_and_simulates_an_event(resilient_
     hook.delete_node(name)
 
 
-def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(resilient_emulator):
+def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(resilient_emulator, platform_time):
     """Deferred, the trigger sees the notice appear (v2alpha1) and the workers' acknowledgement, and the task
     comes back in time to request the checkpoint and to move."""
-    from .test_tpu_operator import run_deferred
-
     resilient_emulator.storage.create_bucket("tpu-ckpt")
-    announce(resilient_emulator, notice_seconds=30.0)
+    # The notice comes 150 s after the node is up -- between the operator's first full look and its next (300 s
+    # later), so the trigger sees it -- and the platform's time moves on only once the workload is past step 3.
+    announce(resilient_emulator, at_step=None, after_seconds=150.0)
+    platform_time.hold_while(lambda: unacknowledged(resilient_emulator) or short_of_step(resilient_emulator, A1, 4))
     events: list = []
-    result = run_deferred(lambda: operator(train_slowly(), maintenance_lead_seconds=25.0, maintenance_policy="move",
-                                           deferrable=True), context(), events=events)
+    result = run_deferred(lambda: operator(train_slowly(), maintenance_lead_seconds=LEAD, maintenance_policy="move",
+                                           deferrable=True, poll_interval=100.0, **PATIENT), context(), events=events,
+                          platform_time=platform_time)
     messages = [e["message"] for e in events]
     assert any(m.startswith("upcoming maintenance: SCHEDULED PENDING") for m in messages)
     assert any("saved its checkpoint on request (scheduled maintenance at" in m for m in messages)
@@ -132,21 +189,24 @@ def test_deferred_the_trigger_brings_the_task_back_for_the_notice_and_the_ack(re
 
 
 # ------------------------------------------------------------------ multislice (issue 14, part 4)
-def test_a_multislice_group_recovers_whole_when_one_slice_fails(resilient_emulator):
+def test_a_multislice_group_recovers_whole_when_one_slice_fails(resilient_emulator, platform_time):
     """Two v4-8 slices through one queued resource (v2alpha1 multi_node_params); slice 1 of the first group is
-    preempted at step 9: the whole group is ended and a new one resumes from the latest complete checkpoint,
-    every worker seeing the multislice environment; nothing is left behind."""
+    preempted once slice 0 has a complete checkpoint: the whole group is ended and a new one resumes from the
+    latest complete checkpoint, every worker seeing the multislice environment; nothing is left behind."""
     from airflow_provider_resilient.clients import tpu_client
 
     resilient_emulator.storage.create_bucket("tpu-ckpt")
-    # Slice 1 is struck at step 9; slice 0 writes the checkpoints (every 3 steps of 0.2 s): the slices run on
-    # their own here, so the margin between them is 6 steps (1.2 s), whatever the machine's load.
-    resilient_emulator.add_fault({"kind": "preemption", "at_step": 9, "grace_seconds": 0.2,
+    # Slice 1 is struck 5 s after the group is up; slice 0 writes the checkpoints (every 3 steps): the platform's
+    # time stands still until its step 3 is complete, so there is one to resume from, whatever the machine's load.
+    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 5.0, "grace_seconds": 5,
                                   "match": {"display_name": f"{A1}-1"}})
+    storage = resilient_emulator.storage_filesystem()
+    platform_time.hold_while(lambda: short_of_step(resilient_emulator, f"{A1}-0", 12)
+                             and not storage.exists("tpu-ckpt/run/checkpoints/step_3/COMMITTED"))
     command = ('echo "multislice: slice $MEGASCALE_SLICE_ID of $MEGASCALE_NUM_SLICES, coordinator '
-               '$MEGASCALE_COORDINATOR_ADDRESS"; ' + train(12).replace("--epoch-seconds 0.05", "--epoch-seconds 0.2"))
+               '$MEGASCALE_COORDINATOR_ADDRESS"; ' + train(12).replace("--epoch-seconds 0.05", "--epoch-seconds 0.1"))
     ctx = context()
-    result = operator(command, slices=2).execute(ctx)
+    result = platform_time.drive(operator(command, slices=2)).execute(ctx)
     assert decisions(result) == [("preemption", "recreate_node")]
     first, second = result["attempts"]
     assert first["incidents"][0]["failure"]["message"].startswith(f"slice 1 ({A1}-1): ")
@@ -170,26 +230,21 @@ def test_multislice_arguments_are_checked_at_parse_time():
     assert operator("echo hi", slices=2).queued_resource  # a group exists only as a queued resource
 
 
-def test_a_multislice_group_is_one_queued_resource_to_the_reconciler(resilient_emulator):
+def test_a_multislice_group_is_one_queued_resource_to_the_reconciler(resilient_emulator, platform_time):
     """The v2alpha1 request makes ``node_count`` nodes ``<prefix>-i`` (``multislice_node``); the reconciler's
     listing holds the group once, as its queued resource (deleting it takes every slice)."""
-    import time
-
     from airflow_provider_resilient.backends.tpu import live_nodes
     from airflow_provider_resilient.specs.common import LABEL_ATTEMPT
 
-    hook = ResilientTPUHook()
+    hook = ResilientTPUHook(sleep=platform_time.sleep)
     hook.create_queued_resource("test-project", "us-central2-b", "grp", {
         "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base", "labels": {LABEL_ATTEMPT: "1"},
         "metadata": {"startup-script": "sleep 60"}}, spot=False, valid_until_seconds=None, slices=3)
-    deadline = time.monotonic() + 30
-    while len(nodes := hook.list_nodes("test-project", "us-central2-b")) < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    nodes = platform_time.advance_until(lambda: len(n := hook.list_nodes("test-project", "us-central2-b")) == 3 and n)
     assert sorted(n.name.rsplit("/", 1)[1] for n in nodes) == ["grp-0", "grp-1", "grp-2"]
     assert all(n.multislice_node and n.queued_resource.endswith("/queuedResources/grp") for n in nodes)
     found = live_nodes(hook, "test-project", ["us-central2-b"])
     assert [(f.name, f.kind) for f in found] == [(f"{ZONE}/queuedResources/grp", "queued_resource")]
     hook.delete_queued_resource(f"{ZONE}/queuedResources/grp")
     for node in nodes:
-        hook.wait_gone(node.name, 30)
+        hook.wait_gone(node.name, 60)

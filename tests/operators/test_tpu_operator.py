@@ -1,7 +1,11 @@
 """ResilientTPUWorkloadOperator against the emulated Cloud TPU (seed 002): maintenance waited out or
 re-created, crashes restarted in place then re-created, permanent errors failing, stockouts walking the
 fallbacks, kills and reattaches -- each asserting the decisions of the attempt history and the emulator's
-call record -- and never a node or queued resource left behind."""
+call record -- and never a node or queued resource left behind.
+
+The platform's time is stepped (``tests/tpu_time.py``): the emulator runs on a manual clock with the real
+platform's latencies, and the operator's waits -- polls, backoffs, maintenance waits, node creations and
+deletions -- move it on instead of passing; only the workloads run in real time."""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -22,25 +27,47 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_resilient.clients import tpu_client
+from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.specs.tpu import node_id_for
 
+from ..tpu_time import STEPPED, PlatformTime, stepped_emulator
 from .test_vertex_operator_unit import TI, Store
 
-pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+pytestmark = STEPPED
 WORKLOAD = Path(__file__).resolve().parents[2] / "dags" / "workloads" / "train_digits.py"
+#: Platform seconds (stepped, never waited for): the policy's own default backoff, 30 s doubling to 10 min.
+BACKOFF = Backoff()
+POLICY = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF,
+                     budgets={"maintenance_wait": Budget(max_seconds=1800, backoff=BACKOFF),
+                              "quota_wait": Budget(max_seconds=1800, backoff=BACKOFF),
+                              "stockout": Budget(max_retries=3, backoff=BACKOFF)})
+#: For the tests that run on real time (the emulator's wall clock, latencies x 0.002): real seconds.
 FAST = Backoff(initial_seconds=0.05, max_seconds=0.2)
-POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
-                     budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
-                              "quota_wait": Budget(max_seconds=30, backoff=FAST),
-                              "stockout": Budget(max_retries=3, backoff=FAST)})
+FAST_POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
+                          budgets={"maintenance_wait": Budget(max_seconds=30, backoff=FAST),
+                                   "quota_wait": Budget(max_seconds=30, backoff=FAST),
+                                   "stockout": Budget(max_retries=3, backoff=FAST)})
+REAL_TIME = pytest.mark.resilient_emulator(time_scale=0.002)
 PROJECT = "test-project"
 ZONE = f"projects/{PROJECT}/locations/us-central2-b"
 TIMEOUT = 60.0  # seconds: a bound on every wait for the emulator or a trigger, never a measured time
+#: Platform seconds a workload may go without a new step: 30 looks of the operator (``poll_interval`` 1 s).
+HANG = 30.0
+#: For a test whose looks are minutes apart (a queue timeout, a maintenance notice): no hang or start-up deadline
+#: that a few looks could pass while a workload's interpreter starts in real time (the defaults, 30 min, are 1800
+#: looks of 1 s -- a minute and more of real time -- but only 30 looks of 60 s).
+PATIENT: dict[str, Any] = {"hang_timeout": 86400.0, "startup_timeout": 86400.0}
 RUN_ID = "manual__2026-01-01T00:00:00+00:00"
 #: The node ids of attempts 1 and 2 (``node_id_for``: DAG, task and a hash of the run).
 A1, A2, A3 = (node_id_for(None, "adhoc_airflow", "train", RUN_ID, -1, n) for n in (1, 2, 3))
+
+
+@pytest.fixture
+def platform_time(resilient_emulator: Any) -> PlatformTime:
+    """The emulator's manual clock and the code under test's clock and sleep, as one time."""
+    return PlatformTime(resilient_emulator)
 
 
 class Killed(BaseException):
@@ -52,12 +79,13 @@ def context(store: Store | None = None) -> dict[str, Any]:
 
 
 def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
+    """The operator under test; its ``poll_interval`` and ``resilience_policy`` are platform seconds (the tests
+    on real time pass their own)."""
     defaults: dict[str, Any] = dict(
         task_id="train", project_id=PROJECT, zone="us-central2-b", accelerator_type="v4-8",
         runtime_version="tpu-ubuntu2204-base", command=command, checkpoint_dir="gs://tpu-ckpt/run/checkpoints",
-        checkpoint_marker="COMMITTED", poll_interval=0.05, resilience_policy=POLICY, max_worker_restarts=2,
-        min_defer_seconds=0.0,
-        heartbeat_seconds=0.1, startup_timeout=20.0)
+        checkpoint_marker="COMMITTED", poll_interval=1.0, resilience_policy=POLICY, max_worker_restarts=2,
+        min_defer_seconds=0.0, heartbeat_seconds=0.1)
     defaults.update(kwargs)
     return ResilientTPUWorkloadOperator(**defaults)
 
@@ -69,11 +97,11 @@ FIRST_ATTEMPT_RUNS_UNTIL_STRUCK = 'if [ "$RESILIENT_ATTEMPT" = 1 ]; then echo "s
 STRIKES_WHEN_IT_RUNS = {"at_step": 1}
 
 
-def runs_until_struck_once(mark: Path) -> str:
-    """A workload that, on its first run anywhere, marks ``mark``, reports step 1 and runs until a fault
-    (``STRIKES_WHEN_IT_RUNS``) strikes it; every later run -- after a repair on the same node or on a new
+def runs_until_struck_once(mark: Path, step: int = 1) -> str:
+    """A workload that, on its first run anywhere, marks ``mark``, reports step ``step`` and runs until a fault
+    (``at_step``) strikes it; every later run -- restarted in place, after a repair on the same node or on a new
     node -- ends at once."""
-    return f'if [ ! -e {mark} ]; then touch {mark}; echo "step 1"; sleep 120; fi'
+    return f'if [ ! -e {mark} ]; then touch {mark}; echo "step {step}"; sleep 120; fi'
 
 
 def train(epochs: int = 12) -> str:
@@ -87,6 +115,11 @@ def steps(count: int, seconds: float = 0.1) -> str:
             f"time.sleep({seconds})'")
 
 
+#: A workload that prints three steps and ends at once (a shell: no interpreter to start, so a look never finds
+#: it running without a step for long -- what a short ``hang_timeout`` needs of the attempts that do not hang).
+THREE_STEPS = 'echo "step 1"; echo "step 2"; echo "step 3"'
+
+
 def only_in_attempt(attempt: int, failing: str, then: str = "echo ok") -> str:
     """``failing`` in attempt ``attempt`` (``$RESILIENT_ATTEMPT``), ``then`` in the others."""
     return f'if [ "$RESILIENT_ATTEMPT" = {attempt} ]; then {failing}; else {then}; fi'
@@ -98,6 +131,11 @@ def nodes_left(emulator: Any = None) -> list[str]:
 
 def queued_left() -> list[str]:
     return [q.name for q in tpu_client().list_queued_resources(parent=ZONE)]
+
+
+def ready(node: str | None) -> bool:
+    """Whether ``node`` exists and is READY."""
+    return bool(node) and any(n.name == node and n.state.name == "READY" for n in tpu_client().list_nodes(parent=ZONE))
 
 
 def decisions(result: dict) -> list[tuple[str, str]]:
@@ -118,21 +156,55 @@ def deleted(emulator: Any) -> list[str]:
     return [c.resource.rsplit("/", 1)[1] for c in emulator.calls.list("DeleteNode")]
 
 
+def delete_kept(name: str, platform_time: PlatformTime) -> None:
+    """Delete a node the run kept (``keep_node``), the platform's time stepped through the deletion."""
+    ResilientTPUHook(sleep=platform_time.sleep).delete_node(name)
+
+
+#: Platform seconds between a task's deferral and its trigger's first look (the triggerer picks new triggers up
+#: within seconds). Without it, a trigger that fires at its first look would bring a stepped task back at the same
+#: instant, again and again: a queued resource's node that is CREATING is news to the trigger (a node where the
+#: operator's baseline saw none yet) but not to the operator's look (the request is not granted until the node is
+#: READY) -- an Airflow deployment goes round that loop once per deferral's trip until the node is up.
+TRIGGER_START_SECONDS = 5.0
+
+
 async def first_event(trigger: Any) -> Any:
     async for fired in trigger.run():
         return fired.payload
     raise AssertionError("the trigger ended without an event")
 
 
+def fire(trigger: Any, platform_time: PlatformTime | None) -> Any:
+    """The payload of ``trigger``'s first event, its loop run as the triggerer does. On stepped time the
+    trigger waits on the platform's time, and a backoff's ``DateTimeTrigger`` (which waits on the wall clock)
+    is stepped to its moment instead of being run."""
+    from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+    if platform_time is not None and isinstance(trigger, DateTimeTrigger):
+        platform_time.sleep(trigger.moment.timestamp() - platform_time.now())
+        return trigger.moment
+    if platform_time is not None:
+        platform_time.drive(trigger)
+    return asyncio.run(asyncio.wait_for(first_event(trigger), TIMEOUT))
+
+
 def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
                  kill_at: int | None = None, max_deferrals: int = 200, events: list | None = None,
-                 resume_with: dict | None = None) -> Any:
+                 resume_with: dict | None = None, platform_time: PlatformTime | None = None,
+                 between: Callable[[], None] | None = None) -> Any:
     """Run a deferrable operator as Airflow does: after each deferral the trigger -- re-created from its
     ``serialize()``, as the triggerer does -- runs in an event loop of its own, and a *fresh* operator
     continues with its event. With ``kill_at=n`` a user kills the task at its n-th deferral (0-based): the
     trigger's ``on_kill`` runs and ``Killed`` is raised. ``events`` collects the triggers' payloads.
-    ``resume_with``: the task deferred already, and a fresh operator starts with this trigger event."""
-    op = make()
+    ``resume_with``: the task deferred already, and a fresh operator starts with this trigger event.
+    ``platform_time``: the operators and triggers run on that stepped time (None: the real clock); each
+    deferral's trip through the triggerer takes :data:`TRIGGER_START_SECONDS` of it.
+    ``between``: called after each deferral, before its trigger runs."""
+    def made() -> ResilientTPUWorkloadOperator:
+        return platform_time.drive(make()) if platform_time is not None else make()
+
+    op = made()
     resume: Callable[[], Any] = lambda: op.execute(ctx)  # noqa: E731
     if resume_with is not None:
         resume = lambda: op.execute_complete(ctx, resume_with)  # noqa: E731
@@ -144,13 +216,19 @@ def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
             classpath, kwargs = deferred.trigger.serialize()
             trigger = type(deferred.trigger)(**kwargs)
             assert trigger.serialize() == (classpath, kwargs)
+            if between is not None:
+                between()
+            if platform_time is not None:
+                platform_time.sleep(TRIGGER_START_SECONDS)
             if n == kill_at:
-                asyncio.run(asyncio.wait_for(trigger.on_kill(), TIMEOUT))
+                # on_kill's own hook waits on the wall clock: the platform moves on meanwhile.
+                with platform_time.moving() if platform_time is not None else contextlib.nullcontext():
+                    asyncio.run(asyncio.wait_for(trigger.on_kill(), TIMEOUT))
                 raise Killed from None
-            event = asyncio.run(asyncio.wait_for(first_event(trigger), TIMEOUT))
+            event = fire(trigger, platform_time)
             if events is not None:
                 events.append(event)
-            op = make()
+            op = made()
             resume = lambda op=op, event=event: op.execute_complete(ctx, event)  # noqa: E731
     raise AssertionError(f"still deferring after {max_deferrals} deferrals")
 
@@ -164,21 +242,22 @@ def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
 
 
 # ------------------------------------------------------------------ maintenance (seed 002)
-def test_a_maintenance_event_that_recovers_is_waited_out_on_the_same_node(resilient_emulator, tmp_path):
-    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 0.05})
-    result = operator(runs_until_struck_once(tmp_path / "struck")).execute(context())
+def test_a_maintenance_event_that_recovers_is_waited_out_on_the_same_node(resilient_emulator, platform_time,
+                                                                         tmp_path):
+    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 5})
+    result = platform_time.drive(operator(runs_until_struck_once(tmp_path / "struck"))).execute(context())
     assert {d for d in decisions(result)} == {("maintenance_event", "wait")}
     assert len(result["attempts"]) == 1
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
     assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
 
 
-def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilient_emulator):
+def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilient_emulator, platform_time):
     resilient_emulator.storage.create_bucket("tpu-ckpt")
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 0.2,
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 5,
                                   "match": {"nth": 1}})
     ctx = context()
-    result = operator(train(9)).execute(ctx)
+    result = platform_time.drive(operator(train(9))).execute(ctx)
     assert decisions(result) == [("maintenance_event", "recreate_node")]
     attempts = result["attempts"]
     assert len(attempts) == 2 and attempts[1]["resumed_from_step"] >= 3
@@ -197,42 +276,41 @@ def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilie
     assert terminate["timestamp"] == classify_tpu_audit_entry(entry).timestamp
     assert terminate["timestamp"] <= attempts[0]["incidents"][0]["decision"]["decided_at"]
     assert result["checkpoint"]["step"] == 9
-    ledger = ctx["ti"].xcom["goodput"]
-    assert ledger["basis"] == "steps" and 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0
+    # (The goodput ledger of such a run -- from steps, some wasted, some recovery -- is checked on real time, where
+    # the checkpoints' times and the run's share a clock: test_tpu_trigger's polled-and-deferred ledger test.)
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
     assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 
 
-def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient_emulator):
+def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient_emulator, platform_time):
     """Nothing bills while the run waits, never two nodes at once: the supervisor commands the failed node's
     end (EndAttempt) before the backoff and the next CreateNode; the shell only carries it out."""
     resilient_emulator.add_fault({"kind": "maintenance", "recover": False, **STRIKES_WHEN_IT_RUNS,
-                                  "grace_seconds": 0.05, "match": {"nth": 1}})
+                                  "grace_seconds": 5, "match": {"nth": 1}})
     slow = Backoff(initial_seconds=600.0, max_seconds=600.0, jitter=0.0)
     op = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=RetryPolicy(backoff=slow, budgets={
         "recreate_node": Budget(max_retries=2, backoff=slow)}))
     during_backoff: list[tuple[list[str], list[str]]] = []
 
-    def sleep(seconds: float) -> None:  # the backoff is recorded, not slept
+    def sleep(seconds: float) -> None:  # the backoff is recorded, then stepped as every wait
         if seconds > 60:
             during_backoff.append((nodes_left(), deleted(resilient_emulator)))
-        else:
-            time.sleep(seconds)
+        platform_time.sleep(seconds)
 
-    op._sleep = sleep
+    platform_time.drive(op)._sleep = sleep
     result = op.execute(context())
     assert decisions(result) == [("maintenance_event", "recreate_node")]
     assert during_backoff == [([], [A1])]  # A1 already gone when the wait began; A2 not created yet
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
 
 
-@pytest.mark.resilient_emulator(time_scale=0.002, latencies={"tpu_repair_seconds": 30_000.0})  # 60 s of repair
-def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator):
-    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 0.05,
+def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator, platform_time):
+    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 5,
                                   "match": {"nth": 1}})
-    policy = RetryPolicy(backoff=FAST, budgets={"maintenance_wait": Budget(max_seconds=0.3, backoff=FAST)})
-    result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=policy).execute(context())
+    # The repair takes 300 s (Latencies.tpu_repair_seconds); the run waits 2 minutes for it, then moves on.
+    policy = RetryPolicy(backoff=BACKOFF, budgets={"maintenance_wait": Budget(max_seconds=120, backoff=BACKOFF)})
+    result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=policy)).execute(context())
     found = decisions(result)
     assert found[-1] == ("maintenance_event", "recreate_node") and set(found[:-1]) == {("maintenance_event", "wait")}
     recreate = result["attempts"][0]["incidents"][-1]["decision"]
@@ -242,9 +320,9 @@ def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilien
 
 
 # ------------------------------------------------------------------ workers
-def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator):
+def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator, platform_time, tmp_path):
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 0, "at_step": 3})
-    result = operator(steps(6)).execute(context())
+    result = platform_time.drive(operator(runs_until_struck_once(tmp_path / "struck", step=3))).execute(context())
     assert decisions(result) == [] and len(result["attempts"]) == 1  # the runner absorbed it: no new node
     assert created(resilient_emulator) == [A1]
     (log,) = (resilient_emulator.work_dir / "tpu").rglob("worker-0.log")
@@ -255,8 +333,10 @@ def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator):
     ("SEGV", ("transient_crash", "resubmit")),  # exit 139: the transient-crash rule (seed 003)
     ("KILL", ("worker_failure", "resubmit")),  # exit 137: worker-restart budget = the runner's cap, then a retry
 ])
-def test_a_worker_crashing_beyond_the_restart_cap_gets_a_new_node(resilient_emulator, signal, expected):
-    result = operator(only_in_attempt(1, f"kill -{signal} $$"), max_worker_restarts=1).execute(context())
+def test_a_worker_crashing_beyond_the_restart_cap_gets_a_new_node(resilient_emulator, platform_time, signal,
+                                                                   expected):
+    op = operator(only_in_attempt(1, f"kill -{signal} $$"), max_worker_restarts=1)
+    result = platform_time.drive(op).execute(context())
     assert decisions(result) == [expected]  # one look decides: no RESTART_WORKERS the runner cannot carry out
     failure = result["attempts"][0]["incidents"][0]["failure"]
     assert failure["exit_code"] == {"SEGV": 139, "KILL": 137}[signal] and failure["worker_restarts"] == 1
@@ -265,21 +345,22 @@ def test_a_worker_crashing_beyond_the_restart_cap_gets_a_new_node(resilient_emul
 
 
 def test_a_worker_whose_runner_never_reports_is_silent_past_the_startup_timeout_and_its_node_released(
-        resilient_emulator):
+        resilient_emulator, platform_time):
     """Issue 13: a setup script that breaks PATH keeps the runner from ever starting; the node is READY and
     nothing reports. Past ``startup_timeout`` the worker is WORKER_SILENT: a new node, twice, then the run
     fails -- and no node is left."""
+    op = operator(steps(3), setup_script="export PATH=/nonexistent", startup_timeout=10.0)
     with pytest.raises(AirflowFailException, match="silent-worker") as failed:
-        operator(steps(3), setup_script="export PATH=/nonexistent", startup_timeout=1.0).execute(ctx := context())
+        platform_time.drive(op).execute(ctx := context())
     assert "no report from its runner" in str(failed.value)
     assert stored_decisions(ctx) == [("worker_silent", "recreate_node")] * 2 + [("worker_silent", "give_up")]
     assert len(created(resilient_emulator)) == 3 and created(resilient_emulator) == deleted(resilient_emulator)
     assert nodes_left() == []
 
 
-def test_a_permanent_exit_code_fails_without_re_creating(resilient_emulator):
+def test_a_permanent_exit_code_fails_without_re_creating(resilient_emulator, platform_time):
     with pytest.raises(AirflowFailException, match="permanent-user-error") as failed:
-        operator("exit 3").execute(ctx := context())
+        platform_time.drive(operator("exit 3")).execute(ctx := context())
     assert "exit 3" in str(failed.value)
     assert stored_decisions(ctx) == [("permanent_user_error", "fail")]
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
@@ -299,52 +380,82 @@ class RecordingStore(Store):
             self.written.append(json.loads(json.dumps(value)))
 
 
-def test_a_hung_workload_is_detected_by_its_stalled_step(resilient_emulator):
-    # Attempt 1 reports steps 1 and 2, then the fault freezes it (SIGSTOP); attempt 2 runs 3 steps and ends.
-    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
-    ctx = context(store := RecordingStore())
-    result = operator(only_in_attempt(1, 'echo "step 1"; echo "step 2"; sleep 120', then=steps(3)),
-                      hang_timeout=1.0).execute(ctx)
-    assert decisions(result) == [("hang", "resubmit")]
-    assert "no progress past step 2" in result["attempts"][0]["incidents"][0]["failure"]["message"]
+@dataclass(frozen=True)
+class Run:
+    """What one run left: the operator's result, every run state it wrote, the nodes created and deleted, the
+    processes left, the nodes left."""
+
+    result: dict[str, Any]
+    store: RecordingStore
+    created: list[str]
+    deleted: list[str]
+    processes: list[int]
+    left: list[str]
+
+
+def hang_command(first: str) -> str:
+    """Attempt 1 runs ``first``; attempt 2 runs without logging a step, as a restore or a first collective that
+    never ends; attempt 3 logs 3 steps and ends."""
+    return f'case "$RESILIENT_ATTEMPT" in 1) {first};; 2) sleep 120;; *) {THREE_STEPS};; esac'
+
+
+@pytest.fixture(scope="module")
+def hung_twice() -> Iterator[Run]:
+    """One run for the tests of both hangs: attempt 1 logs steps 1 and 2, then the fault freezes it (SIGSTOP);
+    attempt 2 hangs before its first step; attempt 3 ends (:func:`hang_command`)."""
+    with stepped_emulator() as emulator:
+        emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
+        store = RecordingStore()
+        op = operator(hang_command('echo "step 1"; echo "step 2"; sleep 120'), hang_timeout=HANG)
+        result = PlatformTime(emulator).drive(op).execute(context(store))
+        yield Run(result, store, created(emulator), deleted(emulator), emulator.tpu.processes(), nodes_left())
+
+
+def test_a_hung_workload_is_detected_by_its_stalled_step(hung_twice):
+    first = hung_twice.result["attempts"][0]
+    assert decisions({"attempts": [first]}) == [("hang", "resubmit")]
+    assert "no progress past step 2" in first["incidents"][0]["failure"]["message"]
     # The observer's memory lives in the run state: what it saw of A1 before its verdict was persisted.
-    seen = [w["watch"] for w in store.written if w.get("watch", {}).get("resource") == f"{ZONE}/nodes/{A1}"]
+    seen = [w["watch"] for w in hung_twice.store.written if w.get("watch", {}).get("resource") == f"{ZONE}/nodes/{A1}"]
     assert any(list(w.get("clocks", {})) == ["worker 0"] for w in seen)
-    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
-    assert nodes_left() == []
+    assert hung_twice.created[:2] == [A1, A2] and hung_twice.deleted[:1] == [A1]  # A1 ended before A2 began
 
 
-@pytest.mark.parametrize("expect_steps", [False, True], ids=["once-it-logged-steps", "declared"])
-def test_a_workload_hung_before_its_first_step_is_detected(resilient_emulator, expect_steps):
+HUNG_BEFORE_A_STEP = "without logging a step (hang_timeout 30 s)"
+
+
+def test_a_workload_hung_before_its_first_step_is_detected_once_it_logged_steps(hung_twice):
     # TPU benchmark seed 15: a hang before the workload's first step was never seen (the runner kept
-    # heartbeating, and a worker's step clock started with its first step). Attempt 2 runs without logging a
-    # step, as a restore or a first collective that never ends; attempt 1 logs steps until the fault freezes
-    # it -- or, with expect_steps declared, hangs before its first step too; attempt 3 runs 3 steps and ends.
-    if expect_steps:
-        first = "sleep 120"
-    else:
-        resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
-        first = 'echo "step 1"; echo "step 2"; sleep 120'
-    command = f'case "$RESILIENT_ATTEMPT" in 1) {first};; 2) sleep 120;; *) {steps(3)};; esac'
-    result = operator(command, hang_timeout=1.0, expect_steps=expect_steps).execute(context())
+    # heartbeating, and a worker's step clock started with its first step). Attempt 2 logs no step; attempt 1
+    # logged steps (until the fault froze it), so the run is known to log them.
+    result = hung_twice.result
+    assert decisions(result) == [("hang", "resubmit")] * 2 and len(result["attempts"]) == 3
+    message = result["attempts"][1]["incidents"][0]["failure"]["message"]
+    assert message.startswith("worker 0: running") and message.endswith(HUNG_BEFORE_A_STEP)
+    assert hung_twice.created == [A1, A2, A3] == hung_twice.deleted
+    assert hung_twice.left == [] and hung_twice.processes == []
+
+
+def test_a_workload_declared_to_log_steps_is_detected_hung_before_its_first_step(resilient_emulator, platform_time):
+    # With expect_steps declared, attempt 1 -- which never logged a step -- is judged before its first step too.
+    op = operator(hang_command("sleep 120"), hang_timeout=HANG, expect_steps=True)
+    result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("hang", "resubmit")] * 2 and len(result["attempts"]) == 3
     messages = [a["incidents"][0]["failure"]["message"] for a in result["attempts"][:2]]
-    before_a_step = [m.startswith("worker 0: running") and m.endswith("without logging a step (hang_timeout 1 s)")
-                     for m in messages]
-    assert before_a_step == [expect_steps, True]
+    assert all(m.startswith("worker 0: running") and m.endswith(HUNG_BEFORE_A_STEP) for m in messages)
     assert created(resilient_emulator) == [A1, A2, A3] == deleted(resilient_emulator)
 
 
 # ------------------------------------------------------------------ node failures
 @pytest.mark.parametrize(("fault", "expected"), [
-    ({"kind": "preemption", "grace_seconds": 0.05}, ("preemption", "recreate_node")),
+    ({"kind": "preemption", "grace_seconds": 5}, ("preemption", "recreate_node")),
     ({"kind": "unhealthy", "health": "TIMEOUT"}, ("node_unhealthy", "recreate_node")),
     ({"kind": "unhealthy", "health": "UNHEALTHY_TENSORFLOW", "symptoms": ["LOW_MEMORY"]},
      ("node_unhealthy", "recreate_node")),
 ], ids=["preempted", "timeout", "unhealthy-tensorflow-with-symptoms"])
-def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, expected):
+def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, platform_time, fault, expected):
     resilient_emulator.add_fault({**fault, **STRIKES_WHEN_IT_RUNS, "match": {"nth": 1}})
-    result = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK).execute(context())
+    result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK)).execute(context())
     assert decisions(result) == [expected] and len(result["attempts"]) == 2
     failure = result["attempts"][0]["incidents"][0]["failure"]
     if fault["kind"] == "unhealthy":
@@ -354,58 +465,94 @@ def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, fault, 
 
 
 # ------------------------------------------------------------------ capacity
-def test_a_stockout_falls_back_to_another_zone(resilient_emulator):
+def test_a_stockout_falls_back_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout"})
-    result = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    result = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])).execute(context())
     assert "europe-west4-a" in result["node_name"]
     assert decisions(result) == [("capacity_stockout", "recreate_node")]
     assert [(c.resource.split("/")[3], c.code) for c in resilient_emulator.calls.list("CreateNode")] == [
         ("us-central2-b", "OK"), ("europe-west4-a", "OK")]  # the stockout fails the operation, not the call
 
 
-def test_a_stockout_falls_back_to_another_accelerator_type(resilient_emulator):
+def test_a_stockout_falls_back_to_another_accelerator_type(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout", "match": {"nth": 1}})
-    result = operator("echo ok", fallbacks=[{"accelerator_type": "v5litepod-8"}], keep_node=True).execute(context())
+    op = operator("echo ok", fallbacks=[{"accelerator_type": "v5litepod-8"}], keep_node=True)
+    result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("capacity_stockout", "recreate_node")]
     assert result["attempts"][1]["fallback_index"] == 0
     assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == ["us-central2-b"] * 2
     assert tpu_client().get_node(name=result["node_name"]).accelerator_type == "v5litepod-8"
     assert nodes_left() == [result["node_name"]]  # keep_node: the last one, nothing else
-    tpu_client().delete_node(name=result["node_name"]).result(timeout=TIMEOUT)
+    delete_kept(result["node_name"], platform_time)
     assert nodes_left() == []
 
 
-def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resilient_emulator):
+def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resilient_emulator, platform_time):
     """The emulator fails CreateNode's operation on a stockout, never the call; Google may refuse the call
     itself with RESOURCE_EXHAUSTED. The hook must hand that to the policy (creating=True), not retry it."""
     from google.api_core import exceptions as gexc
 
-    op = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])
-    hook, sleeps = op._tpu(), []
-    hook._sleep = sleeps.append  # a retry inside the hook would sleep here first
+    op = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]))
+    hook, made, waits = op._tpu(), [], []
+
+    def sleep(seconds: float) -> None:  # the hook's waits: a retry of the refused call would wait here first
+        waits.append(list(made))
+        platform_time.sleep(seconds)
+
+    hook._sleep = sleep
     real = hook.client().create_node
-    refused = []
 
     def create_node(**kwargs: Any) -> Any:
-        if not refused:
-            refused.append(kwargs["parent"])
+        made.append(kwargs["parent"])
+        if len(made) == 1:
             raise gexc.ResourceExhausted("There is no more capacity in the zone \"us-central2-b\"")
         return real(**kwargs)
 
     hook.client().create_node = create_node
     result = op.execute(context())
-    assert refused == [ZONE] and sleeps == []
+    assert made == [ZONE, ZONE.replace("us-central2-b", "europe-west4-a")]
+    assert [w for w in waits if w == [ZONE]] == []  # nothing waited in the hook after the refusal
     assert decisions(result) == [("capacity_stockout", "recreate_node")]
     assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == ["europe-west4-a"]
     assert nodes_left() == []
 
 
-def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(resilient_emulator):
+def test_the_hook_waits_for_an_operation_through_its_sleep_within_the_timeout():
+    """A long-running operation is polled after each pause of the hook's ``sleep`` (api_core's cadence without
+    its jitter: 1 s growing 1.5 times), so a test's stepped time reaches the wait; ``timeout`` seconds of pauses
+    end it."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+    from types import SimpleNamespace
+
+    class Operation:
+        def __init__(self, polls_to_done: int | None) -> None:
+            self.polls, self.polls_to_done = 0, polls_to_done
+            self.operation = SimpleNamespace(name="operations/1")
+
+        def done(self) -> bool:
+            self.polls += 1
+            return self.polls == self.polls_to_done
+
+        def result(self) -> str:
+            return "node"
+
+    pauses: list[float] = []
+    hook = ResilientTPUHook(sleep=pauses.append)
+    assert hook.wait_operation(Operation(1), 10.0) == "node" and pauses == []  # done at the first look
+    assert hook.wait_operation(Operation(3), 10.0) == "node" and pauses == [1.0, 1.5]
+    pauses.clear()
+    with pytest.raises(FutureTimeout, match="operations/1 did not complete within 10 s"):
+        hook.wait_operation(Operation(None), 10.0)
+    assert pauses == [1.0, 1.5, 2.25, 3.375, 1.875]  # 10 s of pauses in all
+
+
+def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(resilient_emulator, platform_time):
     """Seed 004: queuing past the limit ends the attempt even when the request itself never expires."""
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, queue_timeout_seconds=0.5)
-    result = operator("echo ok", queued_resource=True, resilience_policy=policy,
-                      fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF, queue_timeout_seconds=1800)  # seed 004: 30 min
+    op = operator("echo ok", queued_resource=True, resilience_policy=policy, fallbacks=[{"zone": "europe-west4-a"}],
+                  poll_interval=60.0, **PATIENT)
+    result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
     failure = result["attempts"][0]["incidents"][0]["failure"]
     assert "longer than the queue timeout" in failure["message"]
@@ -414,9 +561,11 @@ def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(res
     assert resilient_emulator.calls.count("DeleteQueuedResource") >= 1 and queued_left() == []
 
 
-def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator):
+def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    result = operator("echo ok", valid_until_duration=1, fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    op = operator("echo ok", valid_until_duration=600, fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0,
+                  **PATIENT)
+    result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
     assert "europe-west4-a" in result["node_name"]
     assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")] == [
@@ -425,17 +574,19 @@ def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilien
 
 
 @pytest.mark.parametrize("provisioned", [False, True], ids=["never-provisioned", "granted"])
-def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilient_emulator, provisioned):
+def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilient_emulator, platform_time,
+                                                                         provisioned):
     """No loop in the operator: the wait for capacity is the watch's. Deferred, the trigger watches the request
     (a node that does not exist yet is no news) and brings the task back when the request is granted, or at
     its queue timeout -- which the operator judges, deletes the request for and fails over."""
     if not provisioned:
         resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, queue_timeout_seconds=1.0)
+    policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF, queue_timeout_seconds=1800)
     events: list[dict] = []
     ctx = context()
     result = run_deferred(lambda: operator("echo ok", queued_resource=True, deferrable=True, resilience_policy=policy,
-                                           fallbacks=[{"zone": "europe-west4-a"}]), ctx, events=events)
+                                           fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0, **PATIENT), ctx,
+                          events=events, platform_time=platform_time)
     watched = [e["status"] for e in events if isinstance(e, dict)]  # a backoff's DateTimeTrigger fires a time
     assert watched and "gone" not in watched  # the node not existing yet is waited for, not news
     zones = [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateQueuedResource")]
@@ -449,13 +600,15 @@ def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilie
 
 
 # ------------------------------------------------------------------ kills, reattach, keep_node
-def test_a_killed_task_deletes_its_node(resilient_emulator):
-    op = operator("sleep 60")
+def test_a_killed_task_deletes_its_node(resilient_emulator, platform_time):
+    op = platform_time.drive(operator("sleep 60"))
 
     def kill_while_watching(seconds: float) -> None:
-        if op._live_node and nodes_left():
-            op.on_kill()
+        if ready(op._live_node):
+            with platform_time.moving():  # on_kill's own hook waits on the wall clock
+                op.on_kill()
             raise Killed
+        platform_time.sleep(seconds)
 
     op._sleep = kill_while_watching
     with pytest.raises(Killed):
@@ -464,17 +617,19 @@ def test_a_killed_task_deletes_its_node(resilient_emulator):
     assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
 
 
-def test_a_task_killed_while_its_queued_resource_waits_deletes_it_by_name(resilient_emulator):
+def test_a_task_killed_while_its_queued_resource_waits_deletes_it_by_name(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "never_provision"})
-    op = operator("sleep 60", queued_resource=True)
+    op = platform_time.drive(operator("sleep 60", queued_resource=True))
     waiting = []
 
     def kill_while_queued(seconds: float) -> None:
         qr = tpu_client().get_queued_resource(name=f"{ZONE}/queuedResources/{A1}")
         waiting.append(qr.state.state.name)
         if qr.state.state.name == "WAITING_FOR_RESOURCES":
-            op.on_kill()
+            with platform_time.moving():
+                op.on_kill()
             raise Killed
+        platform_time.sleep(seconds)
 
     op._sleep = kill_while_queued
     with pytest.raises(Killed):
@@ -485,48 +640,52 @@ def test_a_task_killed_while_its_queued_resource_waits_deletes_it_by_name(resili
     assert queued_left() == [] and nodes_left() == []
 
 
-def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resilient_emulator, tmp_path):
+def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resilient_emulator, platform_time,
+                                                                           tmp_path):
     ctx = context()
     go = tmp_path / "go"
     command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end
-    first = operator(command)
+    first = platform_time.drive(operator(command))
 
-    def worker_dies(seconds: float) -> None:  # the first look saw the node running
-        raise Killed
+    def worker_dies(seconds: float) -> None:  # once a look saw the node running
+        if ready(first._live_node):
+            raise Killed
+        platform_time.sleep(seconds)
 
     first._sleep = worker_dies
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running" and nodes_left()
     go.touch()
-    result = operator(command).execute(ctx)  # Airflow's retry: a new process, the same task state store
+    result = platform_time.drive(operator(command)).execute(ctx)  # Airflow's retry: a new process, the same store
     assert len(result["attempts"]) == 1 and decisions(result) == []
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator)
     assert resilient_emulator.calls.count("CreateNode") == 1 and nodes_left() == []
 
 
 @pytest.mark.parametrize("trigger_deleted_first", [True, False], ids=["on_kill-deleted-it", "still-running"])
-def test_a_clear_of_a_deferred_task_re_creates_the_node_without_an_incident(resilient_emulator, tmp_path,
-                                                                          trigger_deleted_first):
+def test_a_clear_of_a_deferred_task_re_creates_the_node_without_an_incident(resilient_emulator, platform_time,
+                                                                          tmp_path, trigger_deleted_first):
     ctx, go = context(), tmp_path / "go"
     command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end
     with pytest.raises(TaskDeferred) as deferred:  # try 1 deferred, watching attempt 1's node
-        operator(command, deferrable=True).execute(ctx)
+        platform_time.drive(operator(command, deferrable=True)).execute(ctx)
     assert created(resilient_emulator) == [A1]
     if trigger_deleted_first:  # Airflow calls the old trigger's on_kill on a Clear
-        asyncio.run(asyncio.wait_for(deferred.value.trigger.on_kill(), TIMEOUT))
+        with platform_time.moving():
+            asyncio.run(asyncio.wait_for(deferred.value.trigger.on_kill(), TIMEOUT))
     go.touch()
     cleared = {**context(ctx["task_state_store"]), "ti": TI(try_number=2, max_tries=1)}  # first try after a Clear
-    result = operator(command).execute(cleared)
+    result = platform_time.drive(operator(command)).execute(cleared)
     assert created(resilient_emulator) == [A1, A2] and nodes_left() == []
     first, _ = result["attempts"]
     assert first["ended_by"] == "clear" and not first.get("incidents") and decisions(result) == []
     assert ctx["task_state_store"].data[STATE_KEY]["segment_start"] == 1
 
 
-def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator):
+def test_keep_node_keeps_the_last_node_and_links_point_at_it(resilient_emulator, platform_time):
     ctx = context()
-    result = operator("echo ok", keep_node=True).execute(ctx)
+    result = platform_time.drive(operator("echo ok", keep_node=True)).execute(ctx)
     assert nodes_left() == [result["node_name"]] and deleted(resilient_emulator) == []
     node = result["node_name"].rsplit("/", 1)[1]
     assert ctx["ti"].xcom["_link_TPUNodeLink"].endswith(f"/us-central2-b/{node}?project=test-project")
@@ -567,9 +726,9 @@ def test_the_worker_restart_budget_is_the_runners_cap():
 
 # ------------------------------------------------------------------ property
 FAULTS = st.sampled_from([  # no fault time: whenever a fault strikes, no node may be left
-    {"kind": "maintenance", "grace_seconds": 0.05},
-    {"kind": "maintenance", "recover": False, "grace_seconds": 0.05},
-    {"kind": "preemption", "grace_seconds": 0.05},
+    {"kind": "maintenance", "grace_seconds": 5},
+    {"kind": "maintenance", "recover": False, "grace_seconds": 5},
+    {"kind": "preemption", "grace_seconds": 5},
     {"kind": "unhealthy"},
     {"kind": "stockout"},
     {"kind": "crash", "exit_code": 139},
@@ -578,8 +737,8 @@ FAULTS = st.sampled_from([  # no fault time: whenever a fault strikes, no node m
 ])
 
 
-HANG = {"kind": "hang", "at_step": 1}
-TERMINATED = {"kind": "maintenance", "recover": False, "grace_seconds": 0.05}
+HANG_FAULT = {"kind": "hang", "at_step": 1}
+TERMINATED = {"kind": "maintenance", "recover": False, "grace_seconds": 5}
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -588,38 +747,41 @@ TERMINATED = {"kind": "maintenance", "recover": False, "grace_seconds": 0.05}
 # queued resource waits for capacity has a test of its own.)
 @example(plan=[], failing=False, queued=True, keep_node=False, ending="kill-deferred", kill_at=0)
 @example(plan=[TERMINATED], failing=False, queued=False, keep_node=False, ending="kill-deferred", kill_at=1)
-@example(plan=[HANG], failing=False, queued=False, keep_node=True, ending="kill-deferred", kill_at=0)
+@example(plan=[HANG_FAULT], failing=False, queued=False, keep_node=True, ending="kill-deferred", kill_at=0)
 @given(plan=st.lists(FAULTS, max_size=3), failing=st.booleans(), queued=st.booleans(), keep_node=st.booleans(),
        ending=st.sampled_from(["run", "kill", "kill-deferred"]), kill_at=st.integers(0, 3))
-def test_no_node_is_left_whatever_happens(resilient_emulator, plan, failing, queued, keep_node, ending, kill_at):
-    """Property (bounded): however the task ends -- success, failure, a kill while it runs, or a user's kill
-    while it is deferred (the trigger's on_kill) -- no node or queued resource it created remains, unless
-    ``keep_node``: then at most its last one does, and it can be deleted."""
+def test_no_node_is_left_whatever_happens(resilient_emulator, platform_time, plan, failing, queued, keep_node,
+                                          ending, kill_at):
+    """Property (bounded): however the task ends -- success, failure, a kill while it runs (at any of its waits:
+    a poll, a backoff, the wait for a node's creation or deletion), or a user's kill while it is deferred (the
+    trigger's on_kill) -- no node or queued resource it created remains, unless ``keep_node``: then at most its
+    last one does, and it can be deleted."""
     resilient_emulator.reset()
     for fault in plan:
         resilient_emulator.add_fault(fault)
-    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST,
-                         budgets={"maintenance_wait": Budget(max_seconds=2, backoff=FAST),
-                                  "stockout": Budget(max_retries=2, backoff=FAST)})
-    command = "exit 1" if failing else steps(5)
+    policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF,
+                         budgets={"maintenance_wait": Budget(max_seconds=120, backoff=BACKOFF),
+                                  "stockout": Budget(max_retries=2, backoff=BACKOFF)})
+    command = "exit 1" if failing else steps(5, 0.05)
 
     def make() -> ResilientTPUWorkloadOperator:
-        return operator(command, resilience_policy=policy, hang_timeout=1.0, keep_node=keep_node,
-                        valid_until_duration=0.5 if queued else None, deferrable=ending == "kill-deferred")
+        return operator(command, resilience_policy=policy, hang_timeout=HANG, keep_node=keep_node,
+                        valid_until_duration=60 if queued else None, deferrable=ending == "kill-deferred")
 
     result, outcome = None, "succeeded"
     try:
         if ending == "kill-deferred":
-            result = run_deferred(make, context(), kill_at=kill_at)
+            result = run_deferred(make, context(), kill_at=kill_at, platform_time=platform_time)
         else:
-            op, sleeps = make(), []
+            op, sleeps = platform_time.drive(make()), []
 
             def sleep(seconds: float) -> None:
                 sleeps.append(seconds)
                 if ending == "kill" and len(sleeps) > kill_at:
-                    op.on_kill()
+                    with platform_time.moving():  # on_kill's own hook waits on the wall clock
+                        op.on_kill()
                     raise Killed
-                time.sleep(seconds)
+                platform_time.sleep(seconds)
 
             op._sleep = sleep
             result = op.execute(context())
@@ -628,7 +790,7 @@ def test_no_node_is_left_whatever_happens(resilient_emulator, plan, failing, que
     except Killed:  # ... and a killed one
         outcome = "killed"
     event(f"{ending}: {outcome}{' (queued)' if queued else ''}{' keep_node' if keep_node else ''}")
-    wait_until(lambda: all(n.state.name != "DELETING" for n in tpu_client().list_nodes(parent=ZONE)))
+    platform_time.advance_until(lambda: all(n.state.name != "DELETING" for n in tpu_client().list_nodes(parent=ZONE)))
     left, queued_resources = nodes_left(), queued_left()
     if not keep_node:
         assert left == [] and queued_resources == []
@@ -636,20 +798,20 @@ def test_no_node_is_left_whatever_happens(resilient_emulator, plan, failing, que
     assert len(left) <= 1 and len(queued_resources) <= 1  # the last node only: earlier ones were deleted
     if result is not None:
         assert left == [result["node_name"]]
+    hook = ResilientTPUHook(sleep=platform_time.sleep)
     for name in queued_resources:
-        tpu_client().delete_queued_resource(request={"name": name, "force": True}).result(timeout=TIMEOUT)
+        hook.delete_queued_resource(name)
     for name in left:
-        with contextlib.suppress(Exception):  # gone with its queued resource
-            tpu_client().delete_node(name=name).result(timeout=TIMEOUT)
-    wait_until(lambda: nodes_left() == [] and queued_left() == [])
+        hook.delete_node(name)  # (gone with its queued resource: fine)
+    platform_time.advance_until(lambda: nodes_left() == [] and queued_left() == [])
 
 
-def test_a_quota_refusal_of_create_node_waits_for_quota_then_creates(resilient_emulator):
+def test_a_quota_refusal_of_create_node_waits_for_quota_then_creates(resilient_emulator, platform_time):
     """Seed 003 / DESIGN's quota row: a 429 on the create call itself is QUOTA_EXCEEDED, waited out with
     backoff (quota frees as other work ends) in the same zone, not failed over or retried in the hook."""
     resilient_emulator.add_fault({"kind": "quota", "service": "tpu", "times": 2,
                                   "quota_metric": "tpu.googleapis.com/TPUV4sPerProjectPerZone"})
-    result = operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]).execute(context())
+    result = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])).execute(context())
     assert decisions(result)[:2] == [("quota_exceeded", "resubmit")] * 2  # no node was made: submit again
     failure = result["attempts"][0]["incidents"][0]["failure"]
     assert failure["quota_metric"] == "tpu.googleapis.com/TPUV4sPerProjectPerZone"
@@ -682,7 +844,8 @@ def test_a_run_stored_before_the_observer_memory_moved_into_the_run_state_goes_o
 HF_SECRET = "projects/test-project/secrets/hf-token"
 
 
-def test_a_secret_reaches_the_workload_from_secret_manager_and_never_the_nodes_metadata(resilient_emulator):
+def test_a_secret_reaches_the_workload_from_secret_manager_and_never_the_nodes_metadata(resilient_emulator,
+                                                                                       platform_time):
     """Issue 13 item 5: ``secret_env`` names a Secret Manager secret; the worker runner reads it on the VM with
     the node's token. The node's metadata (startup script included) and the worker's log never hold it."""
     import hashlib
@@ -692,19 +855,20 @@ def test_a_secret_reaches_the_workload_from_secret_manager_and_never_the_nodes_m
     digest = hashlib.sha256(secret.encode()).hexdigest()
     check = (f"python3 -c \"import hashlib, os, sys; ok = hashlib.sha256(os.environ['HF_TOKEN'].encode())"
              f".hexdigest() == '{digest}'; print('secret-ok' if ok else 'secret-wrong'); sys.exit(0 if ok else 3)\"")
-    result = operator(check, secret_env={"HF_TOKEN": HF_SECRET}, keep_node=True).execute(context())
+    op = operator(check, secret_env={"HF_TOKEN": HF_SECRET}, keep_node=True)
+    result = platform_time.drive(op).execute(context())
     assert result["state"] == "SUCCEEDED"
     node = tpu_client().get_node(name=result["node_name"])
     assert HF_SECRET in node.metadata["startup-script"] and all(secret not in v for v in node.metadata.values())
     log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text()
     assert "secret-ok" in log and secret not in log
     assert resilient_emulator.secrets.accessed == [f"{HF_SECRET}/versions/1"]
-    tpu_client().delete_node(name=result["node_name"]).result(timeout=TIMEOUT)
+    delete_kept(result["node_name"], platform_time)
 
 
-def test_a_secret_that_cannot_be_read_fails_the_run_naming_it(resilient_emulator):
+def test_a_secret_that_cannot_be_read_fails_the_run_naming_it(resilient_emulator, platform_time):
     with pytest.raises(AirflowFailException, match="permanent_user_error"):
-        operator("echo never", secret_env={"HF_TOKEN": HF_SECRET}).execute(ctx := context())
+        platform_time.drive(operator("echo never", secret_env={"HF_TOKEN": HF_SECRET})).execute(ctx := context())
     assert stored_decisions(ctx) == [("permanent_user_error", "fail")]  # a new node would not find it either
     log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text()
     assert f"cannot read {HF_SECRET}/versions/latest for HF_TOKEN: HTTP 404" in log and "never" not in log
@@ -724,7 +888,7 @@ def test_bad_secret_env_is_refused_without_showing_its_value(secret_env, field):
 
 
 # ------------------------------------------------------------------ a checkpoint that will not load (issue 14)
-def test_a_checkpoint_that_looks_complete_but_will_not_load_is_demoted(resilient_emulator):
+def test_a_checkpoint_that_looks_complete_but_will_not_load_is_demoted(resilient_emulator, platform_time):
     """The newest checkpoint (step 6, COMMITTED) is corrupted after its marker was written: the attempt that
     resumes from it dies while loading it (an UnpicklingError: exit 1, which alone would be a user's error). The
     supervisor demotes step 6 -- recorded in the run state, never chosen again -- and the next attempt resumes
@@ -732,19 +896,18 @@ def test_a_checkpoint_that_looks_complete_but_will_not_load_is_demoted(resilient
     from airflow_provider_resilient.specs.common import ENV_DEMOTED_STEPS
 
     resilient_emulator.storage.create_bucket("tpu-ckpt")
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 7, "grace_seconds": 0.2,
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 7, "grace_seconds": 5,
                                   "match": {"nth": 1}})
     storage = resilient_emulator.storage_filesystem()
     corrupted: list[str] = []
-    op = operator(train(12))
-    real_sleep = op._sleep
+    op = platform_time.drive(operator(train(12)))
 
     def sleep(seconds: float) -> None:  # the backoff after attempt 1: the newest save goes bad
         newest = "tpu-ckpt/run/checkpoints/step_6"
         if not corrupted and storage.exists(f"{newest}/COMMITTED"):
             storage.pipe_file(f"{newest}/model.pkl", b"\x00 not a pickle")
             corrupted.append(newest)
-        real_sleep(seconds)
+        platform_time.sleep(seconds)
 
     op._sleep = sleep  # type: ignore[method-assign]
     ctx = context()

@@ -1,6 +1,10 @@
 """TPUNodeTrigger against the emulator (real async TPU client, the trigger's loop run with asyncio) and the
 deferrable ResilientTPUWorkloadOperator driven through it, each resume in a fresh operator as Airflow does.
-Waits are bounded by timeouts, never guessed sleeps."""
+Waits are bounded by timeouts, never guessed sleeps.
+
+On stepped time (``tests/tpu_time.py``): the trigger's polls and look-again time, the operator's looks and the
+platform's latencies are the platform's seconds, stepped; the two goodput ledger tests run on real time (the
+checkpoints they compare with are stamped by Cloud Storage's wall clock)."""
 
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ from airflow_provider_resilient.worker import runner_source
 from ..operators.test_tpu_operator import (
     A1,
     A2,
+    FAST_POLICY,
+    HANG,
+    REAL_TIME,
     TIMEOUT,
     ZONE,
     Killed,
@@ -39,32 +46,46 @@ from ..operators.test_tpu_operator import (
     operator,
     queued_left,
     run_deferred,
-    steps,
     wait_until,
 )
+from ..tpu_time import STEPPED, PlatformTime, on_real_time
 
-pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
+pytestmark = STEPPED
+#: Platform seconds between two polls of a trigger under test.
+POLL = 30.0
 
 
-def make_node(node_id: str, script: str = "sleep 60", accelerator_type: str = "v4-8") -> str:
-    operation = tpu_client().create_node(parent=ZONE, node_id=node_id, node={
+@pytest.fixture
+def platform_time(resilient_emulator: Any) -> PlatformTime:
+    """The emulator's manual clock and the trigger's (and operator's) clock and sleep, as one time."""
+    return PlatformTime(resilient_emulator)
+
+
+def make_node(node_id: str, platform_time: PlatformTime, script: str = "sleep 60",
+              accelerator_type: str = "v4-8") -> str:
+    node = ResilientTPUHook(sleep=platform_time.sleep).create_node("test-project", "us-central2-b", node_id, {
         "accelerator_type": accelerator_type, "runtime_version": "tpu-ubuntu2204-base",
         "metadata": {"startup-script": script}})
-    return str(operation.result(timeout=TIMEOUT).name)
+    return str(node.name)
 
 
-def make_queued_node(resource_id: str) -> tuple[str, str]:
+def make_queued_node(resource_id: str, platform_time: PlatformTime) -> tuple[str, str]:
     """A queued resource whose node is READY: ``(queued resource name, node name)``."""
-    hook = ResilientTPUHook()
+    hook = ResilientTPUHook(sleep=platform_time.sleep)
     qr = hook.create_queued_resource("test-project", "us-central2-b", resource_id, {
         "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base",
         "metadata": {"startup-script": "sleep 60"}}, spot=False, valid_until_seconds=None)
-    wait_until(lambda: hook.get_queued_resource(qr.name).state.state.name == "ACTIVE")
+    platform_time.advance_until(lambda: hook.get_queued_resource(qr.name).state.state.name == "ACTIVE")
     return qr.name, f"{ZONE}/nodes/{resource_id}"
 
 
-def trigger(node_name: str, *, after: float = TIMEOUT, **kwargs: Any) -> TPUNodeTrigger:
-    return TPUNodeTrigger(node_name, look_again_at=time.time() + after, poll_interval=0.05, **kwargs)
+def trigger(node_name: str, platform_time: PlatformTime | None = None, *, after: float = 3600.0,
+            **kwargs: Any) -> TPUNodeTrigger:
+    """A trigger on ``node_name`` that looks again ``after`` seconds from now; on ``platform_time`` (polls
+    :data:`POLL` apart), else on the wall clock (polls 50 ms apart)."""
+    now = platform_time.now() if platform_time is not None else time.time()
+    t = TPUNodeTrigger(node_name, look_again_at=now + after, poll_interval=POLL if platform_time else 0.05, **kwargs)
+    return platform_time.drive(t) if platform_time is not None else t
 
 
 def event_of(t: TPUNodeTrigger) -> dict[str, Any]:
@@ -73,7 +94,7 @@ def event_of(t: TPUNodeTrigger) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the operator through the trigger
-def test_a_deferred_run_completes_through_the_trigger(resilient_emulator, tmp_path):
+def test_a_deferred_run_completes_through_the_trigger(resilient_emulator, platform_time, tmp_path):
     ctx, triggers, go = context(), [], tmp_path / "go"
 
     def make() -> Any:  # 2 workers that finish once the task has deferred
@@ -88,7 +109,7 @@ def test_a_deferred_run_completes_through_the_trigger(resilient_emulator, tmp_pa
         op.defer = spy  # type: ignore[method-assign]
         return op
 
-    result = run_deferred(make, ctx)
+    result = run_deferred(make, ctx, platform_time=platform_time)
     assert decisions(result) == [] and len(result["attempts"]) == 1
     assert triggers and all(isinstance(t, TPUNodeTrigger) and t.watch_node for t in triggers)
     first = triggers[0].baseline  # what the first look saw, for the trigger to compare with
@@ -98,15 +119,23 @@ def test_a_deferred_run_completes_through_the_trigger(resilient_emulator, tmp_pa
     assert nodes_left() == [] and ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 
 
-def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulator):
+def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulator, platform_time, tmp_path):
     """Each resume is a new operator: the step each worker was last seen at, and since when, must come from
     the task state store, or no look ever sees a step stalled for ``hang_timeout``."""
     resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
-    ctx = context()
-    # hang_timeout 3 s against steps 0.1 s apart: a loaded machine's slow start of attempt 2 (a python start-up
-    # of a second or more) is not a hang; the struck attempt stops stepping for good, so 3 s only waits longer.
-    # Attempt 2 steps for 6 s, so that full looks (every hang_timeout / 2) see it running and keep its clock.
-    result = run_deferred(lambda: operator(steps(60), deferrable=True, hang_timeout=3.0), ctx, max_deferrals=80)
+    ctx, go = context(), tmp_path / "go"
+    # Each attempt steps every 50 ms until the test lets it end: attempt 1 until the fault freezes it at step 2;
+    # attempt 2 until a full look (every hang_timeout / 2, in a fresh operator) has seen it running and kept its
+    # clock in the run state.
+    command = f'i=0; while [ ! -e {go} ]; do i=$((i+1)); echo "step $i"; sleep 0.05; done'
+
+    def attempt_2_seen() -> None:
+        watch = ctx["task_state_store"].data.get(STATE_KEY, {}).get("watch", {})
+        if watch.get("resource") == f"{ZONE}/nodes/{A2}" and "worker 0" in watch.get("clocks", {}):
+            go.touch()
+
+    result = run_deferred(lambda: operator(command, deferrable=True, hang_timeout=HANG), ctx, max_deferrals=80,
+                          platform_time=platform_time, between=attempt_2_seen)
     assert decisions(result) == [("hang", "resubmit")]
     assert "no progress past step" in result["attempts"][0]["incidents"][0]["failure"]["message"]
     watch = ctx["task_state_store"].data[STATE_KEY]["watch"]  # the observer's memory, in the run state
@@ -121,51 +150,54 @@ def test_the_look_again_interval_follows_the_hang_timeout():
 
 
 # ------------------------------------------------------------------ what the trigger reports
-def test_the_trigger_fires_when_the_node_leaves_ready_and_serializes_what_it_needs(resilient_emulator):
-    name = make_node("watched")
-    t = trigger(name, baseline={"state": "READY", "health": "HEALTHY", "symptoms": [], "workers": []})
+def test_the_trigger_fires_when_the_node_leaves_ready_and_serializes_what_it_needs(resilient_emulator,
+                                                                                   platform_time):
+    name = make_node("watched", platform_time)
+    t = trigger(name, platform_time, baseline={"state": "READY", "health": "HEALTHY", "symptoms": [], "workers": []})
     classpath, kwargs = t.serialize()
     assert classpath == "airflow_provider_resilient.triggers.tpu.TPUNodeTrigger"
     assert TPUNodeTrigger(**kwargs).serialize() == (classpath, kwargs)
-    resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 0.05})
+    resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 5})
     event = event_of(t)
     assert event["status"] == "changed" and "PREEMPTED" in event["message"] and event["node_name"] == name
 
 
-def test_the_trigger_fires_on_a_workers_end_and_on_a_new_restart(resilient_emulator):
-    name = make_node("reports")
+def test_the_trigger_fires_on_a_workers_end_and_on_a_new_restart(resilient_emulator, platform_time):
+    name = make_node("reports", platform_time)
     attributes = resilient_emulator.tpu.nodes[name].workers[0].metadata.guest_attributes
     attributes.update({"resilient/status": "running", "resilient/restarts": "0"})
     baseline = {"state": "READY", "health": "HEALTHY", "symptoms": [],
                 "workers": [{"status": "running", "restarts": "0"}]}
     attributes["resilient/restarts"] = "1"
-    assert "restarted in place" in event_of(trigger(name, baseline=baseline))["message"]
+    assert "restarted in place" in event_of(trigger(name, platform_time, baseline=baseline))["message"]
     attributes.update({"resilient/status": "failed", "resilient/exit_code": "3"})
-    event = event_of(trigger(name, baseline={**baseline, "workers": [{"status": "running", "restarts": "1"}]}))
+    event = event_of(trigger(name, platform_time,
+                             baseline={**baseline, "workers": [{"status": "running", "restarts": "1"}]}))
     assert event["status"] == "changed" and event["message"] == "worker 0 is failed (exit code 3)"
 
 
-def test_a_quiet_node_brings_the_operator_back_after_the_look_again_interval(resilient_emulator):
-    name = make_node("quiet")
+def test_a_quiet_node_brings_the_operator_back_after_the_look_again_interval(resilient_emulator, platform_time):
+    name = make_node("quiet", platform_time)
     baseline = {"state": "READY", "health": "HEALTHY", "symptoms": [], "workers": [{"status": "", "restarts": "0"}]}
-    assert event_of(trigger(name, after=0.3, baseline=baseline))["status"] == "look_again"
-    assert event_of(trigger(name, after=0.1, watch_node=False))["status"] == "timer"
-    tpu_client().delete_node(name=name).result(timeout=TIMEOUT)
-    assert event_of(trigger(name))["status"] == "gone"
+    assert event_of(trigger(name, platform_time, after=300, baseline=baseline))["status"] == "look_again"
+    assert event_of(trigger(name, platform_time, after=600, watch_node=False))["status"] == "timer"
+    ResilientTPUHook(sleep=platform_time.sleep).delete_node(name)
+    assert event_of(trigger(name, platform_time))["status"] == "gone"
 
 
 # ------------------------------------------------------------------ on_kill
-def test_on_kill_deletes_the_node_and_its_queued_resource(resilient_emulator):
-    qr, name = make_queued_node("killed")
-    asyncio.run(asyncio.wait_for(trigger(name, queued_resource=qr).on_kill(), TIMEOUT))
+def test_on_kill_deletes_the_node_and_its_queued_resource(resilient_emulator, platform_time):
+    qr, name = make_queued_node("killed", platform_time)
+    with platform_time.moving():  # on_kill's own hook waits on the wall clock
+        asyncio.run(asyncio.wait_for(trigger(name, queued_resource=qr).on_kill(), TIMEOUT))
     assert [c.resource for c in resilient_emulator.calls.list("DeleteQueuedResource")] == [qr]
     assert [c.resource for c in resilient_emulator.calls.list("DeleteNode")] == [name]
-    wait_until(lambda: nodes_left() == [] and queued_left() == [])
+    assert nodes_left() == [] and queued_left() == []  # gone when on_kill returned: it waits for its deletions
     assert resilient_emulator.tpu.processes() == []
 
 
-def test_on_kill_with_keep_node_keeps_them(resilient_emulator):
-    qr, name = make_queued_node("kept")
+def test_on_kill_with_keep_node_keeps_them(resilient_emulator, platform_time):
+    qr, name = make_queued_node("kept", platform_time)
     asyncio.run(asyncio.wait_for(trigger(name, queued_resource=qr, keep_node=True).on_kill(), TIMEOUT))
     assert resilient_emulator.calls.list("DeleteQueuedResource") == resilient_emulator.calls.list("DeleteNode") == []
     assert nodes_left() == [name] and queued_left() == [qr]
@@ -176,11 +208,12 @@ def test_on_kill_ends_within_its_budget_when_the_api_is_unreachable():
     asyncio.run(asyncio.wait_for(t.on_kill(), 10))  # retries stop at kill_timeout_seconds: no error, no hang
 
 
-def test_a_user_kill_while_deferred_deletes_the_operators_node(resilient_emulator):
+def test_a_user_kill_while_deferred_deletes_the_operators_node(resilient_emulator, platform_time):
     with pytest.raises(Killed):
-        run_deferred(lambda: operator("sleep 60", deferrable=True, queued_resource=True), context(), kill_at=0)
+        run_deferred(lambda: operator("sleep 60", deferrable=True, queued_resource=True), context(), kill_at=0,
+                     platform_time=platform_time)
     assert [c.resource.rsplit("/", 1)[1] for c in resilient_emulator.calls.list("DeleteQueuedResource")] == [A1]
-    wait_until(lambda: nodes_left() == [] and queued_left() == [])
+    platform_time.advance_until(lambda: nodes_left() == [] and queued_left() == [])
 
 
 def test_the_trigger_is_registered_with_the_provider():
@@ -202,12 +235,12 @@ def test_a_watching_trigger_holds_an_early_event_until_fire_not_before(resilient
 
 
 # ------------------------------------------------------------------ step reports for the goodput ledger
-def runner_node(node_id: str, command: str) -> str:
+def runner_node(node_id: str, command: str, platform_time: PlatformTime) -> str:
     """A node whose worker runs ``command`` under the worker runner, as the operator's nodes do (the runner
     reports the ``step N`` lines the command prints through guest attributes)."""
-    return make_node(node_id, startup_script(command=command, env={}, setup_script=None,
-                                             runner_source=runner_source(), max_restarts=0,
-                                             checkpoint_dir="gs://tpu-ckpt/run/checkpoints", heartbeat_seconds=0.05))
+    return make_node(node_id, platform_time, startup_script(
+        command=command, env={}, setup_script=None, runner_source=runner_source(), max_restarts=0,
+        checkpoint_dir="gs://tpu-ckpt/run/checkpoints", heartbeat_seconds=0.05))
 
 
 async def until(condition: Callable[[], bool], fired: asyncio.Task[Any]) -> None:
@@ -219,12 +252,13 @@ async def until(condition: Callable[[], bool], fired: asyncio.Task[Any]) -> None
 
 
 @pytest.mark.parametrize("ending", ["succeeded", "preempted", "look_again"])
-def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, tmp_path, ending):
+def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, platform_time, tmp_path, ending):
     """Worker 0's step, each new value once with when the trigger saw it, travels with the event, whatever
     fired it (the deferred operator's ledger has no other source of steps while it waits)."""
     go = tmp_path / "go"
-    name = runner_node("stepping", f"echo step 1; while [ ! -e {go} ]; do sleep 0.02; done; echo step 2")
-    t = trigger(name)
+    name = runner_node("stepping", f"echo step 1; while [ ! -e {go} ]; do sleep 0.02; done; echo step 2",
+                       platform_time)
+    t = trigger(name, platform_time)
     classpath, kwargs = t.serialize()
     assert "steps" not in kwargs and "_steps" not in kwargs  # what the trigger saw is not an argument
 
@@ -237,26 +271,26 @@ def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, tmp
         if ending == "succeeded":
             go.touch()  # step 2, then the workload ends
         elif ending == "preempted":
-            resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 0.05})
+            resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 5})
         else:
-            t.look_again_at = time.time()  # the look-again interval is over
+            t.look_again_at = platform_time.now()  # the look-again interval is over
         return await fired
 
-    start = time.time()
+    start = platform_time.now()
     event = asyncio.run(asyncio.wait_for(watch(), TIMEOUT))
     assert event["node_name"] == name
     assert event["status"] == ("look_again" if ending == "look_again" else "changed")
     assert ending == "look_again" or ending.upper() in event["message"].upper()
     assert [step for _, step in event["steps"]] == ([1, 2] if ending == "succeeded" else [1])
     times = [at for at, _ in event["steps"]]
-    assert start <= times[0] and times == sorted(times) and times[-1] <= time.time()
+    assert start <= times[0] and times == sorted(times) and times[-1] <= platform_time.now()
     assert TPUNodeTrigger(**kwargs).serialize() == (classpath, kwargs)
 
 
-def test_an_event_without_steps_seen_has_no_steps_key(resilient_emulator):
-    name = make_node("silent")  # no runner: no reports at all
-    assert "steps" not in event_of(trigger(name, after=0.2))
-    assert "steps" not in event_of(trigger(name, after=0.1, watch_node=False))  # the timer does not watch
+def test_an_event_without_steps_seen_has_no_steps_key(resilient_emulator, platform_time):
+    name = make_node("silent", platform_time)  # no runner: no reports at all
+    assert "steps" not in event_of(trigger(name, platform_time, after=60))
+    assert "steps" not in event_of(trigger(name, platform_time, after=60, watch_node=False))  # the timer: no watch
 
 
 def struck_after_step_3(go: Any) -> str:
@@ -269,6 +303,8 @@ def struck_after_step_3(go: Any) -> str:
 
 
 TERMINATE_A1 = {"kind": "maintenance", "recover": False, "grace_seconds": 0.05, "match": {"nth": 1}}
+#: The operator's arguments on real time (the emulator's wall clock, latencies x 0.002): real seconds.
+REAL: dict[str, Any] = {"poll_interval": 0.05, "resilience_policy": FAST_POLICY}
 
 
 def run_deferred_watching(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict,
@@ -295,10 +331,12 @@ def run_deferred_watching(make: Callable[[], ResilientTPUWorkloadOperator], ctx:
     raise AssertionError("still deferring after 200 deferrals")
 
 
+@REAL_TIME
 def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled_run_does(resilient_emulator,
                                                                                            tmp_path):
     """The same workload and fault, polled and deferred: both ledgers are built from step reports (issue 10:
-    the deferred one fell back to whole attempts, counting attempt 1 entirely as wasted progress)."""
+    the deferred one fell back to whole attempts, counting attempt 1 entirely as wasted progress); a run whose
+    node was re-created has both wasted progress and recovery."""
     def act(node: str, steps_seen: list[int], go: Any) -> None:
         """Strike attempt 1 once step 3 of it was seen; let attempt 2 end once its step 5 was seen."""
         if node.endswith(f"/{A1}") and 3 in steps_seen and not resilient_emulator.faults.faults():
@@ -308,12 +346,13 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
 
     # Polled: each look notes worker 0's step.
     polled_ctx, polled_go = context(), tmp_path / "go-polled"
-    polled = operator(struck_after_step_3(polled_go))
+    polled = on_real_time(operator(struck_after_step_3(polled_go), **REAL))
+    real_sleep = polled._sleep
 
     def sleep(seconds: float) -> None:
         if polled._live_node:
             act(polled._live_node, [r.step for r in polled._step_reports()], polled_go)
-        time.sleep(seconds)
+        real_sleep(seconds)
 
     polled._sleep = sleep  # type: ignore[method-assign]
     polled_result = polled.execute(polled_ctx)
@@ -322,7 +361,7 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
     resilient_emulator.reset()
     deferred_ctx, deferred_go = context(), tmp_path / "go-deferred"
     deferred_result = run_deferred_watching(
-        lambda: operator(struck_after_step_3(deferred_go), deferrable=True), deferred_ctx,
+        lambda: on_real_time(operator(struck_after_step_3(deferred_go), deferrable=True, **REAL)), deferred_ctx,
         lambda t: act(t.node_name, [step for _, step in t._steps], deferred_go))
 
     for result, ctx in ((polled_result, polled_ctx), (deferred_result, deferred_ctx)):
@@ -330,6 +369,7 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
         ledger = ctx["ti"].xcom["goodput"]
         assert ledger["basis"] == "steps" and Ledger.from_dict(ledger).summary().endswith("[from steps]")
         assert ledger["wasted_progress"] > 0 and ledger["productive"] > 0  # steps 1 to 3 done twice
+        assert 0 < ledger["goodput"] < 1 and ledger["recovery"] > 0  # (a new node's creation: recovery)
     # What the deferred run's ledger was built from: the triggers' step reports of both attempts, each
     # step once per attempt.
     second = deferred_result["attempts"][1]["started_at"]
@@ -341,7 +381,8 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
     assert nodes_left() == []
 
 
-def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its_look(resilient_emulator, tmp_path):
+def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its_look(resilient_emulator,
+                                                                                     platform_time, tmp_path):
     """``execute_complete`` notes the event's steps and saves them even when its look defers again; a step
     equal to the last one noted in the same attempt (a new trigger's first sighting of the step its
     predecessor saw last) is not noted twice, one noted before the attempt started (the step an attempt
@@ -350,7 +391,7 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
     command = f"while [ ! -e {go} ]; do sleep 0.05; done"  # runs until the test lets it end; reports no step
     ctx = context()
     with pytest.raises(TaskDeferred):
-        operator(command, deferrable=True).execute(ctx)
+        platform_time.drive(operator(command, deferrable=True)).execute(ctx)
     store = ctx["task_state_store"].data
     started = store[STATE_KEY]["history"][-1]["started_at"]
     name = f"{ZONE}/nodes/{A1}"
@@ -358,21 +399,22 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
     def resume(*steps: tuple[float, int]) -> list[list[float]]:
         event = {"status": "look_again", "node_name": name, "message": "no change", "steps": [list(s) for s in steps]}
         with pytest.raises(TaskDeferred):  # a quiet node: the look defers again and saves nothing itself
-            operator(command, deferrable=True).execute_complete(ctx, event)
+            platform_time.drive(operator(command, deferrable=True)).execute_complete(ctx, event)
         return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]]
 
-    now = time.time()
+    now = platform_time.now()
     assert resume((now, 1), (now + 0.1, 2)) == [[now, 1], [now + 0.1, 2]]
     assert resume((now + 0.2, 2), (now + 0.3, 3)) == [[now, 1], [now + 0.1, 2], [now + 0.3, 3]]
     before = started - 1.0  # as if seen in an earlier attempt
     assert resume((before, 4))[-1] == [before, 4]
     assert resume((now + 0.4, 4))[-2:] == [[before, 4], [now + 0.4, 4]]
     go.touch()
-    result = run_deferred(lambda: operator(command, deferrable=True), ctx)
+    result = run_deferred(lambda: operator(command, deferrable=True), ctx, platform_time=platform_time)
     assert decisions(result) == [] and ctx["ti"].xcom["goodput"]["basis"] == "steps"
     assert created(resilient_emulator) == [A1] == deleted(resilient_emulator) and nodes_left() == []
 
 
+@REAL_TIME
 def test_a_triggerer_outage_loses_the_triggers_steps_but_not_the_ledger(resilient_emulator, tmp_path):
     """Issue 10, problem 5: a triggerer SIGKILLed mid-run takes its trigger's step reports with it, and the
     trigger re-created on the next triggerer looks only after the node was TERMINATED. The ledger still tells
@@ -388,8 +430,9 @@ def test_a_triggerer_outage_loses_the_triggers_steps_but_not_the_ledger(resilien
     resilient_emulator.add_fault({"kind": "maintenance", "recover": False, "at_step": 6, "grace_seconds": 0.05,
                                   "match": {"nth": 1}})
     go = tmp_path / "go"  # attempt 1 trains once the operator has deferred: its own look sees no step
-    make = lambda: operator(only_in_attempt(1, f"while [ ! -e {go} ]; do sleep 0.02; done; {train(9)}",  # noqa: E731
-                                            then=train(9)), deferrable=True)
+    make = lambda: on_real_time(operator(  # noqa: E731
+        only_in_attempt(1, f"while [ ! -e {go} ]; do sleep 0.02; done; {train(9)}", then=train(9)), deferrable=True,
+        **REAL))
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:
         make().execute(ctx)

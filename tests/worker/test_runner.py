@@ -502,6 +502,18 @@ def test_heartbeats_keep_coming_while_the_child_runs(metadata: MetadataServer) -
     assert abs(beats[-1] - time.time()) < 60
 
 
+def test_on_an_emulated_vm_of_a_manual_clock_the_heartbeat_is_the_platforms_time(tmp_path: Path,
+                                                                                  metadata: MetadataServer) -> None:
+    """The emulator on a manual clock keeps the platform's time in a file (``RESILIENT_EMULATED_CLOCK``): the VM's
+    clock, which the heartbeat reports (the operator judges it against the same time); a real VM's is
+    ``time.time()`` (above)."""
+    clock = tmp_path / "clock"
+    clock.write_text("1234567890.5")
+    result = run_runner([], script("print('step 1')"), metadata, RESILIENT_EMULATED_CLOCK=str(clock))
+    assert result.returncode == 0
+    assert {float(v) for v in metadata.values("heartbeat")} == {1234567890.5}
+
+
 def test_custom_namespace_and_step_pattern(metadata: MetadataServer) -> None:
     options = ["--namespace", "train", "--step-pattern", r"global_step=(\d+)"]
     result = run_runner(options, script("print('loss=1.0 global_step=41'); print('global_step=42')"), metadata)

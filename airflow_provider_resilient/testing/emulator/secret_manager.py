@@ -63,8 +63,9 @@ class SecretManagerServer:
         return int(self._httpd.server_address[1])
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        from .httpd import stop_at_once
+
+        stop_at_once(self._httpd)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         store = self.store

@@ -160,8 +160,9 @@ class Emulator:
             self._grpc.stop(grace=None)
             self._grpc = None
         if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+            from .httpd import stop_at_once
+
+            stop_at_once(self._http)
             self._http = None
         if self._secret_manager is not None:
             self._secret_manager.stop()

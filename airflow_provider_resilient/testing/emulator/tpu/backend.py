@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..clock import Clock, SystemClock
+from ..clock import Clock, ManualClock, SystemClock
 from ..cloud_logging.backend import ACTIVITY_LOG
 from ..config import EmulatorConfig
 from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
@@ -63,6 +63,10 @@ VM_ROOT_FREE_BYTES = 80 * 1000**3
 VM_SHM_FREE_BYTES = 200 * 1000**3
 #: The port of a multislice group's coordinator (``MEGASCALE_PORT``).
 MEGASCALE_PORT = 8080
+#: On a :class:`~..clock.ManualClock`, the file that holds the platform's time (epoch seconds) for the worker VMs'
+#: clock (the worker runner's heartbeat reads it: ``worker/runner.py``, ``EMULATED_CLOCK_ENV``), kept current by
+#: every tick; so a VM's heartbeat moves with the platform's time, not the wall clock's.
+EMULATED_CLOCK_ENV = "RESILIENT_EMULATED_CLOCK"
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV,
                     143: signal.SIGTERM, 15: signal.SIGTERM}
 
@@ -139,6 +143,7 @@ class TpuBackend:
         self.all_workers: list[Worker] = []  # of deleted nodes too, so processes() can prove nothing survived
         self._broken: set[str] = set()  # nodes / queued resources whose advance raised (logged once)
         self._ids = itertools.count(7_000_000_000_000_000_000 + (config.seed or 0) * 1000)
+        self._vm_clock: tuple[Path, float] | None = None  # the VMs' clock file and the time it holds (ManualClock)
 
     # ------------------------------------------------------------------ helpers
     def _later(self, now: float, seconds: float) -> float:
@@ -175,6 +180,8 @@ class TpuBackend:
         dev = self.device_root(worker)
         free = {"/": VM_ROOT_FREE_BYTES, str(dev / "shm"): VM_SHM_FREE_BYTES}
         free.update({str(dev / "shm") if path == "/dev/shm" else path: n for path, n in run.free_bytes.items()})
+        if isinstance(self.clock, ManualClock):
+            env[EMULATED_CLOCK_ENV] = str(self._publish_clock())
         env.update({"GCE_METADATA_HOST": worker.metadata.address, "TPU_WORKER_ID": str(worker.index),
                     "TPU_NAME": run.name.rsplit("/", 1)[1], "TPU_ACCELERATOR_TYPE": run.node.accelerator_type,
                     "TPU_WORKER_HOSTNAMES": ",".join(run.hostnames), "RESILIENT_DEVICE_ROOT": str(dev),
@@ -486,9 +493,24 @@ class TpuBackend:
                 entry["phase"] = "active"
 
     # ------------------------------------------------------------------ engine
+    def _publish_clock(self) -> Path:
+        """Write the platform's time to the VMs' clock file when it moved (write and rename: a reader never sees
+        half a number); return the file. Under :attr:`lock`."""
+        path = self.work_dir / "tpu" / "clock"
+        now = self.clock.time()
+        if self._vm_clock != (path, now):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            partial.write_text(repr(now))
+            partial.replace(path)
+            self._vm_clock = (path, now)
+        return path
+
     def tick(self, now: float | None = None) -> None:
         now = self.clock.monotonic() if now is None else now
         with self.lock:  # one resource's error never stops the others (it is logged once)
+            if isinstance(self.clock, ManualClock) and any(w.alive() for r in self.nodes.values() for w in r.workers):
+                self._publish_clock()  # (a VM that boots later gets it written then: _worker_env)
             for name, run in list(self.nodes.items()):
                 with self._guarded(name):
                     self._advance(run, now)

@@ -41,8 +41,9 @@ class MetadataServer:
         return f"{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        from ..httpd import stop_at_once
+
+        stop_at_once(self._httpd)
 
     def guest(self, query_path: str = "") -> dict[str, str]:
         """Guest attributes whose ``namespace/key`` starts with ``query_path`` (``""``: all)."""
