@@ -187,11 +187,11 @@ class TPUNodeTrigger(BaseTrigger):
         """One read of the node and the workers' reports: the event's payload when there is news, else None."""
         from google.api_core import exceptions as gexc
 
+        if self.queued_resource and self.baseline.get("state") == QUEUED:
+            return await self._look_at_queue(hook)
         try:
             node = await hook.get_node(self.node_name)
         except gexc.NotFound:
-            if self.queued_resource and self.baseline.get("state") == QUEUED:
-                return await self._look_at_queue(hook)
             return self._event("gone", f"{self.node_name} is gone")
         except gexc.GoogleAPICallError as exc:
             return self._event("error", f"cannot read {self.node_name}: {exc}")
@@ -222,9 +222,12 @@ class TPUNodeTrigger(BaseTrigger):
         return None
 
     async def _look_at_queue(self, hook: Any) -> dict[str, Any] | None:
-        """The node is not there yet and the operator saw its queued resource waiting: news only when the
-        request stops waiting (granted, FAILED, SUSPENDED, gone); its queue timeout is the operator's to judge
-        at ``look_again_at``."""
+        """The operator saw the node's queued resource still waiting (baseline ``QUEUED``): news only when the
+        request stops waiting as the operator judges it (``backends.tpu``'s queue look) -- granted (ACTIVE, or
+        PROVISIONING with the node past CREATING), FAILED, SUSPENDED, gone. A node that exists but is still
+        CREATING is the request still provisioning, not news (a "changed" for it would bring the task back to
+        defer again on every round trip of a node's creation). The queue timeout is the operator's to judge at
+        ``look_again_at``."""
         from google.api_core import exceptions as gexc
 
         try:
@@ -234,6 +237,17 @@ class TPUNodeTrigger(BaseTrigger):
         except gexc.GoogleAPICallError as exc:
             return self._event("error", f"cannot read {self.queued_resource}: {exc}")
         state = queued.state.state.name
+        if state == "PROVISIONING":
+            try:
+                node_state = (await hook.get_node(self.node_name)).state.name
+            except gexc.NotFound:
+                return None  # the node is not created yet
+            except gexc.GoogleAPICallError as exc:
+                return self._event("error", f"cannot read {self.node_name}: {exc}")
+            if node_state != "CREATING":
+                return self._event("changed", f"queued resource {self.queued_resource} is PROVISIONING, its node "
+                                              f"{node_state}")
+            return None
         if state in QUEUE_WAITING_STATES:
             return None
         return self._event("changed", f"queued resource {self.queued_resource} is {state}")

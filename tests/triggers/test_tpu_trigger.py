@@ -186,6 +186,25 @@ def test_a_quiet_node_brings_the_operator_back_after_the_look_again_interval(res
 
 
 # ------------------------------------------------------------------ on_kill
+def test_a_queued_resource_provisioning_its_node_is_no_news_until_it_is_granted(resilient_emulator, platform_time):
+    """Baseline ``QUEUED`` (the operator saw the request waiting): while the request is PROVISIONING and its node
+    CREATING (90 s on the platform), the trigger keeps watching; it fires once the request is granted. It fired at
+    the first poll that found the CREATING node, and the task came back only to defer again, every round trip of
+    the creation."""
+    hook = ResilientTPUHook(sleep=platform_time.sleep)
+    qr = hook.create_queued_resource("test-project", "us-central2-b", "provisioning", {
+        "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base",
+        "metadata": {"startup-script": "sleep 60"}}, spot=False, valid_until_seconds=None).name
+    name = f"{ZONE}/nodes/provisioning"
+    platform_time.advance_until(lambda: hook.get_queued_resource(qr).state.state.name == "PROVISIONING"
+                                and bool(nodes_left()))
+    assert hook.get_node(name).state.name == "CREATING"
+    waiting = {"state": "QUEUED", "health": "", "symptoms": [], "workers": []}
+    event = event_of(trigger(name, platform_time, queued_resource=qr, baseline=waiting))
+    assert event["status"] == "changed" and "ACTIVE" in event["message"], event
+    assert hook.get_node(name).state.name == "READY"
+
+
 def test_on_kill_deletes_the_node_and_its_queued_resource(resilient_emulator, platform_time):
     qr, name = make_queued_node("killed", platform_time)
     with platform_time.moving():  # on_kill's own hook waits on the wall clock
