@@ -4,6 +4,7 @@ guards: the slowest modules start first (both xdist workers stay busy to the end
 
 from __future__ import annotations
 
+import gc
 import os
 from collections import defaultdict
 from collections.abc import Iterator
@@ -111,3 +112,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
             terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
         terminalreporter.write_line("Step the platform's time instead of waiting for it, or run a shared scenario once "
                                     "(a module-scoped fixture); this fails the run.")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Freeze the heap before the interpreter exits: its last full collection would walk Airflow's and the client
+    libraries' objects for seconds in every xdist worker, to free what the exit frees anyway (scripts/run_demo.py
+    does the same)."""
+    gc.freeze()
