@@ -261,7 +261,11 @@ class TPUNodeTrigger(BaseTrigger):
         ``kill_timeout_seconds`` (see the module docstring). A trigger moved to another triggerer (its task
         instance still deferred) deletes nothing: the other copy goes on watching the node."""
         from ..backends.tpu import live_resources
+        from ..hooks.loading import load_off_loop
         from ..supervisor.reconcile import releases_on_kill
+        from . import OWNERSHIP_MODULE
+
+        await load_off_loop([OWNERSHIP_MODULE])  # never an import in the triggerer's event loop
         from .ownership import judge_cancel
 
         todo = releases_on_kill(live_resources(self.node_name, self.queued_resource, keep=self.keep_node))

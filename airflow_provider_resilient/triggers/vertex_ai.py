@@ -416,7 +416,11 @@ class CustomJobTrigger(BaseTrigger):
         logged, not raised (the triggerer would only log them).
         """
         from ..backends.vertex import live_resources
+        from ..hooks.loading import load_off_loop
         from ..supervisor.reconcile import releases_on_kill
+        from . import OWNERSHIP_MODULE
+
+        await load_off_loop([OWNERSHIP_MODULE])  # never an import in the triggerer's event loop
         from .ownership import judge_cancel
 
         todo = releases_on_kill(live_resources(self.job_name, self.cancel_on_kill))
