@@ -17,6 +17,8 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
 
+from ..platform_time import MANUAL, PlatformTime
+
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 
 
@@ -231,14 +233,21 @@ def test_map_index_zero_is_kept_apart_from_unmapped(map_index, expected):
     assert ResilientCustomJobOperator._map_index({"ti": ti}) == expected
 
 
+#: A hang timeout of platform time (the platform's clock, stepped with the operator's: tests/platform_time.py).
+HANG_TIMEOUT = 60.0
+
+
+@MANUAL
 @pytest.mark.parametrize("read_step_logs", [True, False], ids=["logged-steps", "checkpoints"])
 def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilient_emulator, read_step_logs):
     from pathlib import Path
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})  # SIGSTOP at step 20
-    op = operator(hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang", read_step_logs=read_step_logs)
-    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "60", "--every", "10",
+    op = PlatformTime(resilient_emulator).wire(operator(
+        hang_timeout=HANG_TIMEOUT, poll_interval=5.0, base_output_dir="gs://unit-bucket/hang",
+        read_step_logs=read_step_logs))
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every", "10",
                                                             "--step-seconds", "0.02"]
     ctx = context()
     result = op.execute(ctx)
@@ -250,12 +259,11 @@ def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilie
     expected = "logged step: no progress past step " if read_step_logs else "no new checkpoint past step 20"
     assert expected in incident["failure"]["message"]
     assert incident["decision"]["action"] == "resubmit"
-    assert second["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 60
-    hung = resilient_emulator.wait_for_state(first["resource_name"], ["JOB_STATE_CANCELLED"], 30)
-    assert hung == "JOB_STATE_CANCELLED"  # not leaked
+    assert second["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 40
+    assert resilient_emulator.vertex.state_name(first["resource_name"]) == "JOB_STATE_CANCELLED"  # not leaked
     goodput = ctx["ti"].xcom["goodput"]
     assert goodput["basis"] == "steps"  # checkpoint steps seen while polling
-    assert goodput["detection"] >= 4.0  # the hang is known only after hang_timeout
+    assert goodput["detection"] >= HANG_TIMEOUT  # the hang is known only after hang_timeout
     assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
 
 
@@ -282,20 +290,21 @@ def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted
 
 
 def test_a_workload_that_logs_its_steps_may_save_less_often_than_the_hang_timeout(resilient_emulator):
-    """hang_timeout 5 s, a save every 6 s: judged by its checkpoints, the job would be hung before its first
-    save; its "step N" lines in Cloud Logging show it progressing, so it runs to the end in one attempt."""
+    """hang_timeout 2.5 s, a save every 3 s: judged by its checkpoints, the job would be hung before its first
+    save; its "step N" lines in Cloud Logging show it progressing, so it runs to the end in one attempt. (The
+    workload's progress is real: this waits for 6 s of it.)"""
     from pathlib import Path
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
-    op = operator(hang_timeout=5.0, base_output_dir="gs://unit-bucket/logged")
-    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "240", "--every", "120",
+    op = operator(hang_timeout=2.5, base_output_dir="gs://unit-bucket/logged")
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "120", "--every", "60",
                                                             "--step-seconds", "0.05"]
     ctx = context()
     result = op.execute(ctx)
     assert len(result["attempts"]) == 1 and not result["attempts"][0].get("incidents")
-    assert result["checkpoint"]["step"] == 240
+    assert result["checkpoint"]["step"] == 120
     reads = [c for c in resilient_emulator.calls.list("ListLogEntries") if c.code == "OK"]
-    assert 3 <= len(reads) <= 12 * 6 / 5 + 6  # one read per hang_timeout / 6 at most, over about 12 s
+    assert 3 <= len(reads) <= 6 * 6 / 2.5 + 6  # one read per hang_timeout / 6 at most, over about 6 s
     steps = [step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]]
     assert len(steps) > 2 and steps == sorted(steps)  # the ledger follows the logged steps, not the two saves
 
@@ -305,6 +314,7 @@ def test_hang_timeout_must_exceed_the_poll_interval():
         operator(hang_timeout=0.01)
 
 
+@MANUAL
 def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resilient_emulator):
     import asyncio
     from pathlib import Path
@@ -313,26 +323,37 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})
+    platform = PlatformTime(resilient_emulator)
     ctx = context()
 
     def deferrable_operator() -> ResilientCustomJobOperator:
-        op = operator(deferrable=True, hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang-deferred")
+        op = operator(deferrable=True, hang_timeout=HANG_TIMEOUT, poll_interval=5.0,
+                      base_output_dir="gs://unit-bucket/hang-deferred")
         op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every",
                                                                 "10", "--step-seconds", "0.02"]
-        return op
+        return platform.wire(op)
 
     with pytest.raises(TaskDeferred) as deferred:
         deferrable_operator().execute(ctx)
     trigger = deferred.value.trigger
-    assert trigger.hang_timeout == 4.0 and trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
+    assert trigger.hang_timeout == HANG_TIMEOUT
+    assert trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
     assert CustomJobTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
 
-    async def first_event(t: CustomJobTrigger) -> dict:
-        async for event in t.run():
-            return event.payload
-        raise AssertionError("no event")
+    def first_event(t: CustomJobTrigger) -> dict:
+        """The trigger's first event, as the triggerer runs it: looking every 0.05 s of real time while the
+        platform's time passes (tests/platform_time.py)."""
+        again = platform.wire(CustomJobTrigger(**{**t.serialize()[1], "poll_interval": 0.05}))
 
-    event = asyncio.run(first_event(trigger))
+        async def first() -> dict:
+            async for event in again.run():
+                return event.payload
+            raise AssertionError("no event")
+
+        with platform.passing():
+            return asyncio.run(asyncio.wait_for(first(), 60))
+
+    event = first_event(trigger)
     # The trigger reads the logged steps too (in a worker thread), and judges by them.
     assert event["status"] == "hang" and "logged step: no progress past step " in event["hang"]
     assert [s for _, s in event["steps"]][-1] >= 20 and "logged step" in event["watch"]["clocks"]
@@ -349,7 +370,7 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
         with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
             deferrable_operator().execute_complete(ctx, event=None)
     assert ctx["task_state_store"].data[STATE_KEY]["job_name"] != hung
-    last = asyncio.run(first_event(deferred.value.trigger))
+    last = first_event(deferred.value.trigger)
     assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
     result = deferrable_operator().execute_complete(ctx, event=last)
     first, second = result["attempts"]
