@@ -1,4 +1,10 @@
-"""ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults."""
+"""ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults.
+
+An Airflow start costs about 10 s, a scenario 1-8 s: the scenarios that are independent of one another run as
+the independent tasks of one ``dag.test()`` run (a module-scoped fixture), each in its own region so that its
+faults and its calls are its own, and each test checks the facts of one scenario. The reattach test keeps runs
+of its own: its point is the process boundary.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+
+from .conftest import TaskRuns, run_tasks
 
 pytestmark = pytest.mark.e2e
 
@@ -18,45 +29,87 @@ HERE = Path(__file__).parent
 SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"
 
 
-def creates(emulator) -> list[tuple[str, str]]:
-    return [(c.resource.rsplit("/", 1)[1], c.code) for c in emulator.calls.list("CreateCustomJob")]
+#: The scenarios of one run: task id -> the DAG's settings. A region per scenario: a fault matches its location,
+#: and its calls are told apart by the resource they name.
+SCENARIOS = {
+    "permanent_sync": {"code": "raise SystemExit(1)", "deferrable": False, "region": "us-east1"},
+    "permanent_deferrable": {"code": "raise SystemExit(1)", "deferrable": True, "region": "us-east4"},
+    # Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs.
+    "unavailable_get": {"code": SLEEP_THEN_OK, "deferrable": False, "region": "us-west1"},
+    "unavailable_list": {"code": SLEEP_THEN_OK, "deferrable": True, "region": "us-west2"},
+    "stockout": {"code": "print('ok')", "fallbacks": [{"region": "europe-west4"}], "deferrable": False,
+                 "region": "us-south1"},
+    "quota": {"code": "print('ok')", "deferrable": False, "region": "asia-east1"},
+}
+FAULTS = [
+    {"kind": "unavailable", "calls": "get", "match": {"nth": 2, "location": "us-west1"}, "times": 3},
+    {"kind": "unavailable", "calls": "list", "match": {"nth": 2, "location": "us-west2"}, "times": 3},
+    {"kind": "stockout", "times": 4, "match": {"nth": 1, "location": "us-south1"}},
+    {"kind": "quota", "times": 2, "match": {"location": "asia-east1"}},
+]
 
 
-@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-def test_permanent_error_fails_at_once_without_resubmitting(run_dag, emulator, deferrable):
-    result = run_dag({"code": "raise SystemExit(1)", "deferrable": deferrable})
-    assert result.returncode != 0
-    assert len(emulator.calls.list("CreateCustomJob")) == 1
-    assert "not retried (rule permanent-user-error)" in result.log
-    assert "exited with a non-zero status of 1" in result.log
+@pytest.fixture(scope="module")
+def scenarios(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
+    """Every scenario of :data:`SCENARIOS` run once, as the tasks of one DAG run, with :data:`FAULTS`."""
+    with Emulator(config=EmulatorConfig(time_scale=0.002)) as emulator:
+        for fault in FAULTS:
+            emulator.add_fault(fault)
+        yield run_tasks(airflow_env, emulator, SCENARIOS), emulator
 
 
-@pytest.mark.parametrize("calls", ["get", "list"])
-def test_transient_unavailable_while_polling_does_not_fail_the_task(run_dag, emulator, calls):
+def calls_in(emulator: Emulator, method: str, region: str) -> list[str]:
+    """The status codes of ``method`` calls that named a resource in ``region``, in order."""
+    return [c.code for c in emulator.calls.list(method) if f"/locations/{region}" in c.resource]
+
+
+def create_regions(emulator: Emulator, *regions: str) -> list[str]:
+    """The regions of the successful CreateCustomJob calls in any of ``regions``, in order."""
+    named = [c.resource.split("/")[3] for c in emulator.calls.list("CreateCustomJob") if c.code == "OK"]
+    return [r for r in named if r in regions]
+
+
+@pytest.mark.parametrize("task", ["permanent_sync", "permanent_deferrable"])
+def test_permanent_error_fails_at_once_without_resubmitting(scenarios, task):
+    runs, emulator = scenarios
+    assert runs.states[task] == "failed"
+    assert calls_in(emulator, "CreateCustomJob", SCENARIOS[task]["region"]) == ["OK"]
+    log = runs.task_log(task)
+    assert "not retried (rule permanent-user-error)" in log
+    assert "exited with a non-zero status of 1" in log
+
+
+@pytest.mark.parametrize(("task", "method"), [("unavailable_get", "GetCustomJob"),
+                                              ("unavailable_list", "ListCustomJobs")], ids=["get", "list"])
+def test_transient_unavailable_while_polling_does_not_fail_the_task(scenarios, task, method):
     """Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs."""
-    emulator.add_fault({"kind": "unavailable", "calls": calls, "match": {"nth": 2}, "times": 3})
-    result = run_dag({"code": SLEEP_THEN_OK, "deferrable": calls == "list"})
-    assert result.returncode == 0, result.log[-3000:]
-    codes = [c.code for c in emulator.calls.list("GetCustomJob" if calls == "get" else "ListCustomJobs")]
+    runs, emulator = scenarios
+    region = SCENARIOS[task]["region"]
+    assert runs.states[task] == "success", runs.task_log(task)[-3000:]
+    codes = calls_in(emulator, method, region)
     assert codes.count("UNAVAILABLE") == 3 and codes[-1] == "OK"
-    assert len(emulator.calls.list("CreateCustomJob")) == 1
+    assert calls_in(emulator, "CreateCustomJob", region) == ["OK"]
 
 
-def test_a_stockout_fails_over_to_the_next_fallback_region(run_dag, emulator):
-    emulator.add_fault({"kind": "stockout", "times": 4, "match": {"nth": 1}})
-    result = run_dag({"code": "print('ok')", "fallbacks": [{"region": "europe-west4"}], "deferrable": False})
-    assert result.returncode == 0, result.log[-3000:]
-    regions = [c.resource.split("/")[3] for c in emulator.calls.list("CreateCustomJob")]
-    assert regions == ["us-central1", "europe-west4"]
-    assert "failing over to fallback 1/1 (region=europe-west4)" in result.log
+def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
+    runs, emulator = scenarios
+    assert runs.states["stockout"] == "success", runs.task_log("stockout")[-3000:]
+    assert create_regions(emulator, "us-south1", "europe-west4") == ["us-south1", "europe-west4"]
+    assert "failing over to fallback 1/1 (region=europe-west4)" in runs.task_log("stockout")
 
 
-def test_a_quota_refusal_on_create_waits_and_retries(run_dag, emulator):
-    emulator.add_fault({"kind": "quota", "times": 2})
-    result = run_dag({"code": "print('ok')", "deferrable": False})
-    assert result.returncode == 0, result.log[-3000:]
-    assert [c.code for c in emulator.calls.list("CreateCustomJob")] == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
-    assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in result.log
+def test_a_quota_refusal_on_create_waits_and_retries(scenarios):
+    runs, emulator = scenarios
+    assert runs.states["quota"] == "success", runs.task_log("quota")[-3000:]
+    assert calls_in(emulator, "CreateCustomJob", "asia-east1") == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
+    assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in runs.task_log("quota")
+
+
+def test_the_scenarios_ran_as_independent_tasks_of_one_run(scenarios):
+    """The run's own verdict: failed, for its two failed tasks only."""
+    runs, _ = scenarios
+    assert runs.returncode != 0 and set(runs.states) == set(SCENARIOS)
+    assert {t for t, state in runs.states.items() if state != "success"} == {"permanent_sync", "permanent_deferrable"}
 
 
 def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_path):
@@ -100,37 +153,47 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_pa
     assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_SUCCEEDED"
 
 
+
 #: Seed 003: a job may stay QUEUED/PENDING until capacity frees. With this emulator configuration and the
 #: fault below, every us-central1 job stays PENDING (each provisioning attempt stocks out and the platform
 #: retries without end); other regions provision at once.
 HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
                        "latencies": {"queued_seconds": 0.0, "provisioning_seconds": 0.0}}
+#: Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min). Both in us-central1.
+QUEUED = {"queued_deferrable_fallback": {"code": "print('ok')", "deferrable": True, "queue_timeout_seconds": 2.0,
+                                         "fallbacks": [{"region": "europe-west4"}]},
+          "queued_sync_no_fallback": {"code": "print('ok')", "deferrable": False, "queue_timeout_seconds": 2.0}}
 
 
-@pytest.mark.parametrize("emulator", [HELD_IN_US_CENTRAL1], indirect=True, ids=["held-in-us-central1"])
-@pytest.mark.parametrize(("deferrable", "fallback"), [(True, True), (False, False)],
-                         ids=["deferrable-fallback", "sync-no-fallback"])
-def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(run_dag, emulator, deferrable,
-                                                                                   fallback):
+@pytest.fixture(scope="module")
+def queued(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
+    """Both :data:`QUEUED` scenarios, as the tasks of one DAG run, on an emulator that holds us-central1."""
+    with Emulator(config=EmulatorConfig(time_scale=0.002, **HELD_IN_US_CENTRAL1)) as emulator:
+        emulator.add_fault({"kind": "stockout", "match": {"location": "us-central1"}, "times": None})
+        yield run_tasks(airflow_env, emulator, QUEUED, day="2026-04-04"), emulator
+
+
+@pytest.mark.parametrize("task", list(QUEUED), ids=["deferrable-fallback", "sync-no-fallback"])
+def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(queued, task):
     """Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min); the held job is
     cancelled, and once it has ended the task fails over to the fallback region or fails naming the limit.
 
     The other two pairings of mode and fallback, and both trigger paths, run against the emulator without
     Airflow in tests/operators/test_vertex_operator_unit.py (``queue_timeout`` tests, with an injected clock).
     """
-    emulator.add_fault({"kind": "stockout", "match": {"location": "us-central1"}, "times": None})
-    result = run_dag({"code": "print('ok')", "deferrable": deferrable, "queue_timeout_seconds": 2.0,
-                      "fallbacks": [{"region": "europe-west4"}] if fallback else []})
-    jobs = sorted(emulator.vertex.runs, key=lambda n: int(n.rsplit("/", 1)[1]))
+    runs, emulator = queued
+    jobs = sorted((n for n, r in emulator.vertex.runs.items() if r.job.labels["airflow-task"] == task),
+                  key=lambda n: int(n.rsplit("/", 1)[1]))
     held = emulator.vertex.runs[jobs[0]].job
     assert held.state.name == "JOB_STATE_CANCELLED", emulator.job_events(jobs[0])[-3:]
-    assert "longer than the queue timeout of 2 s" in result.log
-    assert emulator.calls.count("CancelCustomJob") == 1
-    if fallback:
-        assert result.returncode == 0, result.log[-3000:]
+    log = runs.task_log(task)
+    assert "longer than the queue timeout of 2 s" in log
+    assert [c.resource for c in emulator.calls.list("CancelCustomJob")].count(jobs[0]) == 1
+    if QUEUED[task].get("fallbacks"):
+        assert runs.states[task] == "success", log[-3000:]
         assert [n.split("/")[3] for n in jobs] == ["us-central1", "europe-west4"]
-        assert "failing over to fallback 1/1 (region=europe-west4)" in result.log
+        assert "failing over to fallback 1/1 (region=europe-west4)" in log
         assert held.end_time <= emulator.vertex.runs[jobs[1]].job.create_time  # never two at once
     else:
-        assert result.returncode != 0
-        assert len(jobs) == 1 and "not retried (rule queue-timeout)" in result.log
+        assert runs.states[task] == "failed"
+        assert len(jobs) == 1 and "not retried (rule queue-timeout)" in log
