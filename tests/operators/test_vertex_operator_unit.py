@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
 
-from ..platform_time import MANUAL, PlatformTime
+from ..platform_time import MANUAL, PlatformTime, manual
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 
@@ -79,15 +80,21 @@ def dies_at_poll(n: int) -> Callable[[float], None]:
     return dying_sleep
 
 
-def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
+def runs_until(go: Path) -> str:
+    """A replica's code that runs until the file ``go`` exists (the test says when the job may end)."""
+    return f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+
+
+def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(2)")
+    first = operator(runs_until(tmp_path / "go"))
     first._sleep = dies_at_poll(3)
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"
 
-    second = operator("import time; time.sleep(2)")
+    second = operator(runs_until(tmp_path / "go"))
+    (tmp_path / "go").touch()
     result = second.execute(ctx)
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
     # only before the one create: the attempt's own labels (a lost reply), then other runs' live jobs
@@ -121,7 +128,7 @@ def test_a_clear_of_a_deferred_task_ends_the_attempt_and_resumes_without_a_failu
     import asyncio
 
     go = tmp_path / "go"
-    code = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    code = runs_until(go)
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:  # try 1 deferred, attempt 1 RUNNING
         operator(code, deferrable=True).execute(ctx)
@@ -407,41 +414,18 @@ def test_worker_pool_specs_may_be_proto_messages_or_a_mix_with_dicts(resilient_e
 # ---------------------------------------------------------------------------------------------- queue timeout
 #: Seed 003: a job may stay QUEUED/PENDING until capacity frees. The emulator holds every us-central1 job in
 #: PENDING (a stockout on every provisioning attempt, retried by the platform without end); other regions
-#: provision at once. A cancelled job stays CANCELLING for a second, long enough to see an attempt started
-#: beside it.
-HELD_IN_US_CENTRAL1 = pytest.mark.resilient_emulator(
-    time_scale=0.002, platform={"stockout_retries": 1_000_000}, latencies={"cancel_seconds": 500.0},  # 1 s
+#: provision at once. On the manual clock with the platform's latencies (tests/platform_time.py): the default
+#: queue timeout of 30 minutes (seed 004) passes in platform time, and a cancelled job stays CANCELLING for
+#: its 5 s, long enough to see an attempt started beside it.
+HELD_IN_US_CENTRAL1 = manual(
+    platform={"stockout_retries": 1_000_000},
     fault_plan={"faults": [{"kind": "stockout", "match": {"location": "us-central1"}, "times": None}]})
-AN_HOUR_AHEAD = 3600.0  # seconds: past the default queue timeout of 30 minutes (seed 004)
-
-
-def hour_ahead() -> float:
-    """The operator's (and trigger's) clock: an hour ahead of the emulator, so that a job found QUEUED or
-    PENDING has waited longer than the default queue timeout at the very first look."""
-    return time.time() + AN_HOUR_AHEAD
-
-
-def seen_running_first(op: ResilientCustomJobOperator, emulator) -> ResilientCustomJobOperator:
-    """Outside us-central1, let the create call return only once the job runs: the operator's first look at
-    it never finds it queued, whatever its clock says."""
-    hook = op._hook()
-    create = hook.create_custom_job
-
-    def create_then_wait(project_id, region, custom_job, find_filter=None):
-        job = create(project_id, region, custom_job, find_filter=find_filter)
-        if region != "us-central1":
-            emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"], 30)
-        return job
-
-    hook.create_custom_job = create_then_wait
-    op._clock = hour_ahead
-    return op
+QUEUE_POLL = 60.0  # seconds of platform time between two looks at a held job
 
 
 @HELD_IN_US_CENTRAL1
 def test_a_job_queued_past_the_queue_timeout_is_cancelled_and_the_task_fails_naming_it(resilient_emulator):
-    op = operator()
-    op._clock = hour_ahead
+    op = PlatformTime(resilient_emulator).wire(operator(poll_interval=QUEUE_POLL))
     with pytest.raises(AirflowFailException) as info:
         op.execute(context())
     message = str(info.value)
@@ -450,11 +434,14 @@ def test_a_job_queued_past_the_queue_timeout_is_cancelled_and_the_task_fails_nam
     assert resilient_emulator.calls.count("CreateCustomJob") == 1
     (job,) = resilient_emulator.vertex.runs
     assert resilient_emulator.vertex.state_name(job) == "JOB_STATE_CANCELLED"  # ended before the task failed
+    held = resilient_emulator.vertex.runs[job].job
+    assert (held.end_time - held.create_time).total_seconds() >= 1800  # RetryPolicy.queue_timeout_seconds
 
 
 @HELD_IN_US_CENTRAL1
 def test_a_job_queued_past_the_queue_timeout_fails_over_after_it_ended(resilient_emulator):
-    op = seen_running_first(operator(fallbacks=[{"region": "europe-west4"}]), resilient_emulator)
+    op = PlatformTime(resilient_emulator).wire(operator(fallbacks=[{"region": "europe-west4"}],
+                                                        poll_interval=QUEUE_POLL))
     result = op.execute(context())
     first, second = result["attempts"]
     incident = first["incidents"][0]
@@ -476,23 +463,24 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
 
     from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 
+    platform = PlatformTime(resilient_emulator)
     ctx = context()
 
     def deferrable_operator() -> ResilientCustomJobOperator:
-        op = operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else [])
-        return seen_running_first(op, resilient_emulator)
+        return platform.wire(operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else []))
 
     def event_of(deferred: TaskDeferred) -> dict:
+        """The trigger's first event: it looks every 0.05 s of real time while the platform's time passes."""
         _, kwargs = deferred.trigger.serialize()
-        trigger = CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller})
-        trigger._clock = hour_ahead
+        trigger = platform.wire(CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller}))
 
         async def first() -> dict:
             async for event in trigger.run():
                 return event.payload
             raise AssertionError("no event")
 
-        return asyncio.run(first())
+        with platform.passing():
+            return asyncio.run(asyncio.wait_for(first(), 60))
 
     with pytest.raises(TaskDeferred) as deferred:
         deferrable_operator().execute(ctx)
@@ -500,6 +488,7 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
     held = ctx["task_state_store"].data[STATE_KEY]["job_name"]
     event = event_of(deferred.value)
     assert event["status"] == "queue_timeout" and "longer than the queue timeout" in event["queue_timeout"]
+    assert event["timed_out_at"] - resilient_emulator.vertex.runs[held].job.create_time.timestamp() >= 1800
     assert resilient_emulator.calls.count("CancelCustomJob") == 0  # the trigger decides nothing
     if not fallback:
         with pytest.raises(AirflowFailException, match="rule queue-timeout"):
@@ -526,23 +515,24 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
 LINK_KEYS = ("_link_VertexAICustomJobLink", "_link_VertexAICustomJobLogsLink")
 
 
-def test_links_are_pushed_again_when_a_retried_task_resumes_watching(resilient_emulator):
+def test_links_are_pushed_again_when_a_retried_task_resumes_watching(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(2)")
+    first = operator(runs_until(tmp_path / "go"))
     first._sleep = lambda _: (_ for _ in ()).throw(Killed)  # dies at its first wait
     with pytest.raises(Killed):
         first.execute(ctx)
     assert all(k in ctx["ti"].xcom for k in LINK_KEYS)
     retry = {**ctx, "ti": TI()}  # Airflow clears a task's XComs at each new try
-    result = operator("import time; time.sleep(2)").execute(retry)
+    (tmp_path / "go").touch()
+    result = operator(runs_until(tmp_path / "go")).execute(retry)
     job_id = result["job_name"].rsplit("/", 1)[1]
     assert retry["ti"].xcom[LINK_KEYS[0]].endswith(f"/training/{job_id}/cpu?project=test-project")
     assert job_id in retry["ti"].xcom[LINK_KEYS[1]]
 
 
-def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resilient_emulator):
+def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(1)")
+    first = operator(runs_until(tmp_path / "go"))
     hook = first._hook()
     create = hook.create_custom_job
 
@@ -556,7 +546,8 @@ def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resil
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "submitting"
     assert not any(k in ctx["ti"].xcom for k in LINK_KEYS)
     retry = {**ctx, "ti": TI()}
-    result = operator("import time; time.sleep(1)").execute(retry)
+    (tmp_path / "go").touch()
+    result = operator(runs_until(tmp_path / "go")).execute(retry)
     assert resilient_emulator.calls.count("CreateCustomJob") == 1
     assert result["job_name"].rsplit("/", 1)[1] in retry["ti"].xcom[LINK_KEYS[0]]
 
