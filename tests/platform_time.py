@@ -114,6 +114,20 @@ class PlatformTime:
         while left > 1e-9:
             left -= self._step(left)
 
+    def until(self, condition: Callable[[], bool], *, most: float = 3600.0, real_timeout: float = 60.0) -> float:
+        """Let platform time pass by the rule of :meth:`sleep`, a second at a time, until ``condition()`` holds (a
+        test that drives the platform itself, with no operator); the platform seconds passed.
+
+        Raises:
+            TimeoutError: ``most`` seconds of platform time or ``real_timeout`` seconds of real time passed first.
+        """
+        passed, deadline = 0.0, time.monotonic() + real_timeout
+        while not condition():
+            if passed >= most or time.monotonic() > deadline:
+                raise TimeoutError(f"still not so after {passed:.0f} s of platform time")
+            passed += self._step(IDLE_STEP_SECONDS)
+        return passed
+
     def wire(self, thing: T) -> T:
         """Give ``thing`` -- an operator (``_sleep`` and ``_clock``) or a trigger (``_clock``) -- the platform's
         time; returns it."""
