@@ -23,7 +23,8 @@ from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
 
 from .conftest import TaskRuns, run_tasks
 
-pytestmark = pytest.mark.e2e
+#: One xdist worker runs the module (with ``--dist loadgroup``), so each module-scoped run happens once.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e_vertex")]
 
 HERE = Path(__file__).parent
 SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"
