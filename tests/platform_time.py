@@ -24,8 +24,9 @@ What counts as "running" is :meth:`PlatformTime.busy` (any live process of the e
 stopped: a frozen process is a hang the platform waits out); a test may hand its own predicate.
 
 Deferred, a trigger waits in its event loop in real time, outside the operator's ``_sleep``: ``with
-platform.passing():`` moves platform time on in a thread by the same rule while it does, and
-``platform.wire(trigger)`` gives the trigger (``CustomJobTrigger._clock``) the platform's clock.
+platform.passing():`` moves platform time on in a thread, a step after each of the trigger's looks (each API call
+the emulator answers), by the same rule; ``platform.wire(trigger)`` gives the trigger (``CustomJobTrigger._clock``)
+the platform's clock.
 
 Platform-neutral: it knows the emulator's ``advance``, ``processes`` and ``clock`` only, so it serves the Vertex
 AI and the Cloud TPU operators and triggers alike (anything with ``_sleep`` / ``_clock``).
@@ -53,10 +54,7 @@ T = TypeVar("T")
 IDLE_STEP_SECONDS = 1.0
 #: The span of real time (and so of platform time) waited at a time while a workload runs.
 REAL_SLICE_SECONDS = 0.02
-#: Idle steps :meth:`PlatformTime.passing` takes between two rests of ``PASSING_REST_SECONDS`` of real time (it
-#: yields the interpreter to the trigger's event loop): idle platform time passes some thousands of times faster
-#: than real time (a 30-minute queue timeout in well under a second).
-PASSING_STEPS = 10
+#: Real seconds :meth:`PlatformTime.passing` waits between two looks at the emulator's record of calls.
 PASSING_REST_SECONDS = 0.002
 
 
@@ -137,20 +135,33 @@ class PlatformTime:
         return thing
 
     @contextlib.contextmanager
-    def passing(self) -> Iterator[PlatformTime]:
-        """Move platform time on in a thread while the block runs (a trigger waiting in its event loop), by the
-        rule of :meth:`sleep`. Idle time passes many times faster than real time; a trigger's verdict does not
-        depend on how many times (it judges by the platform's clock, not by how often it looked)."""
+    def passing(self, step: float = 5.0) -> Iterator[PlatformTime]:
+        """Move platform time on in a thread while the block runs (a trigger waiting in its event loop): after each
+        API call the emulator answers -- a trigger's look -- ``step`` seconds pass, by the rule of :meth:`sleep`
+        (with real time while a workload runs). So platform time moves in step with the trigger's looks, like an
+        operator's polls: a trigger that reads its clock after a slow look (a listing in a worker thread) finds
+        its look at most a step or two old, however loaded the machine. Pick ``step`` like a poll interval: a
+        fraction of the timeout the trigger judges."""
         stop = threading.Event()
         failed: list[BaseException] = []
 
+        def pass_step() -> None:
+            left = step
+            while left > 1e-9 and not stop.is_set():
+                left -= self._step(left)
+
         def run() -> None:
+            seen = len(self.emulator.calls.list())
             try:
                 while not stop.is_set():
-                    for _ in range(PASSING_STEPS):
-                        if self._step(IDLE_STEP_SECONDS) < IDLE_STEP_SECONDS:  # a workload runs: real time
-                            break
-                    stop.wait(PASSING_REST_SECONDS)
+                    calls = len(self.emulator.calls.list())
+                    if calls > seen:
+                        seen = calls
+                        pass_step()
+                    elif self._busy():  # a workload runs: its time is real, looked at or not
+                        self._step(REAL_SLICE_SECONDS)
+                    else:
+                        stop.wait(PASSING_REST_SECONDS)
             except BaseException as exc:  # said in the test, not lost in a thread
                 failed.append(exc)
 

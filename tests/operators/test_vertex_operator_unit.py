@@ -378,7 +378,9 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
             deferrable_operator().execute_complete(ctx, event=None)
     assert ctx["task_state_store"].data[STATE_KEY]["job_name"] != hung
     last = first_event(deferred.value.trigger)
-    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED", (
+        last, resilient_emulator.job_events(last["job"]["name"]), resilient_emulator.processes(),
+        resilient_emulator.replica_log(last["job"]["name"])[-600:])
     result = deferrable_operator().execute_complete(ctx, event=last)
     first, second = result["attempts"]
     assert first["incidents"][0]["failure"]["failure_class"] == "hang"
@@ -479,7 +481,7 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
                 return event.payload
             raise AssertionError("no event")
 
-        with platform.passing():
+        with platform.passing(step=QUEUE_POLL):
             return asyncio.run(asyncio.wait_for(first(), 60))
 
     with pytest.raises(TaskDeferred) as deferred:
