@@ -176,12 +176,13 @@ class PlatformTime:
             raise failed[0]
 
 
-#: The emulator on a manual clock with the platform's real latencies (``Latencies``: queued 5 s, provisioning 60 s,
-#: an error a minute after the exit, ...): a test marked with it moves time with :class:`PlatformTime`.
-MANUAL = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
-
-
 def manual(**config: Any) -> pytest.MarkDecorator:
-    """:data:`MANUAL` with more :class:`~airflow_provider_resilient.testing.emulator.EmulatorConfig` fields, e.g.
-    ``manual(platform={"transient_job_retries": 0})``."""
+    """The emulator on a manual clock with the platform's real latencies (``Latencies``: queued 5 s, provisioning
+    60 s, an error a minute after the exit, ...) and more :class:`~airflow_provider_resilient.testing.emulator.
+    EmulatorConfig` fields, e.g. ``manual(platform={"transient_job_retries": 0})``: a test marked with it moves
+    time with :class:`PlatformTime`."""
     return pytest.mark.resilient_emulator(clock="manual", time_scale=1.0, **config)
+
+
+#: :func:`manual` with nothing more.
+MANUAL = manual()
