@@ -1,9 +1,10 @@
 """ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults.
 
 An Airflow start costs about 10 s, a scenario 1-8 s: the scenarios that are independent of one another run as
-the independent tasks of one ``dag.test()`` run (a module-scoped fixture), each in its own region so that its
-faults and its calls are its own, and each test checks the facts of one scenario. The reattach test keeps runs
-of its own: its point is the process boundary.
+the independent tasks of one ``dag.test()`` run (a module-scoped fixture), each in its own region (or, for the
+two queue-timeout tasks in us-central1, by its task's label) so that its faults and its calls are its own, and
+each test checks the facts of one scenario. The reattach test keeps runs of its own: its point is the process
+boundary.
 """
 
 from __future__ import annotations
@@ -38,36 +39,49 @@ SCENARIOS = {
     # Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs.
     "unavailable_get": {"code": SLEEP_THEN_OK, "deferrable": False, "region": "us-west1"},
     "unavailable_list": {"code": SLEEP_THEN_OK, "deferrable": True, "region": "us-west2"},
+    # A stockout that fails the job: the platform does not retry it (every us-central1 job is held by endless
+    # platform retries of its stockouts, for the queue timeouts below).
     "stockout": {"code": "print('ok')", "fallbacks": [{"region": "europe-west4"}], "deferrable": False,
-                 "region": "us-south1"},
+                 "region": "us-south1", "disable_retries": True},
     "quota": {"code": "print('ok')", "deferrable": False, "region": "asia-east1"},
+    # Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min). Both in us-central1.
+    "queued_deferrable_fallback": {"code": "print('ok')", "deferrable": True, "queue_timeout_seconds": 2.0,
+                                   "fallbacks": [{"region": "europe-west4"}]},
+    "queued_sync_no_fallback": {"code": "print('ok')", "deferrable": False, "queue_timeout_seconds": 2.0},
 }
 FAULTS = [
     {"kind": "unavailable", "calls": "get", "match": {"nth": 2, "location": "us-west1"}, "times": 3},
     {"kind": "unavailable", "calls": "list", "match": {"nth": 2, "location": "us-west2"}, "times": 3},
-    {"kind": "stockout", "times": 4, "match": {"nth": 1, "location": "us-south1"}},
+    {"kind": "stockout", "match": {"nth": 1, "location": "us-south1"}},
     {"kind": "quota", "times": 2, "match": {"location": "asia-east1"}},
+    # Seed 003: a job may stay QUEUED/PENDING until capacity frees. With HELD_IN_US_CENTRAL1, every us-central1 job
+    # stays PENDING (each provisioning attempt stocks out and the platform retries without end); other regions
+    # provision at once.
+    {"kind": "stockout", "match": {"location": "us-central1"}, "times": None},
 ]
+HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
+                       "latencies": {"queued_seconds": 0.0, "provisioning_seconds": 0.0}}
+FAILED = {"permanent_sync", "permanent_deferrable", "queued_sync_no_fallback"}
 
 
 @pytest.fixture(scope="module")
 def scenarios(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
     """Every scenario of :data:`SCENARIOS` run once, as the tasks of one DAG run, with :data:`FAULTS`."""
-    with Emulator(config=EmulatorConfig(time_scale=0.002)) as emulator:
+    with Emulator(config=EmulatorConfig(time_scale=0.002, **HELD_IN_US_CENTRAL1)) as emulator:
         for fault in FAULTS:
             emulator.add_fault(fault)
         yield run_tasks(airflow_env, emulator, SCENARIOS), emulator
 
 
+def jobs_of(emulator: Emulator, task: str) -> list[str]:
+    """The jobs the task ``task`` created (its ``airflow-task`` label), oldest first."""
+    return sorted((n for n, r in emulator.vertex.runs.items() if r.job.labels["airflow-task"] == task),
+                  key=lambda n: int(n.rsplit("/", 1)[1]))
+
+
 def calls_in(emulator: Emulator, method: str, region: str) -> list[str]:
     """The status codes of ``method`` calls that named a resource in ``region``, in order."""
     return [c.code for c in emulator.calls.list(method) if f"/locations/{region}" in c.resource]
-
-
-def create_regions(emulator: Emulator, *regions: str) -> list[str]:
-    """The regions of the successful CreateCustomJob calls in any of ``regions``, in order."""
-    named = [c.resource.split("/")[3] for c in emulator.calls.list("CreateCustomJob") if c.code == "OK"]
-    return [r for r in named if r in regions]
 
 
 @pytest.mark.parametrize("task", ["permanent_sync", "permanent_deferrable"])
@@ -95,7 +109,9 @@ def test_transient_unavailable_while_polling_does_not_fail_the_task(scenarios, t
 def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
     runs, emulator = scenarios
     assert runs.states["stockout"] == "success", runs.task_log("stockout")[-3000:]
-    assert create_regions(emulator, "us-south1", "europe-west4") == ["us-south1", "europe-west4"]
+    assert [n.split("/")[3] for n in jobs_of(emulator, "stockout")] == ["us-south1", "europe-west4"]
+    assert emulator.vertex.runs[jobs_of(emulator, "stockout")[0]].job.error.message.startswith(
+        "Resources are insufficient in region: us-south1")
     assert "failing over to fallback 1/1 (region=europe-west4)" in runs.task_log("stockout")
 
 
@@ -107,10 +123,10 @@ def test_a_quota_refusal_on_create_waits_and_retries(scenarios):
 
 
 def test_the_scenarios_ran_as_independent_tasks_of_one_run(scenarios):
-    """The run's own verdict: failed, for its two failed tasks only."""
+    """The run's own verdict: failed, for its failed tasks only."""
     runs, _ = scenarios
     assert runs.returncode != 0 and set(runs.states) == set(SCENARIOS)
-    assert {t for t, state in runs.states.items() if state != "success"} == {"permanent_sync", "permanent_deferrable"}
+    assert {t for t, state in runs.states.items() if state != "success"} == FAILED
 
 
 def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_path):
@@ -155,42 +171,23 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_pa
 
 
 
-#: Seed 003: a job may stay QUEUED/PENDING until capacity frees. With this emulator configuration and the
-#: fault below, every us-central1 job stays PENDING (each provisioning attempt stocks out and the platform
-#: retries without end); other regions provision at once.
-HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
-                       "latencies": {"queued_seconds": 0.0, "provisioning_seconds": 0.0}}
-#: Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min). Both in us-central1.
-QUEUED = {"queued_deferrable_fallback": {"code": "print('ok')", "deferrable": True, "queue_timeout_seconds": 2.0,
-                                         "fallbacks": [{"region": "europe-west4"}]},
-          "queued_sync_no_fallback": {"code": "print('ok')", "deferrable": False, "queue_timeout_seconds": 2.0}}
-
-
-@pytest.fixture(scope="module")
-def queued(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
-    """Both :data:`QUEUED` scenarios, as the tasks of one DAG run, on an emulator that holds us-central1."""
-    with Emulator(config=EmulatorConfig(time_scale=0.002, **HELD_IN_US_CENTRAL1)) as emulator:
-        emulator.add_fault({"kind": "stockout", "match": {"location": "us-central1"}, "times": None})
-        yield run_tasks(airflow_env, emulator, QUEUED, day="2026-04-04"), emulator
-
-
-@pytest.mark.parametrize("task", list(QUEUED), ids=["deferrable-fallback", "sync-no-fallback"])
-def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(queued, task):
+@pytest.mark.parametrize("task", ["queued_deferrable_fallback", "queued_sync_no_fallback"],
+                         ids=["deferrable-fallback", "sync-no-fallback"])
+def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(scenarios, task):
     """Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min); the held job is
     cancelled, and once it has ended the task fails over to the fallback region or fails naming the limit.
 
     The other two pairings of mode and fallback, and both trigger paths, run against the emulator without
     Airflow in tests/operators/test_vertex_operator_unit.py (``queue_timeout`` tests, with an injected clock).
     """
-    runs, emulator = queued
-    jobs = sorted((n for n, r in emulator.vertex.runs.items() if r.job.labels["airflow-task"] == task),
-                  key=lambda n: int(n.rsplit("/", 1)[1]))
+    runs, emulator = scenarios
+    jobs = jobs_of(emulator, task)
     held = emulator.vertex.runs[jobs[0]].job
     assert held.state.name == "JOB_STATE_CANCELLED", emulator.job_events(jobs[0])[-3:]
     log = runs.task_log(task)
     assert "longer than the queue timeout of 2 s" in log
     assert [c.resource for c in emulator.calls.list("CancelCustomJob")].count(jobs[0]) == 1
-    if QUEUED[task].get("fallbacks"):
+    if SCENARIOS[task].get("fallbacks"):
         assert runs.states[task] == "success", log[-3000:]
         assert [n.split("/")[3] for n in jobs] == ["us-central1", "europe-west4"]
         assert "failing over to fallback 1/1 (region=europe-west4)" in log

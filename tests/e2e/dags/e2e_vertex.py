@@ -2,7 +2,8 @@
 
 Keys: ``code`` (the replica's Python one-liner), ``display_name``, ``deferrable``, ``fallbacks``,
 ``poll_interval``, ``workload`` (a list of argv after ``python``, instead of ``code``), ``base_output_dir``,
-``queue_timeout_seconds`` (``RetryPolicy.queue_timeout_seconds``, default 1800), ``region`` (default us-central1).
+``queue_timeout_seconds`` (``RetryPolicy.queue_timeout_seconds``, default 1800), ``region`` (default us-central1),
+``disable_retries`` (``scheduling.disable_retries``: no retry by the platform itself).
 With ``tasks`` (``{task_id: {keys as above}}``) the DAG has one independent task per entry instead of the one
 task ``train``: several scenarios in one ``airflow dags test`` run (tests/e2e/test_vertex_operator.py).
 """
@@ -42,6 +43,7 @@ def training(task_id: str, settings: dict) -> ResilientCustomJobOperator:
         min_defer_seconds=settings.get("min_defer_seconds", 0.0),  # dag.test() has no executor, hence no race
         poll_interval=settings.get("poll_interval", 0.3),
         retries=settings.get("retries", 0),
+        disable_retries=settings.get("disable_retries", False),
     )
 
 
