@@ -472,9 +472,10 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
         return platform.wire(operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else []))
 
     def event_of(deferred: TaskDeferred) -> dict:
-        """The trigger's first event: it looks every 0.05 s of real time while the platform's time passes."""
+        """The trigger's first event: it looks every 0.01 s of real time, and a minute of the platform's time
+        passes after each look (tests/platform_time.py)."""
         _, kwargs = deferred.trigger.serialize()
-        trigger = platform.wire(CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller}))
+        trigger = platform.wire(CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller, "poll_interval": 0.01}))
 
         async def first() -> dict:
             async for event in trigger.run():
@@ -776,7 +777,7 @@ def test_the_workloads_own_goodput_events_are_read_when_the_run_ends(resilient_e
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     op = operator(base_output_dir="gs://unit-bucket/events", disable_retries=True, goodput_job_name="train-events")
     op.worker_pool_specs[0]["container_spec"]["command"] = [
-        "python", workload, "--steps", "60", "--every", "10", "--step-seconds", "0.05", "--goodput-job", "train-events",
+        "python", workload, "--steps", "50", "--every", "10", "--step-seconds", "0.05", "--goodput-job", "train-events",
         "--crash-once-at-step", "45"]
     ctx = context()
     result = op.execute(ctx)
@@ -785,7 +786,7 @@ def test_the_workloads_own_goodput_events_are_read_when_the_run_ends(resilient_e
     assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
     events = ctx["ti"].xcom["goodput"]["workload_events"]
     assert events["source"] == "ml-goodput-measurement events" and events["logger_name"] == "goodput_train-events"
-    assert events["disruptions"] == 1 and events["last_productive_step"] == 59  # steps 0..59, counted from 0
+    assert events["disruptions"] == 1 and events["last_productive_step"] == 49  # steps 0..49, counted from 0
     assert 0 < events["goodput"] < 1
     # Steps 41-45 ran twice (the package sees those whose entries were sent before the exit).
     assert 0 < events["badput_seconds"]["WASTED_PROGRESS_FROM_DISRUPTION"] <= 5 * 0.05 * 2
