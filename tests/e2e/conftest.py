@@ -6,14 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+from airflow_provider_resilient.testing.emulator import Emulator
 
 DAGS = Path(__file__).parent / "dags"
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -28,15 +27,6 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "GRPC_VERBOSITY": "ERROR"}
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
-
-
-@pytest.fixture
-def emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
-    """An emulator at time scale 0.002 for one test; more EmulatorConfig fields through indirect parametrisation:
-    ``@pytest.mark.parametrize("emulator", [{"platform": {...}}], indirect=True)``."""
-    options = {"time_scale": 0.002, **getattr(request, "param", {})}
-    with Emulator(config=EmulatorConfig(**options)) as emu:
-        yield emu
 
 
 @dataclass

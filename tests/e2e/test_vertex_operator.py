@@ -3,8 +3,9 @@
 An Airflow start costs about 10 s, a scenario 1-8 s: the scenarios that are independent of one another run as
 the independent tasks of one ``dag.test()`` run (a module-scoped fixture), each in its own region (or, for the
 two queue-timeout tasks in us-central1, by its task's label) so that its faults and its calls are its own, and
-each test checks the facts of one scenario. The reattach test keeps runs of its own: its point is the process
-boundary.
+each test checks the facts of one scenario. The reattach scenario's second run is that same run: its first, a
+process of its own with only that task, is killed with SIGKILL while its job runs (the process boundary is its
+point).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,7 @@ from .conftest import TaskRuns, run_tasks
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e_vertex")]
 
 HERE = Path(__file__).parent
-SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"
+SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"  # the replica's own code (real work)
 
 
 #: The scenarios of one run: task id -> the DAG's settings. A region per scenario: a fault matches its location,
@@ -64,13 +66,67 @@ HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
 FAILED = {"permanent_sync", "permanent_deferrable", "queued_sync_no_fallback"}
 
 
+DAY = "2026-03-03"  # the one DagRun's logical date (and run_after): both reattach runs are this DagRun
+
+
+def runs_until(go: Path) -> str:
+    """A replica's code that runs until the file ``go`` exists (the test says when the job may end)."""
+    return f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\nprint('done')"
+
+
+def killed_while_its_job_runs(airflow_env: dict[str, str], emulator: Emulator, tasks: dict) -> str:
+    """Run the DagRun of ``tasks`` in a process of its own and SIGKILL it once a replica runs; the job's name."""
+    env = {**airflow_env, **emulator.env(), "RESILIENT_E2E": json.dumps({"tasks": tasks})}
+    command = [sys.executable, str(HERE / "dag_test_fixed_run.py"), str(HERE / "dags" / "e2e_vertex.py"),
+               "e2e_vertex", DAY]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not emulator.processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert emulator.processes(), "the job never started"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (job,) = emulator.vertex.runs
+    return str(job)
+
+
+def released_once_watched(emulator: Emulator, job: str, go: Path) -> threading.Thread:
+    """A thread that lets ``job`` end (``go``) once someone reads it again with GetCustomJob."""
+    def gets() -> int:
+        return sum(1 for c in emulator.calls.list("GetCustomJob") if c.resource == job)
+
+    before = gets()
+
+    def release() -> None:
+        deadline = time.monotonic() + 300
+        while gets() <= before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        go.touch()
+
+    thread = threading.Thread(target=release, name="release-reattached-job", daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.fixture(scope="module")
-def scenarios(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
-    """Every scenario of :data:`SCENARIOS` run once, as the tasks of one DAG run, with :data:`FAULTS`."""
+def scenarios(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[TaskRuns, Emulator, str]]:
+    """Every scenario of :data:`SCENARIOS` run once, as the tasks of one DAG run, with :data:`FAULTS`; before it,
+    the reattach task's first run, killed while its job runs. Yields the run, the emulator and the state of the
+    reattach job right after its watcher died."""
+    go = tmp_path_factory.mktemp("reattach") / "go"
+    reattach = {"code": runs_until(go), "deferrable": False, "region": "us-east5"}
     with Emulator(config=EmulatorConfig(time_scale=0.002, **HELD_IN_US_CENTRAL1)) as emulator:
+        job = killed_while_its_job_runs(airflow_env, emulator, {"reattach": reattach})
+        after_kill = emulator.vertex.state_name(job)
         for fault in FAULTS:
             emulator.add_fault(fault)
-        yield run_tasks(airflow_env, emulator, SCENARIOS), emulator
+        releaser = released_once_watched(emulator, job, go)
+        runs = run_tasks(airflow_env, emulator, {**SCENARIOS, "reattach": reattach}, day=DAY)
+        go.touch()  # whatever happened, the job ends
+        releaser.join(timeout=5)
+        yield runs, emulator, after_kill
 
 
 def jobs_of(emulator: Emulator, task: str) -> list[str]:
@@ -86,7 +142,7 @@ def calls_in(emulator: Emulator, method: str, region: str) -> list[str]:
 
 @pytest.mark.parametrize("task", ["permanent_sync", "permanent_deferrable"])
 def test_permanent_error_fails_at_once_without_resubmitting(scenarios, task):
-    runs, emulator = scenarios
+    runs, emulator, _ = scenarios
     assert runs.states[task] == "failed"
     assert calls_in(emulator, "CreateCustomJob", SCENARIOS[task]["region"]) == ["OK"]
     log = runs.task_log(task)
@@ -98,7 +154,7 @@ def test_permanent_error_fails_at_once_without_resubmitting(scenarios, task):
                                               ("unavailable_list", "ListCustomJobs")], ids=["get", "list"])
 def test_transient_unavailable_while_polling_does_not_fail_the_task(scenarios, task, method):
     """Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs."""
-    runs, emulator = scenarios
+    runs, emulator, _ = scenarios
     region = SCENARIOS[task]["region"]
     assert runs.states[task] == "success", runs.task_log(task)[-3000:]
     codes = calls_in(emulator, method, region)
@@ -107,7 +163,7 @@ def test_transient_unavailable_while_polling_does_not_fail_the_task(scenarios, t
 
 
 def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
-    runs, emulator = scenarios
+    runs, emulator, _ = scenarios
     assert runs.states["stockout"] == "success", runs.task_log("stockout")[-3000:]
     assert [n.split("/")[3] for n in jobs_of(emulator, "stockout")] == ["us-south1", "europe-west4"]
     assert emulator.vertex.runs[jobs_of(emulator, "stockout")[0]].job.error.message.startswith(
@@ -116,7 +172,7 @@ def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
 
 
 def test_a_quota_refusal_on_create_waits_and_retries(scenarios):
-    runs, emulator = scenarios
+    runs, emulator, _ = scenarios
     assert runs.states["quota"] == "success", runs.task_log("quota")[-3000:]
     assert calls_in(emulator, "CreateCustomJob", "asia-east1") == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
     assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in runs.task_log("quota")
@@ -124,12 +180,12 @@ def test_a_quota_refusal_on_create_waits_and_retries(scenarios):
 
 def test_the_scenarios_ran_as_independent_tasks_of_one_run(scenarios):
     """The run's own verdict: failed, for its failed tasks only."""
-    runs, _ = scenarios
-    assert runs.returncode != 0 and set(runs.states) == set(SCENARIOS)
+    runs, _, _ = scenarios
+    assert runs.returncode != 0 and set(runs.states) == {*SCENARIOS, "reattach"}
     assert {t for t, state in runs.states.items() if state != "success"} == FAILED
 
 
-def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_path):
+def test_reattach_after_the_task_process_is_killed(scenarios):
     """Kill the worker with SIGKILL while its job runs; running the same DagRun again watches the same job:
     one CreateCustomJob for the attempt, and the run completes.
 
@@ -139,36 +195,14 @@ def test_reattach_after_the_task_process_is_killed(airflow_env, emulator, tmp_pa
     (``test_a_retried_task_continues_from_the_task_state_store``). The job runs until the test lets it
     end, once the second run watches it, so nothing depends on how fast Airflow starts here.
     """
-    go = tmp_path / "go"
-    code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\nprint('done')"
-    env = {**airflow_env, **emulator.env(),
-           "RESILIENT_E2E": json.dumps({"code": code, "deferrable": False, "poll_interval": 0.3})}
-    command = [sys.executable, str(HERE / "dag_test_fixed_run.py"), str(HERE / "dags" / "e2e_vertex.py"),
-               "e2e_vertex", "2026-02-02"]
-    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not emulator.processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert emulator.processes(), "the job never started"
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    (job,) = emulator.vertex.runs
-    assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"  # the job outlived its watcher
-
-    gets_before = emulator.calls.count("GetCustomJob")
-    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    while emulator.calls.count("GetCustomJob") <= gets_before and second.poll() is None \
-            and time.monotonic() < deadline:
-        time.sleep(0.05)
-    go.touch()  # the second run polls the job: let it end
-    log, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, log[-3000:]
-    assert len(emulator.calls.list("CreateCustomJob")) == 1
+    runs, emulator, after_kill = scenarios
+    assert after_kill == "JOB_STATE_RUNNING"  # the job outlived its watcher
+    log = runs.task_log("reattach")
+    assert runs.states["reattach"] == "success", log[-3000:]
+    assert calls_in(emulator, "CreateCustomJob", "us-east5") == ["OK"]
     assert "Attempt 1 already exists as" in log and "watching it instead of creating another" in log
-    assert emulator.vertex.runs[job].job.state.name == "JOB_STATE_SUCCEEDED"
-
+    (job,) = jobs_of(emulator, "reattach")
+    assert emulator.vertex.state_name(job) == "JOB_STATE_SUCCEEDED"
 
 
 @pytest.mark.parametrize("task", ["queued_deferrable_fallback", "queued_sync_no_fallback"],
@@ -180,7 +214,7 @@ def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fai
     The other two pairings of mode and fallback, and both trigger paths, run against the emulator without
     Airflow in tests/operators/test_vertex_operator_unit.py (``queue_timeout`` tests, with an injected clock).
     """
-    runs, emulator = scenarios
+    runs, emulator, _ = scenarios
     jobs = jobs_of(emulator, task)
     held = emulator.vertex.runs[jobs[0]].job
     assert held.state.name == "JOB_STATE_CANCELLED", emulator.job_events(jobs[0])[-3:]
