@@ -154,7 +154,7 @@ def test_standalone_binds_every_interface_on_fixed_ports_and_advertises_a_host(t
         while (state := client.get_custom_job(name=job.name).state.name) not in ("JOB_STATE_SUCCEEDED",
                                                                                    "JOB_STATE_FAILED"):
             assert time.monotonic() < deadline, state
-            time.sleep(0.1)
+            time.sleep(0.05)
         job_id = job.name.rsplit("/", 1)[1]
         assert state == "JOB_STATE_SUCCEEDED", (tmp_path / "work" / "vertex" / job_id / "workerpool0-0.log").read_text()
         url = f"{exports['STORAGE_EMULATOR_HOST']}/storage/v1/b/shared/o/hello.txt?alt=media"
@@ -183,7 +183,7 @@ def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester
             open({str(pid_file)!r}, "w").write(str(resilient_emulator.processes()[0]))
             raise AssertionError("the test fails while the job runs")
     """))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")  # the fixture's teardown is what is tested
     result.assert_outcomes(failed=1)
     pid = int(pid_file.read_text())
     assert not alive(pid)

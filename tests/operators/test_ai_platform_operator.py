@@ -15,8 +15,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_resilient.operators.ai_platform import ResilientAIPlatformTrainingJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
 
+from ..platform_time import PlatformTime, manual
 from .test_vertex_operator_unit import context
 
+#: The platform's time is stepped with the operator's (tests/platform_time.py). A crash fails the job at once:
+#: the platform's own retries of it are the emulator's rules (tests/emulator/test_platform_rules.py).
+pytestmark = manual(platform={"transient_job_retries": 0})
 TRAINER = Path(__file__).parents[2] / "dags" / "workloads" / "legacy_trainer"
 TRAINER_URI = "gs://airflow-system-tests-resources/ml-engine/trainer-0.2.tar.gz"  # the provider example's
 JOB_DIR = "gs://bucket-example-gcp-mlengine/job-dir"
@@ -40,8 +44,8 @@ def the_providers_example(**overrides: Any) -> ResilientAIPlatformTrainingJobOpe
         task_id="training", project_id="example-project", region="us-central1",
         job_id="training-job-20260101T000000-digits", runtime_version="2.11", python_version="3.7",
         job_dir=JOB_DIR, package_uris=[TRAINER_URI], training_python_module="trainer.task",
-        training_args=["--epochs", "24", "--epoch-seconds", "0.02"], labels={"job_type": "training"},
-        resilience_policy=FAST, poll_interval=0.05, min_defer_seconds=0.0, deferrable=False)
+        training_args=["--epochs", "12", "--epoch-seconds", "0.02"], labels={"job_type": "training"},
+        resilience_policy=FAST, poll_interval=5.0, min_defer_seconds=0.0, deferrable=False)
     arguments.update(overrides)
     return ResilientAIPlatformTrainingJobOperator(**arguments)
 
@@ -52,13 +56,13 @@ def replica_logs(emulator: Any) -> str:
 
 def test_the_providers_example_runs_through_seed_000_failures_and_resumes(resilient_emulator):
     upload_trainer(resilient_emulator)
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 9, "times": 4, "match": {"nth": 1}})
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 6, "match": {"nth": 1}})
     ctx = context()
-    result = the_providers_example().execute(ctx)
+    result = PlatformTime(resilient_emulator).wire(the_providers_example()).execute(ctx)
     attempts = result["attempts"]
     assert [(i["failure"]["failure_class"], i["decision"]["action"]) for a in attempts for i in a["incidents"]] == [
-        ("transient_crash", "resubmit")]  # the platform restarted it in place first (seed 000), then gave up
-    assert attempts[1]["resumed_from_step"] >= 9 and result["checkpoint"]["step"] == 24
+        ("transient_crash", "resubmit")]
+    assert attempts[1]["resumed_from_step"] >= 6 and result["checkpoint"]["step"] == 12
     logs = replica_logs(resilient_emulator)
     # The package came from package_uris, fetched and unpacked by the emulated Vertex AI -- not from this tree.
     sources = set(re.findall(r"trainer from (\S+)", logs))
@@ -79,10 +83,10 @@ def test_a_whole_training_input_with_a_custom_container_keeps_master_in_tf_confi
     body = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4", "workerCount": "2",
             "masterConfig": {"imageUri": "gcr.io/example-project/trainer:latest",
                              "containerCommand": [sys.executable, "-c", show]}}
-    result = ResilientAIPlatformTrainingJobOperator(
+    result = PlatformTime(resilient_emulator).wire(ResilientAIPlatformTrainingJobOperator(
         task_id="t", project_id="example-project", region="us-central1", job_id="custom", training_input=body,
-        base_output_dir="gs://unit-bucket/custom", resilience_policy=FAST, poll_interval=0.05,
-        min_defer_seconds=0.0).execute(context())
+        base_output_dir="gs://unit-bucket/custom", resilience_policy=FAST, poll_interval=5.0,
+        min_defer_seconds=0.0)).execute(context())
     assert result["state"] == "JOB_STATE_SUCCEEDED"
     assert "task master 0" in replica_logs(resilient_emulator)
 
@@ -140,16 +144,20 @@ def test_a_deferred_templated_job_resubmits_from_a_fresh_operator(resilient_emul
     from .test_tpu_operator import run_deferred
 
     upload_trainer(resilient_emulator)
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 9, "times": 4, "match": {"nth": 1}})
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 6, "match": {"nth": 1}})
+    platform = PlatformTime(resilient_emulator)
 
     def rendered() -> ResilientAIPlatformTrainingJobOperator:
-        op = the_providers_example(runtime_version="{{ params.runtime }}", deferrable=True)
+        # The trigger looks every 0.05 s of real time while the platform's time passes (tests/platform_time.py).
+        op = platform.wire(the_providers_example(runtime_version="{{ params.runtime }}", deferrable=True,
+                                                 poll_interval=0.05))
         op.runtime_version = "2.11"  # what Airflow's render_template_fields does before execute / execute_complete
         return op
 
-    result = run_deferred(rendered, context())
+    with platform.passing():
+        result = run_deferred(rendered, context())
     assert [a["incidents"][0]["decision"]["action"] for a in result["attempts"][:-1]] == ["resubmit"]
-    assert result["attempts"][1]["resumed_from_step"] >= 9 and result["checkpoint"]["step"] == 24
+    assert result["attempts"][1]["resumed_from_step"] >= 6 and result["checkpoint"]["step"] == 12
 
 
 def test_a_legacy_hyperparameter_study_runs_as_a_tuning_job_and_no_finished_trial_runs_again(resilient_emulator):
@@ -162,7 +170,7 @@ def test_a_legacy_hyperparameter_study_runs_as_a_tuning_job_and_no_finished_tria
     body = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "jobDir": JOB_DIR, "region": "us-central1",
             "useChiefInTfConfig": True,
             "masterConfig": {"imageUri": "gcr.io/example-project/digits:latest", "containerCommand": [
-                sys.executable, str(workload), "--epochs", "9", "--checkpoint-every", "2", "--epoch-seconds", "0.02"]},
+                sys.executable, str(workload), "--epochs", "6", "--checkpoint-every", "2", "--epoch-seconds", "0.02"]},
             "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 2,
                                 "algorithm": "GRID_SEARCH",
                                 "params": [{"parameterName": "learning_rate", "type": "DISCRETE",
@@ -170,18 +178,18 @@ def test_a_legacy_hyperparameter_study_runs_as_a_tuning_job_and_no_finished_tria
                                            {"parameterName": "seed", "type": "INTEGER", "minValue": 0,
                                             "maxValue": 0}]}}
     resilient_emulator.storage.create_bucket("bucket-example-gcp-mlengine")
-    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 4, "times": 4, "step_source": "log",
+    resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "at_step": 4, "step_source": "log",
                                   "log_pattern": r"saved checkpoint .*step_(\d+)",
                                   "match": {"display_name": "tuning-digits-trial-1"}})
-    op = ResilientAIPlatformTrainingJobOperator(
+    op = PlatformTime(resilient_emulator).wire(ResilientAIPlatformTrainingJobOperator(
         task_id="training", project_id="example-project", region="us-central1", job_id="tuning-digits",
-        training_input=body, resilience_policy=FAST, poll_interval=0.05, min_defer_seconds=0.0, deferrable=False)
+        training_input=body, resilience_policy=FAST, poll_interval=5.0, min_defer_seconds=0.0, deferrable=False))
     result = op.execute(context())
     assert [(t["attempt"], t["parameters"], t["state"]) for t in result["trials"]] == [
         (1, {"learning_rate": 0.001}, "INFEASIBLE"), (1, {"learning_rate": 0.01}, "SUCCEEDED"),
         (2, {"learning_rate": 0.001}, "SUCCEEDED")]
     assert result["metric_id"] == "accuracy" and result["trials_rerun"] == 0
-    assert result["best_trial"]["checkpoint"]["step"] == 9
+    assert result["best_trial"]["checkpoint"]["step"] == 6
     logs = "\n".join(p.read_text() for p in sorted(resilient_emulator.work_dir.rglob("trial-*/workerpool0-0.log")))
     assert "--seed=0" in logs or "seed" not in logs  # the fixed parameter is a flag of every trial
     assert max(int(m) for m in re.findall(r"resuming from step (\d+)", logs)) >= 4

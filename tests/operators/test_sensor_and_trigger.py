@@ -73,13 +73,16 @@ def test_deferrable_sensor_defers_to_the_trigger_and_completes_from_its_event(re
     assert sensor.execute_complete({}, event)["state"] == "JOB_STATE_SUCCEEDED"
 
 
-def test_a_transient_unavailable_while_a_trigger_polls_alone_does_not_end_it(resilient_emulator):
-    name = create("import time; time.sleep(0.5)")
+def test_a_transient_unavailable_while_a_trigger_polls_alone_does_not_end_it(resilient_emulator, recorded_sleeps):
+    """The hook's retries wait its backoff (recorded, not waited: ``recorded_sleeps``) and the trigger goes on."""
+    name = create("print('ok')")
     resilient_emulator.add_fault({"kind": "unavailable", "calls": "get", "match": {"nth": 1}, "times": 2})
     event = first_event(CustomJobTrigger(name, poll_interval=0.02, shared_poller=False))
     assert event["status"] == "terminal" and event["job"]["state"] == "JOB_STATE_SUCCEEDED"
     codes = [c.code for c in resilient_emulator.calls.list("GetCustomJob")]
     assert codes[:3] == ["UNAVAILABLE", "UNAVAILABLE", "OK"]  # retried by the hook, not reported
+    backoffs = [w for w in recorded_sleeps if w != 0.02]  # the trigger's own waits are its poll_interval
+    assert len(backoffs) == 2 and 1 <= backoffs[0] <= 2 <= backoffs[1] <= 3  # exponential, jittered
     assert resilient_emulator.calls.count("ListCustomJobs") == 0  # polled alone
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
+
+from ..platform_time import MANUAL, PlatformTime, manual
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 
@@ -77,15 +80,21 @@ def dies_at_poll(n: int) -> Callable[[float], None]:
     return dying_sleep
 
 
-def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator):
+def runs_until(go: Path) -> str:
+    """A replica's code that runs until the file ``go`` exists (the test says when the job may end)."""
+    return f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+
+
+def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(2)")
+    first = operator(runs_until(tmp_path / "go"))
     first._sleep = dies_at_poll(3)
     with pytest.raises(Killed):
         first.execute(ctx)
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "running"
 
-    second = operator("import time; time.sleep(2)")
+    second = operator(runs_until(tmp_path / "go"))
+    (tmp_path / "go").touch()
     result = second.execute(ctx)
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1
     # only before the one create: the attempt's own labels (a lost reply), then other runs' live jobs
@@ -119,7 +128,7 @@ def test_a_clear_of_a_deferred_task_ends_the_attempt_and_resumes_without_a_failu
     import asyncio
 
     go = tmp_path / "go"
-    code = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    code = runs_until(go)
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:  # try 1 deferred, attempt 1 RUNNING
         operator(code, deferrable=True).execute(ctx)
@@ -231,14 +240,21 @@ def test_map_index_zero_is_kept_apart_from_unmapped(map_index, expected):
     assert ResilientCustomJobOperator._map_index({"ti": ti}) == expected
 
 
+#: A hang timeout of platform time (the platform's clock, stepped with the operator's: tests/platform_time.py).
+HANG_TIMEOUT = 60.0
+
+
+@MANUAL
 @pytest.mark.parametrize("read_step_logs", [True, False], ids=["logged-steps", "checkpoints"])
 def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilient_emulator, read_step_logs):
     from pathlib import Path
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})  # SIGSTOP at step 20
-    op = operator(hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang", read_step_logs=read_step_logs)
-    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "60", "--every", "10",
+    op = PlatformTime(resilient_emulator).wire(operator(
+        hang_timeout=HANG_TIMEOUT, poll_interval=5.0, base_output_dir="gs://unit-bucket/hang",
+        read_step_logs=read_step_logs))
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every", "10",
                                                             "--step-seconds", "0.02"]
     ctx = context()
     result = op.execute(ctx)
@@ -250,12 +266,11 @@ def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilie
     expected = "logged step: no progress past step " if read_step_logs else "no new checkpoint past step 20"
     assert expected in incident["failure"]["message"]
     assert incident["decision"]["action"] == "resubmit"
-    assert second["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 60
-    hung = resilient_emulator.wait_for_state(first["resource_name"], ["JOB_STATE_CANCELLED"], 30)
-    assert hung == "JOB_STATE_CANCELLED"  # not leaked
+    assert second["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 40
+    assert resilient_emulator.vertex.state_name(first["resource_name"]) == "JOB_STATE_CANCELLED"  # not leaked
     goodput = ctx["ti"].xcom["goodput"]
     assert goodput["basis"] == "steps"  # checkpoint steps seen while polling
-    assert goodput["detection"] >= 4.0  # the hang is known only after hang_timeout
+    assert goodput["detection"] >= HANG_TIMEOUT  # the hang is known only after hang_timeout
     assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
 
 
@@ -282,20 +297,21 @@ def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted
 
 
 def test_a_workload_that_logs_its_steps_may_save_less_often_than_the_hang_timeout(resilient_emulator):
-    """hang_timeout 5 s, a save every 6 s: judged by its checkpoints, the job would be hung before its first
-    save; its "step N" lines in Cloud Logging show it progressing, so it runs to the end in one attempt."""
+    """hang_timeout 2.5 s, a save every 3 s: judged by its checkpoints, the job would be hung before its first
+    save; its "step N" lines in Cloud Logging show it progressing, so it runs to the end in one attempt. (The
+    workload's progress is real: this waits for 6 s of it.)"""
     from pathlib import Path
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
-    op = operator(hang_timeout=5.0, base_output_dir="gs://unit-bucket/logged")
-    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "240", "--every", "120",
+    op = operator(hang_timeout=2.5, base_output_dir="gs://unit-bucket/logged")
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "120", "--every", "60",
                                                             "--step-seconds", "0.05"]
     ctx = context()
     result = op.execute(ctx)
     assert len(result["attempts"]) == 1 and not result["attempts"][0].get("incidents")
-    assert result["checkpoint"]["step"] == 240
+    assert result["checkpoint"]["step"] == 120
     reads = [c for c in resilient_emulator.calls.list("ListLogEntries") if c.code == "OK"]
-    assert 3 <= len(reads) <= 12 * 6 / 5 + 6  # one read per hang_timeout / 6 at most, over about 12 s
+    assert 3 <= len(reads) <= 6 * 6 / 2.5 + 6  # one read per hang_timeout / 6 at most, over about 6 s
     steps = [step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]]
     assert len(steps) > 2 and steps == sorted(steps)  # the ledger follows the logged steps, not the two saves
 
@@ -305,6 +321,7 @@ def test_hang_timeout_must_exceed_the_poll_interval():
         operator(hang_timeout=0.01)
 
 
+@MANUAL
 def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resilient_emulator):
     import asyncio
     from pathlib import Path
@@ -313,26 +330,37 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
 
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})
+    platform = PlatformTime(resilient_emulator)
     ctx = context()
 
     def deferrable_operator() -> ResilientCustomJobOperator:
-        op = operator(deferrable=True, hang_timeout=4.0, base_output_dir="gs://unit-bucket/hang-deferred")
+        op = operator(deferrable=True, hang_timeout=HANG_TIMEOUT, poll_interval=5.0,
+                      base_output_dir="gs://unit-bucket/hang-deferred")
         op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every",
                                                                 "10", "--step-seconds", "0.02"]
-        return op
+        return platform.wire(op)
 
     with pytest.raises(TaskDeferred) as deferred:
         deferrable_operator().execute(ctx)
     trigger = deferred.value.trigger
-    assert trigger.hang_timeout == 4.0 and trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
+    assert trigger.hang_timeout == HANG_TIMEOUT
+    assert trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
     assert CustomJobTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
 
-    async def first_event(t: CustomJobTrigger) -> dict:
-        async for event in t.run():
-            return event.payload
-        raise AssertionError("no event")
+    def first_event(t: CustomJobTrigger) -> dict:
+        """The trigger's first event, as the triggerer runs it: looking every 0.05 s of real time while the
+        platform's time passes (tests/platform_time.py)."""
+        again = platform.wire(CustomJobTrigger(**{**t.serialize()[1], "poll_interval": 0.05}))
 
-    event = asyncio.run(first_event(trigger))
+        async def first() -> dict:
+            async for event in again.run():
+                return event.payload
+            raise AssertionError("no event")
+
+        with platform.passing():
+            return asyncio.run(asyncio.wait_for(first(), 60))
+
+    event = first_event(trigger)
     # The trigger reads the logged steps too (in a worker thread), and judges by them.
     assert event["status"] == "hang" and "logged step: no progress past step " in event["hang"]
     assert [s for _, s in event["steps"]][-1] >= 20 and "logged step" in event["watch"]["clocks"]
@@ -349,8 +377,10 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
         with pytest.raises(TaskDeferred) as deferred:  # woke up: resubmitted from step 20, watching again
             deferrable_operator().execute_complete(ctx, event=None)
     assert ctx["task_state_store"].data[STATE_KEY]["job_name"] != hung
-    last = asyncio.run(first_event(deferred.value.trigger))
-    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    last = first_event(deferred.value.trigger)
+    assert last["status"] == "terminal" and last["job"]["state"] == "JOB_STATE_SUCCEEDED", (
+        last, resilient_emulator.job_events(last["job"]["name"]), resilient_emulator.processes(),
+        resilient_emulator.replica_log(last["job"]["name"])[-600:])
     result = deferrable_operator().execute_complete(ctx, event=last)
     first, second = result["attempts"]
     assert first["incidents"][0]["failure"]["failure_class"] == "hang"
@@ -386,41 +416,18 @@ def test_worker_pool_specs_may_be_proto_messages_or_a_mix_with_dicts(resilient_e
 # ---------------------------------------------------------------------------------------------- queue timeout
 #: Seed 003: a job may stay QUEUED/PENDING until capacity frees. The emulator holds every us-central1 job in
 #: PENDING (a stockout on every provisioning attempt, retried by the platform without end); other regions
-#: provision at once. A cancelled job stays CANCELLING for a second, long enough to see an attempt started
-#: beside it.
-HELD_IN_US_CENTRAL1 = pytest.mark.resilient_emulator(
-    time_scale=0.002, platform={"stockout_retries": 1_000_000}, latencies={"cancel_seconds": 500.0},  # 1 s
+#: provision at once. On the manual clock with the platform's latencies (tests/platform_time.py): the default
+#: queue timeout of 30 minutes (seed 004) passes in platform time, and a cancelled job stays CANCELLING for
+#: its 5 s, long enough to see an attempt started beside it.
+HELD_IN_US_CENTRAL1 = manual(
+    platform={"stockout_retries": 1_000_000},
     fault_plan={"faults": [{"kind": "stockout", "match": {"location": "us-central1"}, "times": None}]})
-AN_HOUR_AHEAD = 3600.0  # seconds: past the default queue timeout of 30 minutes (seed 004)
-
-
-def hour_ahead() -> float:
-    """The operator's (and trigger's) clock: an hour ahead of the emulator, so that a job found QUEUED or
-    PENDING has waited longer than the default queue timeout at the very first look."""
-    return time.time() + AN_HOUR_AHEAD
-
-
-def seen_running_first(op: ResilientCustomJobOperator, emulator) -> ResilientCustomJobOperator:
-    """Outside us-central1, let the create call return only once the job runs: the operator's first look at
-    it never finds it queued, whatever its clock says."""
-    hook = op._hook()
-    create = hook.create_custom_job
-
-    def create_then_wait(project_id, region, custom_job, find_filter=None):
-        job = create(project_id, region, custom_job, find_filter=find_filter)
-        if region != "us-central1":
-            emulator.wait_for_state(job.name, ["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"], 30)
-        return job
-
-    hook.create_custom_job = create_then_wait
-    op._clock = hour_ahead
-    return op
+QUEUE_POLL = 60.0  # seconds of platform time between two looks at a held job
 
 
 @HELD_IN_US_CENTRAL1
 def test_a_job_queued_past_the_queue_timeout_is_cancelled_and_the_task_fails_naming_it(resilient_emulator):
-    op = operator()
-    op._clock = hour_ahead
+    op = PlatformTime(resilient_emulator).wire(operator(poll_interval=QUEUE_POLL))
     with pytest.raises(AirflowFailException) as info:
         op.execute(context())
     message = str(info.value)
@@ -429,11 +436,14 @@ def test_a_job_queued_past_the_queue_timeout_is_cancelled_and_the_task_fails_nam
     assert resilient_emulator.calls.count("CreateCustomJob") == 1
     (job,) = resilient_emulator.vertex.runs
     assert resilient_emulator.vertex.state_name(job) == "JOB_STATE_CANCELLED"  # ended before the task failed
+    held = resilient_emulator.vertex.runs[job].job
+    assert (held.end_time - held.create_time).total_seconds() >= 1800  # RetryPolicy.queue_timeout_seconds
 
 
 @HELD_IN_US_CENTRAL1
 def test_a_job_queued_past_the_queue_timeout_fails_over_after_it_ended(resilient_emulator):
-    op = seen_running_first(operator(fallbacks=[{"region": "europe-west4"}]), resilient_emulator)
+    op = PlatformTime(resilient_emulator).wire(operator(fallbacks=[{"region": "europe-west4"}],
+                                                        poll_interval=QUEUE_POLL))
     result = op.execute(context())
     first, second = result["attempts"]
     incident = first["incidents"][0]
@@ -455,23 +465,25 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
 
     from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 
+    platform = PlatformTime(resilient_emulator)
     ctx = context()
 
     def deferrable_operator() -> ResilientCustomJobOperator:
-        op = operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else [])
-        return seen_running_first(op, resilient_emulator)
+        return platform.wire(operator(deferrable=True, fallbacks=[{"region": "europe-west4"}] if fallback else []))
 
     def event_of(deferred: TaskDeferred) -> dict:
+        """The trigger's first event: it looks every 0.01 s of real time, and a minute of the platform's time
+        passes after each look (tests/platform_time.py)."""
         _, kwargs = deferred.trigger.serialize()
-        trigger = CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller})
-        trigger._clock = hour_ahead
+        trigger = platform.wire(CustomJobTrigger(**{**kwargs, "shared_poller": shared_poller, "poll_interval": 0.01}))
 
         async def first() -> dict:
             async for event in trigger.run():
                 return event.payload
             raise AssertionError("no event")
 
-        return asyncio.run(first())
+        with platform.passing(step=QUEUE_POLL):
+            return asyncio.run(asyncio.wait_for(first(), 60))
 
     with pytest.raises(TaskDeferred) as deferred:
         deferrable_operator().execute(ctx)
@@ -479,6 +491,7 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
     held = ctx["task_state_store"].data[STATE_KEY]["job_name"]
     event = event_of(deferred.value)
     assert event["status"] == "queue_timeout" and "longer than the queue timeout" in event["queue_timeout"]
+    assert event["timed_out_at"] - resilient_emulator.vertex.runs[held].job.create_time.timestamp() >= 1800
     assert resilient_emulator.calls.count("CancelCustomJob") == 0  # the trigger decides nothing
     if not fallback:
         with pytest.raises(AirflowFailException, match="rule queue-timeout"):
@@ -505,23 +518,24 @@ def test_deferred_a_job_queued_past_the_queue_timeout_is_judged_by_the_trigger_e
 LINK_KEYS = ("_link_VertexAICustomJobLink", "_link_VertexAICustomJobLogsLink")
 
 
-def test_links_are_pushed_again_when_a_retried_task_resumes_watching(resilient_emulator):
+def test_links_are_pushed_again_when_a_retried_task_resumes_watching(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(2)")
+    first = operator(runs_until(tmp_path / "go"))
     first._sleep = lambda _: (_ for _ in ()).throw(Killed)  # dies at its first wait
     with pytest.raises(Killed):
         first.execute(ctx)
     assert all(k in ctx["ti"].xcom for k in LINK_KEYS)
     retry = {**ctx, "ti": TI()}  # Airflow clears a task's XComs at each new try
-    result = operator("import time; time.sleep(2)").execute(retry)
+    (tmp_path / "go").touch()
+    result = operator(runs_until(tmp_path / "go")).execute(retry)
     job_id = result["job_name"].rsplit("/", 1)[1]
     assert retry["ti"].xcom[LINK_KEYS[0]].endswith(f"/training/{job_id}/cpu?project=test-project")
     assert job_id in retry["ti"].xcom[LINK_KEYS[1]]
 
 
-def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resilient_emulator):
+def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resilient_emulator, tmp_path):
     ctx = context()
-    first = operator("import time; time.sleep(1)")
+    first = operator(runs_until(tmp_path / "go"))
     hook = first._hook()
     create = hook.create_custom_job
 
@@ -535,7 +549,8 @@ def test_links_are_pushed_when_a_job_of_the_attempt_is_found_by_its_labels(resil
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "submitting"
     assert not any(k in ctx["ti"].xcom for k in LINK_KEYS)
     retry = {**ctx, "ti": TI()}
-    result = operator("import time; time.sleep(1)").execute(retry)
+    (tmp_path / "go").touch()
+    result = operator(runs_until(tmp_path / "go")).execute(retry)
     assert resilient_emulator.calls.count("CreateCustomJob") == 1
     assert result["job_name"].rsplit("/", 1)[1] in retry["ti"].xcom[LINK_KEYS[0]]
 
@@ -762,7 +777,7 @@ def test_the_workloads_own_goodput_events_are_read_when_the_run_ends(resilient_e
     workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
     op = operator(base_output_dir="gs://unit-bucket/events", disable_retries=True, goodput_job_name="train-events")
     op.worker_pool_specs[0]["container_spec"]["command"] = [
-        "python", workload, "--steps", "60", "--every", "10", "--step-seconds", "0.05", "--goodput-job", "train-events",
+        "python", workload, "--steps", "50", "--every", "10", "--step-seconds", "0.05", "--goodput-job", "train-events",
         "--crash-once-at-step", "45"]
     ctx = context()
     result = op.execute(ctx)
@@ -771,7 +786,7 @@ def test_the_workloads_own_goodput_events_are_read_when_the_run_ends(resilient_e
     assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
     events = ctx["ti"].xcom["goodput"]["workload_events"]
     assert events["source"] == "ml-goodput-measurement events" and events["logger_name"] == "goodput_train-events"
-    assert events["disruptions"] == 1 and events["last_productive_step"] == 59  # steps 0..59, counted from 0
+    assert events["disruptions"] == 1 and events["last_productive_step"] == 49  # steps 0..49, counted from 0
     assert 0 < events["goodput"] < 1
     # Steps 41-45 ran twice (the package sees those whose entries were sent before the exit).
     assert 0 < events["badput_seconds"]["WASTED_PROGRESS_FROM_DISRUPTION"] <= 5 * 0.05 * 2

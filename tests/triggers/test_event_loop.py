@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_resilient.clients import tpu_client, vertex_job_client
 
-pytestmark = pytest.mark.resilient_emulator(time_scale=0.01)
+pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)  # the node and the job ready sooner
 PROBE = Path(__file__).with_name("loop_probe.py")
 #: The longest a step of our triggers may hold the loop (seconds; issue 10; tests/stack uses the same bound).
 SLOW_CALLBACK_BOUND = 0.1

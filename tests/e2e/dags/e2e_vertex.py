@@ -1,8 +1,11 @@
-"""A one-task DAG whose ResilientCustomJobOperator is configured by the test through RESILIENT_E2E (JSON).
+"""A DAG whose ResilientCustomJobOperator task is configured by the test through RESILIENT_E2E (JSON).
 
 Keys: ``code`` (the replica's Python one-liner), ``display_name``, ``deferrable``, ``fallbacks``,
 ``poll_interval``, ``workload`` (a list of argv after ``python``, instead of ``code``), ``base_output_dir``,
-``queue_timeout_seconds`` (``RetryPolicy.queue_timeout_seconds``, default 1800).
+``queue_timeout_seconds`` (``RetryPolicy.queue_timeout_seconds``, default 1800), ``region`` (default us-central1),
+``disable_retries`` (``scheduling.disable_retries``: no retry by the platform itself).
+With ``tasks`` (``{task_id: {keys as above}}``) the DAG has one independent task per entry instead of the one
+task ``train``: several scenarios in one ``airflow dags test`` run (tests/e2e/test_vertex_operator.py).
 """
 
 from __future__ import annotations
@@ -17,25 +20,33 @@ from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 
 FAST = Backoff(initial_seconds=0.2, max_seconds=1.0)  # seconds, not minutes: tests
 config = json.loads(os.environ.get("RESILIENT_E2E", "{}"))
-argv = config.get("workload") or ["-c", config.get("code", "print('ok')")]
 
-with DAG("e2e_vertex", schedule=None, catchup=False) as dag:
-    ResilientCustomJobOperator(
-        task_id="train",
+
+def training(task_id: str, settings: dict) -> ResilientCustomJobOperator:
+    """The task ``task_id`` as ``settings`` say (the keys of this module's docstring)."""
+    argv = settings.get("workload") or ["-c", settings.get("code", "print('ok')")]
+    return ResilientCustomJobOperator(
+        task_id=task_id,
         project_id="e2e-project",
-        region="us-central1",
-        display_name=config.get("display_name", "e2e"),
+        region=settings.get("region", "us-central1"),
+        display_name=settings.get("display_name", "e2e"),
         worker_pool_specs=[{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
                             "container_spec": {"image_uri": "python:3.11", "command": ["python", *argv]}}],
-        base_output_dir=config.get("base_output_dir", "gs://e2e-bucket/run"),
+        base_output_dir=settings.get("base_output_dir", f"gs://e2e-bucket/{task_id}"),
         checkpoint_marker="COMMITTED",
-        fallbacks=config.get("fallbacks", []),
+        fallbacks=settings.get("fallbacks", []),
         resilience_policy=RetryPolicy(backoff=FAST, failover_backoff=FAST,
                                       budgets={"stockout": Budget(max_retries=3, backoff=FAST),
                                                "quota_wait": Budget(max_seconds=60, backoff=FAST)},
-                                      queue_timeout_seconds=config.get("queue_timeout_seconds", 1800.0)),
-        deferrable=config.get("deferrable", True),
-        min_defer_seconds=config.get("min_defer_seconds", 0.0),  # dag.test() has no executor, hence no race
-        poll_interval=config.get("poll_interval", 0.3),
-        retries=config.get("retries", 0),
+                                      queue_timeout_seconds=settings.get("queue_timeout_seconds", 1800.0)),
+        deferrable=settings.get("deferrable", True),
+        min_defer_seconds=settings.get("min_defer_seconds", 0.0),  # dag.test() has no executor, hence no race
+        poll_interval=settings.get("poll_interval", 0.3),
+        retries=settings.get("retries", 0),
+        disable_retries=settings.get("disable_retries", False),
     )
+
+
+with DAG("e2e_vertex", schedule=None, catchup=False) as dag:
+    for task_id, task_config in (config.get("tasks") or {"train": config}).items():
+        training(task_id, task_config)
