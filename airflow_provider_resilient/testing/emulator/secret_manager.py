@@ -49,10 +49,6 @@ class SecretStore:
             self.accessed.clear()
 
 
-#: How often the server looks for a shutdown request (``serve_forever``'s ``poll_interval``): what a stop waits at most.
-SHUTDOWN_POLL_SECONDS = 0.02
-
-
 class SecretManagerServer:
     """The REST endpoint over a :class:`SecretStore`, on ``host`` and a free port."""
 
@@ -60,9 +56,7 @@ class SecretManagerServer:
         self.store = store
         self._httpd = ThreadingHTTPServer((host, 0), self._handler())
         self._httpd.daemon_threads = True
-        # A short poll: ``shutdown`` waits for serve_forever's next look, 0.5 s by default -- on every emulator stop.
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
-                         name="emulator-secret-manager", daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, name="emulator-secret-manager", daemon=True).start()
 
     @property
     def port(self) -> int:

@@ -137,15 +137,14 @@ class Emulator:
                                              operations_handler(self.operations, self.calls)))
         self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")
         self._grpc.start()
-        from .secret_manager import SHUTDOWN_POLL_SECONDS, SecretManagerServer
+        from .secret_manager import SecretManagerServer
 
         self._secret_manager = SecretManagerServer(self.secrets, host=self.host)
         self._engine = threading.Thread(target=self._run_engine, name="emulator-engine", daemon=True)
         self._engine.start()
         if self._control_port is not None:
             self._http = ThreadingHTTPServer((self.host, self._control_port), _control_handler(self))
-            threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
-                             name="emulator-control", daemon=True).start()
+            threading.Thread(target=self._http.serve_forever, name="emulator-control", daemon=True).start()
         _at_exit(self.stop)
         return self
 
