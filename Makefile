@@ -24,7 +24,7 @@ demo: $(STAMP)
 PYTEST_WORKERS ?= 2
 
 test: $(STAMP)
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist worksteal) \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(if $(filter 0,$(PYTEST_WORKERS)),,--dist loadscope) \
 		--durations=15 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "ERROR: pytest collected no tests; the test suite is missing" >&2; fi; \
 	exit $$rc

@@ -1,11 +1,11 @@
 """ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults.
 
-An Airflow start costs about 10 s, a scenario 1-8 s: the scenarios that are independent of one another run as
-the independent tasks of one ``dag.test()`` run (a module-scoped fixture), each in its own region (or, for the
-two queue-timeout tasks in us-central1, by its task's label) so that its faults and its calls are its own, and
-each test checks the facts of one scenario. The reattach scenario's second run is that same run: its first, a
-process of its own with only that task, is killed with SIGKILL while its job runs (the process boundary is its
-point).
+An Airflow start costs about 9 s, a scenario 1-8 s: the scenarios that are independent of one another run as
+the independent tasks of three ``dag.test()`` runs (module-scoped fixtures, each under the suite's 30 s a test),
+each in its own region (or, for the two queue-timeout tasks in us-central1, by its task's label) so that its
+faults and its calls are its own, and each test checks the facts of one scenario. The reattach scenario's second
+run is the first of them: its first, a process of its own with only that task, is killed with SIGKILL while its job
+runs (the process boundary is its point).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .conftest import TaskRuns, run_tasks
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("e2e_vertex")]
 
 HERE = Path(__file__).parent
-SLEEP_THEN_OK = "import time; time.sleep(1.5); print('done')"  # the replica's own code (real work)
+SLEEP_THEN_OK = "import time; time.sleep(0.5); print('done')"  # the replica's own code (real work)
 
 
 #: The scenarios of one run: task id -> the DAG's settings. A region per scenario: a fault matches its location,
@@ -51,9 +51,12 @@ SCENARIOS = {
                                    "fallbacks": [{"region": "europe-west4"}]},
     "queued_sync_no_fallback": {"code": "print('ok')", "deferrable": False, "queue_timeout_seconds": 2.0},
 }
+#: Transient errors in a row while a job is watched: each is retried by the hook after its backoff (1 s, then 2 s).
+UNAVAILABLE_IN_A_ROW = 2
 FAULTS = [
-    {"kind": "unavailable", "calls": "get", "match": {"nth": 2, "location": "us-west1"}, "times": 3},
-    {"kind": "unavailable", "calls": "list", "match": {"nth": 2, "location": "us-west2"}, "times": 3},
+    {"kind": "unavailable", "calls": "get", "match": {"nth": 2, "location": "us-west1"}, "times": UNAVAILABLE_IN_A_ROW},
+    {"kind": "unavailable", "calls": "list", "match": {"nth": 2, "location": "us-west2"},
+     "times": UNAVAILABLE_IN_A_ROW},
     {"kind": "stockout", "match": {"nth": 1, "location": "us-south1"}},
     {"kind": "quota", "times": 2, "match": {"location": "asia-east1"}},
     # Seed 003: a job may stay QUEUED/PENDING until capacity frees. With HELD_IN_US_CENTRAL1, every us-central1 job
@@ -66,7 +69,12 @@ HELD_IN_US_CENTRAL1 = {"platform": {"stockout_retries": 1_000_000},
 FAILED = {"permanent_sync", "permanent_deferrable", "queued_sync_no_fallback"}
 
 
-DAY = "2026-03-03"  # the one DagRun's logical date (and run_after): both reattach runs are this DagRun
+DAY = "2026-03-03"  # the reattach DagRun's logical date (and run_after): both reattach runs are this DagRun
+#: The runs' scenarios: the reattach run's (beside the reattach task), the transient errors' and the waits' (the
+#: queue timeouts, on an emulator that holds us-central1's jobs, and a stockout's failover).
+REATTACH_RUN = ("permanent_sync", "permanent_deferrable")
+TRANSIENT_RUN = ("unavailable_get", "unavailable_list", "quota")
+WAITING_RUN = ("queued_deferrable_fallback", "queued_sync_no_fallback", "stockout")
 
 
 def runs_until(go: Path) -> str:
@@ -81,14 +89,18 @@ def killed_while_its_job_runs(airflow_env: dict[str, str], emulator: Emulator, t
                "e2e_vertex", DAY]
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
+    def running() -> list[str]:  # the reattach task's job, once its replica runs (other runs go on beside it)
+        return [n for n, r in list(emulator.vertex.runs.items())
+                if r.job.labels.get("airflow-task") == "reattach" and r.job.state.name == "JOB_STATE_RUNNING"]
+
     deadline = time.monotonic() + 120
-    while not emulator.processes() and time.monotonic() < deadline:
+    while not running() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert emulator.processes(), "the job never started"
+    assert running(), "the job never started"
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    (job,) = emulator.vertex.runs
-    return str(job)
+    (job,) = running()
+    return job
 
 
 def released_once_watched(emulator: Emulator, job: str, go: Path) -> threading.Thread:
@@ -109,24 +121,52 @@ def released_once_watched(emulator: Emulator, job: str, go: Path) -> threading.T
     return thread
 
 
+def faults_of(tasks: tuple[str, ...]) -> list[dict]:
+    """The faults of :data:`FAULTS` that strike ``tasks`` (by their regions; us-central1's hold for the queue
+    timeouts)."""
+    regions = {SCENARIOS[t].get("region", "us-central1") for t in tasks}
+    return [f for f in FAULTS if f["match"]["location"] in regions]
+
+
 @pytest.fixture(scope="module")
-def scenarios(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[tuple[TaskRuns, Emulator, str]]:
-    """Every scenario of :data:`SCENARIOS` run once, as the tasks of one DAG run, with :data:`FAULTS`; before it,
-    the reattach task's first run, killed while its job runs. Yields the run, the emulator and the state of the
-    reattach job right after its watcher died."""
+def reattach_run(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[tuple[TaskRuns, Emulator, str]]:
+    """The reattach task's first run, killed while its job runs; then one DAG run of it again with the scenarios of
+    :data:`REATTACH_RUN`. Yields the run, the emulator and the state of the reattach job right after its watcher
+    died."""
     go = tmp_path_factory.mktemp("reattach") / "go"
     reattach = {"code": runs_until(go), "deferrable": False, "region": "us-east5"}
-    with Emulator(config=EmulatorConfig(time_scale=0.002, **HELD_IN_US_CENTRAL1)) as emulator:
+    with Emulator(config=EmulatorConfig(time_scale=0.002)) as emulator:
         job = killed_while_its_job_runs(airflow_env, emulator, {"reattach": reattach})
         after_kill = emulator.vertex.state_name(job)
-        for fault in FAULTS:
+        for fault in faults_of(REATTACH_RUN):
             emulator.add_fault(fault)
         releaser = released_once_watched(emulator, job, go)
-        runs = run_tasks(airflow_env, emulator, {**SCENARIOS, "reattach": reattach}, day=DAY)
+        runs = run_tasks(airflow_env, emulator, {**{t: SCENARIOS[t] for t in REATTACH_RUN}, "reattach": reattach},
+                         day=DAY)
         go.touch()  # whatever happened, the job ends
         releaser.join(timeout=5)
         yield runs, emulator, after_kill
+
+
+def scenarios_run(airflow_env: dict[str, str], tasks: tuple[str, ...], day: str, **config: object
+                  ) -> Iterator[tuple[TaskRuns, Emulator]]:
+    """One DAG run of the scenarios ``tasks`` with their faults, on an emulator of its own (``config``: more
+    EmulatorConfig fields)."""
+    with Emulator(config=EmulatorConfig(time_scale=0.002, **config)) as emulator:
+        for fault in faults_of(tasks):
+            emulator.add_fault(fault)
+        yield run_tasks(airflow_env, emulator, {t: SCENARIOS[t] for t in tasks}, day=day), emulator
+
+
+@pytest.fixture(scope="module")
+def transient_run(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
+    yield from scenarios_run(airflow_env, TRANSIENT_RUN, "2026-03-04")
+
+
+@pytest.fixture(scope="module")
+def waiting_run(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
+    yield from scenarios_run(airflow_env, WAITING_RUN, "2026-03-05", **HELD_IN_US_CENTRAL1)
 
 
 def jobs_of(emulator: Emulator, task: str) -> list[str]:
@@ -141,8 +181,8 @@ def calls_in(emulator: Emulator, method: str, region: str) -> list[str]:
 
 
 @pytest.mark.parametrize("task", ["permanent_sync", "permanent_deferrable"])
-def test_permanent_error_fails_at_once_without_resubmitting(scenarios, task):
-    runs, emulator, _ = scenarios
+def test_permanent_error_fails_at_once_without_resubmitting(reattach_run, task):
+    runs, emulator, _ = reattach_run
     assert runs.states[task] == "failed"
     assert calls_in(emulator, "CreateCustomJob", SCENARIOS[task]["region"]) == ["OK"]
     log = runs.task_log(task)
@@ -152,18 +192,18 @@ def test_permanent_error_fails_at_once_without_resubmitting(scenarios, task):
 
 @pytest.mark.parametrize(("task", "method"), [("unavailable_get", "GetCustomJob"),
                                               ("unavailable_list", "ListCustomJobs")], ids=["get", "list"])
-def test_transient_unavailable_while_polling_does_not_fail_the_task(scenarios, task, method):
+def test_transient_unavailable_while_polling_does_not_fail_the_task(transient_run, task, method):
     """Sync polling reads the job with GetCustomJob; the deferred trigger's shared poller lists the jobs."""
-    runs, emulator, _ = scenarios
+    runs, emulator = transient_run
     region = SCENARIOS[task]["region"]
     assert runs.states[task] == "success", runs.task_log(task)[-3000:]
     codes = calls_in(emulator, method, region)
-    assert codes.count("UNAVAILABLE") == 3 and codes[-1] == "OK"
+    assert codes.count("UNAVAILABLE") == UNAVAILABLE_IN_A_ROW and codes[-1] == "OK"
     assert calls_in(emulator, "CreateCustomJob", region) == ["OK"]
 
 
-def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
-    runs, emulator, _ = scenarios
+def test_a_stockout_fails_over_to_the_next_fallback_region(waiting_run):
+    runs, emulator = waiting_run
     assert runs.states["stockout"] == "success", runs.task_log("stockout")[-3000:]
     assert [n.split("/")[3] for n in jobs_of(emulator, "stockout")] == ["us-south1", "europe-west4"]
     assert emulator.vertex.runs[jobs_of(emulator, "stockout")[0]].job.error.message.startswith(
@@ -171,21 +211,22 @@ def test_a_stockout_fails_over_to_the_next_fallback_region(scenarios):
     assert "failing over to fallback 1/1 (region=europe-west4)" in runs.task_log("stockout")
 
 
-def test_a_quota_refusal_on_create_waits_and_retries(scenarios):
-    runs, emulator, _ = scenarios
+def test_a_quota_refusal_on_create_waits_and_retries(transient_run):
+    runs, emulator = transient_run
     assert runs.states["quota"] == "success", runs.task_log("quota")[-3000:]
     assert calls_in(emulator, "CreateCustomJob", "asia-east1") == ["RESOURCE_EXHAUSTED"] * 2 + ["OK"]
     assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in runs.task_log("quota")
 
 
-def test_the_scenarios_ran_as_independent_tasks_of_one_run(scenarios):
-    """The run's own verdict: failed, for its failed tasks only."""
-    runs, _, _ = scenarios
-    assert runs.returncode != 0 and set(runs.states) == {*SCENARIOS, "reattach"}
-    assert {t for t, state in runs.states.items() if state != "success"} == FAILED
+def test_the_scenarios_ran_as_independent_tasks_of_one_run(reattach_run, transient_run, waiting_run):
+    """Each run's own verdict: failed, for its failed tasks only."""
+    for runs, tasks in ((reattach_run[0], {*REATTACH_RUN, "reattach"}), (transient_run[0], set(TRANSIENT_RUN)),
+                        (waiting_run[0], set(WAITING_RUN))):
+        assert set(runs.states) == tasks and (runs.returncode != 0) == bool(FAILED & tasks)
+        assert {t for t, state in runs.states.items() if state != "success"} == FAILED & tasks
 
 
-def test_reattach_after_the_task_process_is_killed(scenarios):
+def test_reattach_after_the_task_process_is_killed(reattach_run):
     """Kill the worker with SIGKILL while its job runs; running the same DagRun again watches the same job:
     one CreateCustomJob for the attempt, and the run completes.
 
@@ -195,7 +236,7 @@ def test_reattach_after_the_task_process_is_killed(scenarios):
     (``test_a_retried_task_continues_from_the_task_state_store``). The job runs until the test lets it
     end, once the second run watches it, so nothing depends on how fast Airflow starts here.
     """
-    runs, emulator, after_kill = scenarios
+    runs, emulator, after_kill = reattach_run
     assert after_kill == "JOB_STATE_RUNNING"  # the job outlived its watcher
     log = runs.task_log("reattach")
     assert runs.states["reattach"] == "success", log[-3000:]
@@ -207,14 +248,14 @@ def test_reattach_after_the_task_process_is_killed(scenarios):
 
 @pytest.mark.parametrize("task", ["queued_deferrable_fallback", "queued_sync_no_fallback"],
                          ids=["deferrable-fallback", "sync-no-fallback"])
-def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(scenarios, task):
+def test_a_job_queued_past_the_queue_timeout_is_cancelled_then_fails_over_or_fails(waiting_run, task):
     """Seed 004: queuing over the limit ends the attempt (here 2 s instead of 30 min); the held job is
     cancelled, and once it has ended the task fails over to the fallback region or fails naming the limit.
 
     The other two pairings of mode and fallback, and both trigger paths, run against the emulator without
     Airflow in tests/operators/test_vertex_operator_unit.py (``queue_timeout`` tests, with an injected clock).
     """
-    runs, emulator, _ = scenarios
+    runs, emulator = waiting_run
     jobs = jobs_of(emulator, task)
     held = emulator.vertex.runs[jobs[0]].job
     assert held.state.name == "JOB_STATE_CANCELLED", emulator.job_events(jobs[0])[-3:]

@@ -175,17 +175,29 @@ async def first_event(trigger: Any) -> Any:
     raise AssertionError("the trigger ended without an event")
 
 
-def fire(trigger: Any, platform_time: PlatformTime | None) -> Any:
+def stepped(op: Any) -> bool:
+    """Whether operator ``op`` runs on a stepped time of a test's (its ``_sleep`` is not ``time.sleep``)."""
+    return op is not None and getattr(op, "_sleep", time.sleep) is not time.sleep
+
+
+def fire(trigger: Any, platform_time: PlatformTime | None, deferred_by: Any = None) -> Any:
     """The payload of ``trigger``'s first event, its loop run as the triggerer does. On stepped time the
     trigger waits on the platform's time, and a backoff's ``DateTimeTrigger`` (which waits on the wall clock)
-    is stepped to its moment instead of being run."""
+    is stepped to its moment instead of being run -- also when the operator that deferred (``deferred_by``) runs on
+    a stepped time of its own (its ``_sleep`` is not ``time.sleep``: the moment is on its clock)."""
     from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
-    if platform_time is not None and isinstance(trigger, DateTimeTrigger):
-        platform_time.sleep(trigger.moment.timestamp() - platform_time.now())
-        return trigger.moment
+    if isinstance(trigger, DateTimeTrigger):
+        if platform_time is not None:
+            platform_time.sleep(trigger.moment.timestamp() - platform_time.now())
+            return trigger.moment
+        if stepped(deferred_by):
+            deferred_by._sleep(max(0.0, trigger.moment.timestamp() - deferred_by._clock()))
+            return trigger.moment
     if platform_time is not None:
         platform_time.drive(trigger)
+    elif stepped(deferred_by) and hasattr(trigger, "_clock"):
+        trigger._clock = deferred_by._clock  # the times the operator gave it (fire_not_before) are on that clock
     return asyncio.run(asyncio.wait_for(first_event(trigger), TIMEOUT))
 
 
@@ -225,7 +237,7 @@ def run_deferred(make: Callable[[], ResilientTPUWorkloadOperator], ctx: dict, *,
                 with platform_time.moving() if platform_time is not None else contextlib.nullcontext():
                     asyncio.run(asyncio.wait_for(trigger.on_kill(), TIMEOUT))
                 raise Killed from None
-            event = fire(trigger, platform_time)
+            event = fire(trigger, platform_time, deferred_by=op)
             if events is not None:
                 events.append(event)
             op = made()
