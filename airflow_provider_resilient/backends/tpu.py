@@ -14,8 +14,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Failure, FailureClass, Platform
-from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, SubmitFailed, Submitted
+from ..policy import Attempt, Failure, FailureClass, Platform
+from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings, Notice, next_look
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
@@ -505,6 +505,46 @@ class TPUNodeBackend:
             log.info("Keeping node %s (keep_node=True): delete it yourself", name)
             return
         self._delete(name)
+
+    def rebuild(self, task: Any, fallback_index: Callable[[str], int] = lambda zone: -1) -> RunState | None:
+        """The run of ``task`` (an :class:`~..supervisor.reconcile.Owner`) rebuilt from its live nodes, for a
+        task state store that holds none -- Airflow 3.1 and 3.2 have no task state store, so a retried task
+        finds its run here.
+
+        One ListNodes call per zone the run may use (the operator's and its fallbacks'); the nodes carrying the
+        task instance's labels (:func:`~..specs.common.job_labels`), not being deleted. None when none is live
+        (a first try, or every node of the run is gone: a new attempt then resumes from the latest complete
+        checkpoint). Otherwise the run is RUNNING on the newest attempt's node -- watched, never created
+        again -- with one attempt per ``resilient-attempt`` number up to it (earlier numbers carry no detail:
+        their nodes are gone). ``fallback_index(zone)``: which fallback a zone is (-1: the operator's own).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: a listing failed past the hook's retries.
+        """
+        from ..specs.common import LABEL_ATTEMPT, job_labels
+        from ..supervisor import Phase
+
+        want = job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None)
+        newest: tuple[int, str, Any] | None = None
+        for zone in dict.fromkeys([self.zone, *self.fallback_zones]):
+            for node in self._tpu().list_nodes(self.project_id, zone):
+                labels = dict(node.labels)
+                if node.state.name in ("DELETING", "HIDDEN") or any(labels.get(k) != v for k, v in want.items()):
+                    continue
+                number = int(labels.get(LABEL_ATTEMPT, "0")) if labels.get(LABEL_ATTEMPT, "").isdigit() else 0
+                name = (node.queued_resource.replace("/queuedResources/", "/nodes/") if node.queued_resource
+                        else node.name)  # a multislice group's attempt is named after its queued resource
+                if number and (newest is None or number > newest[0]):
+                    newest = (number, name, node)
+        if newest is None:
+            return None
+        number, name, node = newest
+        history = [Attempt(n) for n in range(1, number)]
+        history.append(Attempt(number, name, fallback_index(name.split("/")[3]), node.create_time.timestamp()))
+        self.watching(name)
+        log.info("Attempt %d already has node %s (%s), watching it instead of creating another (the task state "
+                 "store holds nothing for this task)", number, name, node.state.name)
+        return RunState(phase=Phase.RUNNING, history=tuple(history), job_name=name)
 
     def _delete(self, name: str) -> None:
         from ..specs.tpu import queued_resource_name

@@ -20,10 +20,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..backends.base import AttemptSpec, Backend, task_instance
+from ..compat import conf, run_state_store
 from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
     EndAttempt,
@@ -516,9 +517,10 @@ class SupervisedOperator(BaseOperator):
         return -1 if value is None else int(value)  # 0 is a map index; None / -1: not mapped
 
     def _load(self, context: Any) -> RunState:
-        store = context.get("task_state_store")
+        store = run_state_store(context)
         if store is None:
-            self.log.warning("No task_state_store in the context: a retried task cannot reattach")
+            self.log.warning("No task state store and no task instance in the context: a retried task finds its "
+                             "run only from the platform")
             return getattr(self, "_memory_state", RunState())
         self._load_steps(context)
         try:
@@ -528,7 +530,7 @@ class SupervisedOperator(BaseOperator):
 
     def _save(self, context: Any, state: RunState) -> None:
         self._memory_state = state
-        store = context.get("task_state_store")
+        store = run_state_store(context)
         if store is not None:
             store.set(self.STATE_KEY, state_to_json(state))
             steps = self._step_reports()
@@ -614,7 +616,7 @@ class SupervisedOperator(BaseOperator):
 
     def _load_steps(self, context: Any) -> None:
         """Bring back the step reports of earlier processes of this task (deferrals, task retries)."""
-        store = context.get("task_state_store")
+        store = run_state_store(context)
         if store is None or "_steps_seen" in self.__dict__:
             return
         from ..goodput import StepReport

@@ -46,6 +46,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..backends.base import AttemptSpec
+from ..compat import run_state_store
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
 from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
@@ -384,6 +385,17 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             node["service_account"] = {"email": self.service_account}
         return node
 
+    def _recover(self, context: Any, state: RunState) -> RunState:
+        """Rebuild the run from this task instance's live nodes when the task state store holds none
+        (:meth:`~..backends.tpu.TPUNodeBackend.rebuild`; Airflow 3.1 and 3.2 have no task state store); none:
+        ``state`` unchanged (a first try)."""
+        fallbacks = self.resilience_policy.fallbacks
+
+        def fallback_index(zone: str) -> int:
+            return -1 if zone == self.zone else next((i for i, f in enumerate(fallbacks) if f.zone == zone), -1)
+
+        return self._backend().rebuild(self._task_instance(context), fallback_index) or state
+
     def _begin_watch(self, context: Any, state: RunState, node_name: str) -> None:
         """Push the node's links and remember it (and its queued resource) for ``on_kill``; the first look is
         made at once."""
@@ -433,7 +445,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         """The stored run; a run stored before the observer kept its memory in the run state (keys
         :data:`SEEN_KEY` and :data:`PROGRESS_KEY`) gets that memory moved in."""
         state = super()._load(context)
-        store = context.get("task_state_store")
+        store = run_state_store(context)
         if store is None or state.watch != WatchMemory() or not state.job_name:
             return state
         seen, progress = store.get(SEEN_KEY), store.get(PROGRESS_KEY)

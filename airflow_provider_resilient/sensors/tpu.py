@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
+
+from ..compat import conf
 
 _GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
 #: Health values of hardware that does not recover by itself (seed 004: isolate and re-create).

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, conf
+from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from ..compat import conf
 
 DEFAULT_TARGET_STATES = ("JOB_STATE_SUCCEEDED",)
 

@@ -430,7 +430,7 @@ class CustomJobTrigger(BaseTrigger):
         if not judgement.kill:
             self.log.info("Trigger cancelled; leaving %s running: %s", self.job_name, judgement.why)
             return
-        from airflow.sdk import conf
+        from ..compat import conf
 
         budget = ON_KILL_SHARE * conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
         self.log.info("The task was killed (%s): cancelling %s (within %.0f s)", judgement.why, self.job_name, budget)

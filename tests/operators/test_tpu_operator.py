@@ -675,6 +675,32 @@ def test_a_retried_task_reattaches_to_its_node_instead_of_creating_another(resil
     assert resilient_emulator.calls.count("CreateNode") == 1 and nodes_left() == []
 
 
+def test_a_retried_task_whose_store_is_empty_reattaches_to_its_node_found_by_its_labels(resilient_emulator,
+                                                                                       platform_time, tmp_path):
+    """Airflow 3.1 and 3.2 have no task state store: the run's state lives in the try's XComs, which a new try
+    starts without. The retry finds the run's live node (attempt 2's: attempt 1's node was preempted and
+    deleted) by the task instance's labels and watches it: no attempt 1 node again beside it."""
+    go = tmp_path / "go"
+    command = only_in_attempt(1, 'echo "step 1"; sleep 120', then=f"while [ ! -e {go} ]; do sleep 0.05; done")
+    resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 5, **STRIKES_WHEN_IT_RUNS,
+                                  "match": {"nth": 1}})
+    first = platform_time.drive(operator(command))
+
+    def worker_dies(seconds: float) -> None:  # once a look saw attempt 2's node running
+        if first._live_node and first._live_node.endswith(A2) and ready(first._live_node):
+            raise Killed
+        platform_time.sleep(seconds)
+
+    first._sleep = worker_dies
+    with pytest.raises(Killed):
+        first.execute(context())
+    go.touch()
+    result = platform_time.drive(operator(command)).execute(context())  # a new try: an empty store
+    assert [a.get("resource_name") for a in result["attempts"]][0] is None  # attempt 1's node is gone: no detail
+    assert result["attempts"][-1]["resource_name"].endswith(A2) and decisions(result) == []
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator) and nodes_left() == []
+
+
 @pytest.mark.parametrize("trigger_deleted_first", [True, False], ids=["on_kill-deleted-it", "still-running"])
 def test_a_clear_of_a_deferred_task_re_creates_the_node_without_an_incident(resilient_emulator, platform_time,
                                                                           tmp_path, trigger_deleted_first):
