@@ -28,6 +28,20 @@ try:  # Airflow 3.2+
     from airflow.sdk import conf
 except ImportError:  # Airflow 3.1
     from airflow.configuration import conf  # type: ignore[no-redef]
+try:  # Airflow 3.2+: the task SDK's own exceptions
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        TaskDeferred,
+    )
+except ImportError:  # Airflow 3.1
+    from airflow.exceptions import (  # type: ignore[assignment,no-redef]
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        TaskDeferred,
+    )
 
 #: Whether the triggerer calls a cancelled trigger's ``on_kill`` (Airflow 3.3 and later).
 TRIGGER_ON_KILL: bool = callable(getattr(BaseTrigger, "on_kill", None))
@@ -84,4 +98,13 @@ def run_state_store(context: Any) -> Any:
     return XComStateStore(ti) if ti is not None and hasattr(ti, "xcom_push") else None
 
 
-__all__ = ["TRIGGER_ON_KILL", "XCOM_PREFIX", "XComStateStore", "conf", "run_state_store"]
+__all__ = [
+    "TRIGGER_ON_KILL",
+    "XCOM_PREFIX",
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+           "TaskDeferred",     "XComStateStore",
+    "conf",
+    "run_state_store",
+]

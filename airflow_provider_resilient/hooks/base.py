@@ -62,7 +62,11 @@ def connection_exists(gcp_conn_id: str) -> bool:
         credentials must not silently change because a lookup failed.
     """
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:  # not through ..compat: this runs in the triggerer's event loop, where only loaded modules may be imported
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # Airflow 3.1
+        from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef]
 
     try:
         BaseHook.get_connection(gcp_conn_id)

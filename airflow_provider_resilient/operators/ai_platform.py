@@ -16,9 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
 from ..backends.base import AttemptSpec
+from ..compat import AirflowFailException
 from ..specs.common import SpecError
 from ..specs.legacy import LegacyTranslation, translate_training_input
 from ..supervisor.reconcile import Owner

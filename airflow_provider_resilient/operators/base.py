@@ -21,10 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..backends.base import AttemptSpec, Backend, task_instance
-from ..compat import conf, run_state_store
+from ..compat import AirflowException, AirflowFailException, conf, run_state_store
 from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
     EndAttempt,

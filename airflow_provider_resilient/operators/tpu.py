@@ -43,10 +43,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
 from ..backends.base import AttemptSpec
-from ..compat import run_state_store
+from ..compat import AirflowException, AirflowFailException, run_state_store
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
 from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError

@@ -37,9 +37,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
 from ..backends.base import AttemptSpec
+from ..compat import AirflowException, AirflowFailException
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import history_to_json
 from ..specs.preflight import Preflight, preflight_of

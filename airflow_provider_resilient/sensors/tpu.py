@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException
 
-from ..compat import conf
+from ..compat import AirflowFailException, conf
 
 _GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
 #: Health values of hardware that does not recover by itself (seed 004: isolate and re-create).

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..compat import conf
+from ..compat import AirflowException, AirflowFailException, conf
 
 DEFAULT_TARGET_STATES = ("JOB_STATE_SUCCEEDED",)
 

@@ -420,7 +420,8 @@ class CustomJobTrigger(BaseTrigger):
         from ..supervisor.reconcile import releases_on_kill
         from . import OWNERSHIP_MODULE
 
-        await load_off_loop([OWNERSHIP_MODULE])  # never an import in the triggerer's event loop
+        # never an import in the triggerer's event loop (the Airflow version shims: the configuration's home)
+        await load_off_loop([OWNERSHIP_MODULE, "airflow_provider_resilient.compat"])
         from .ownership import judge_cancel
 
         todo = releases_on_kill(live_resources(self.job_name, self.cancel_on_kill))

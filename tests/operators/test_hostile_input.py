@@ -12,10 +12,10 @@ import copy
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 

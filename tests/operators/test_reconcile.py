@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_resilient.clients import tpu_client, vertex_job_client
+from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.operators.reconcile import ResilientReconcileOperator, owner_states
 from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT
 from airflow_provider_resilient.supervisor.reconcile import GONE, Owner

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_provider_resilient.clients import vertex_job_client
+from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.sensors.vertex_ai import CustomJobStateSensor
 from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 

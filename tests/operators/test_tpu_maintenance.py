@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.worker import CHECKPOINT_REQUEST_ATTRIBUTE, KEY_CHECKPOINT_ACK
 

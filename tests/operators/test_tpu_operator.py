@@ -22,11 +22,11 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_resilient.clients import tpu_client
+from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
@@ -696,7 +696,7 @@ def test_a_retried_task_whose_store_is_empty_reattaches_to_its_node_found_by_its
         first.execute(context())
     go.touch()
     result = platform_time.drive(operator(command)).execute(context())  # a new try: an empty store
-    assert [a.get("resource_name") for a in result["attempts"]][0] is None  # attempt 1's node is gone: no detail
+    assert result["attempts"][0].get("resource_name") is None  # attempt 1's node is gone: no detail
     assert result["attempts"][-1]["resource_name"].endswith(A2) and decisions(result) == []
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator) and nodes_left() == []
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.policy import Budget, RetryPolicy
 from airflow_provider_resilient.specs.preflight import GB, Preflight
 

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_provider_resilient.clients import tpu_client
+from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.sensors.tpu import TPUMaintenanceEventSensor, TPUNodeHealthSensor
 

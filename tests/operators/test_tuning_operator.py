@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.operators.vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
+from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
 
@@ -660,8 +660,7 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
     """Airflow 3.3 may fail a task whose trigger fires within seconds of its deferral (apache/airflow#72716):
     a backoff under ``min_defer_seconds`` is slept in the worker, a longer one defers, and the watch trigger
     carries the earliest moment it may fire."""
-    from airflow.sdk.exceptions import TaskDeferred
-
+    from airflow_provider_resilient.compat import TaskDeferred
     from airflow_provider_resilient.supervisor import RunState, Sleep
 
     op = operator(deferrable=True, min_defer_seconds=10.0)
@@ -700,8 +699,7 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
 
 def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger():
     """The hang clock of an attempt goes on across deferrals: the trigger starts from the stored memory."""
-    from airflow.sdk.exceptions import TaskDeferred
-
+    from airflow_provider_resilient.compat import TaskDeferred
     from airflow_provider_resilient.supervisor import RunState
     from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, Clock, WatchMemory
 

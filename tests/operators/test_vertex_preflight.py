@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.specs.preflight import Preflight, wrap_container_command
 from airflow_provider_resilient.specs.vertex import build_custom_job

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_resilient.backends.tpu import look_again_seconds
 from airflow_provider_resilient.clients import tpu_client
+from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.get_provider_info import get_provider_info
 from airflow_provider_resilient.goodput import Ledger
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
