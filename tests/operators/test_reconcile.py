@@ -88,9 +88,10 @@ def test_a_tuning_job_left_behind_is_cancelled_through_the_vertex_backend(resili
 
 
 def test_a_node_left_behind_is_deleted_unless_kept_and_unowned_resources_are_reported(resilient_emulator):
-    for keep in (False, True):
+    for keep in (False, True):  # two tasks of one run (one task's retry would find the other's node by its labels)
         with pytest.raises(TaskDeferred):
-            tpu_operator("sleep 600", deferrable=True, keep_node=keep,
+            tpu_operator("sleep 600", deferrable=True, keep_node=keep, task_id="kept" if keep else "train",
+                         checkpoint_dir=f"gs://tpu-ckpt/run-{keep}/checkpoints",
                          tpu_node_id=f"left-{str(keep).lower()}").execute(context())
     vertex_job_client("us-central1").create_custom_job(parent="projects/test-project/locations/us-central1",
                                                        custom_job={"display_name": "by hand", "labels": {
@@ -98,9 +99,10 @@ def test_a_node_left_behind_is_deleted_unless_kept_and_unowned_resources_are_rep
                                                                "machine_spec": {"machine_type": "n1-standard-4"},
                                                                "replica_count": 1, "container_spec": {
                                                                    "image_uri": "x", "command": ["sleep", "600"]}}]}})
-    result = reconciler(dry_run=True).reconcile(states({("adhoc_airflow", RUN): {"train": "failed"}}))
+    failed = states({("adhoc_airflow", RUN): {"train": "failed", "kept": "failed"}})
+    result = reconciler(dry_run=True).reconcile(failed)
     assert len(result["released"]) == 1 and len(result["unowned"]) == 1 and len(nodes_left()) == 2
-    result = reconciler().reconcile(states({("adhoc_airflow", RUN): {"train": "failed"}}))
+    result = reconciler().reconcile(failed)
     (released,) = result["released"]
     assert released["name"].endswith("/nodes/left-false-a1") and "failed" in released["why"]
     wait_until(lambda: [n.rsplit("/", 1)[1] for n in nodes_left()] == ["left-true-a1"])
