@@ -2,17 +2,29 @@
 # Each creates .venv on first use (Python >= 3.11) and reinstalls when pyproject.toml changes.
 
 PYTHON ?= python3
+# AIRFLOW_VERSION=3.1 or 3.2: every target below runs on that Airflow instead, in a venv of its own
+# (.venv-airflow-3.1) pinned by its own constraints file (constraints/airflow-3.1.txt). Empty: Airflow 3.3, .venv.
+AIRFLOW_VERSION ?=
+ifeq ($(AIRFLOW_VERSION),)
 VENV := .venv
+CONSTRAINTS := constraints.txt
+else
+VENV := .venv-airflow-$(AIRFLOW_VERSION)
+CONSTRAINTS := constraints/airflow-$(AIRFLOW_VERSION).txt
+endif
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+#: The Airflow release each older minor version is tested on (its latest patch).
+AIRFLOW_PATCH_3.1 := 3.1.8
+AIRFLOW_PATCH_3.2 := 3.2.2
 
 .PHONY: demo test lint typecheck check bench clean constraints
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,demo,postgres,celery]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c $(CONSTRAINTS) -e '.[test,demo,postgres,celery]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -58,6 +70,9 @@ constraints:
 	test -x $(BIN)/uv || (test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); $(BIN)/python -m pip install --quiet uv)
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres --extra celery pyproject.toml -o constraints.txt
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra demo --extra bench pyproject.toml -o constraints-bench.txt
+	for v in 3.1 3.2; do p=$$(sed -n "s/^AIRFLOW_PATCH_$$v := //p" Makefile); echo "apache-airflow==$$p" > /tmp/airflow-pin.txt; \
+		$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres --extra celery \
+		-c /tmp/airflow-pin.txt pyproject.toml -o constraints/airflow-$$v.txt; done
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
