@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from ..backends.base import AttemptSpec, Backend, task_instance
-from ..compat import AirflowException, AirflowFailException, conf, run_state_store
+from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf, run_state_store
 from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
     EndAttempt,
@@ -294,6 +294,11 @@ class SupervisedOperator(BaseOperator):
             if event is not None:
                 return event
             if self.deferrable:
+                if not TRIGGER_ON_KILL:
+                    self.log.warning(
+                        "This Airflow's triggerer calls no trigger on_kill (new in Airflow 3.3): if this deferred "
+                        "task is marked failed or success, or cleared, %s goes on running until the reconciler DAG "
+                        "(airflow_provider_resilient.reconcile) releases it on its schedule", job_name)
                 self._defer_watch(state, job_name)
             self._sleep(self.poll_interval)
 
