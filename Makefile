@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check bench clean constraints
+.PHONY: demo test lint typecheck check bench clean constraints docs
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
@@ -37,6 +37,17 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+# The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings for the API reference,
+# built offline in strict mode (a warning fails the build) into site/. The docs extra joins .venv on first use.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
 # their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
 # matplotlib (its plot) to what the demo installs.
@@ -60,7 +71,7 @@ constraints:
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra demo --extra bench pyproject.toml -o constraints-bench.txt
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
 
 # Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
 # compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
