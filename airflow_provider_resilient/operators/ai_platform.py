@@ -3,7 +3,8 @@ provider's failure rules: :class:`ResilientAIPlatformTrainingJobOperator` takes 
 provider's removed ``MLEngineStartTrainingJobOperator`` -- an old DAG changes its import line and runs -- or a whole
 ``TrainingInput`` body, translates it (:func:`~..specs.legacy.translate_training_input`) and runs the CustomJob
 like :class:`~.vertex_ai.ResilientCustomJobOperator` (resume from the latest checkpoint, no duplicate job, nothing
-left running). Seeds 000 and 001 (AI Platform Training's own failure handling) are why those rules apply: a
+left running). AI Platform Training's own failure handling is why those rules apply ("Understanding the AI
+Platform Training service", https://cloud.google.com/ai-platform/training/docs/understanding-training-service): a
 replica exiting non-zero is restarted by the platform up to five times, then the job is retried up to three times,
 and a common error is permanent.
 

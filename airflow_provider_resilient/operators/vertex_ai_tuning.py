@@ -45,7 +45,7 @@ TRIALS_DIR = "trials"
 
 
 class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
-    """Run a Vertex AI hyperparameter study to completion through the failures of the seeds, one
+    """Run a Vertex AI hyperparameter study to completion through crashes, stockouts and internal errors, one
     HyperparameterTuningJob per attempt, never running a finished trial again.
 
     Args:
