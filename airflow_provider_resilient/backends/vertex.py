@@ -227,7 +227,7 @@ def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFaile
     from ..policy import classify_vertex_job
 
     live = summary["state"] not in TERMINAL_STATES
-    if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
+    if summary.get("queue_timeout"):  # decided when the wait passed the limit (the queue timeout)
         return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
                                  terminate_reason=summary.get("queued_state"),
                                  timestamp=summary.get("timed_out_at") or now), now, live=live)

@@ -42,7 +42,8 @@ def test_a_job_queued_past_the_limit_is_a_queue_timeout_naming_the_limit():
     assert verdict.failure is None  # not past it yet
     _, verdict = observe(WatchMemory(), queued, T0 + 1801, Limits(queue_seconds=1800))
     assert verdict.failure.failure_class is FailureClass.QUEUE_TIMEOUT
-    assert verdict.failure.terminate_reason == "QUEUED" and "RetryPolicy.queue_timeout_seconds" in verdict.failure.message
+    assert verdict.failure.terminate_reason == "QUEUED"
+    assert "RetryPolicy.queue_timeout_seconds" in verdict.failure.message
     _, verdict = observe(WatchMemory(), queued, T0 + 9999, Limits())
     assert verdict.failure is None  # no limit: never
 
