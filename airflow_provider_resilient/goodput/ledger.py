@@ -314,7 +314,7 @@ def trace_budget(work: float, gaps: Sequence[float], checkpoint_cost: float, res
     ``checkpoint`` (the saves), ``wasted_progress`` (work since the last save when a failure struck, and the part
     of a save it interrupted), ``restart`` (``restart_cost`` per failure) and ``total`` (their sum; ``math.inf``
     when the gaps end before the work does, the other entries then being what was spent until then). This is the
-    ceiling's own budget, to set beside a run's ledger (issue 15: "explain the gap to the ceiling").
+    ceiling's own budget, to set beside a run's ledger: it explains the gap to the ceiling.
 
     Raises:
         ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
@@ -355,7 +355,7 @@ def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, 
 
 def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
                   points: int = 400) -> tuple[float, float]:
-    """The best goodput any way could reach on this exact trace (issue 15, "a ceiling per trace"): the fixed
+    """The best goodput any way could reach on this exact trace (a ceiling per trace): the fixed
     checkpoint interval best for the failures that struck (:func:`trace_wall_time`, searched over ``points``
     log-spaced intervals from ``checkpoint_cost / 10`` -- at least 1 ms -- to ``work``), the minimal restart
     cost, no capacity wait. Unlike :func:`goodput_ceiling`, which assumes the *expected* MTBF, it does not swing

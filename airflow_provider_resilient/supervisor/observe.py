@@ -21,7 +21,7 @@ audit entries seen, step progress -- lives in the one persisted run state, updat
   never logs a step is judged by its runner's heartbeat alone. A CustomJob whose chief replica logs steps
   (``step N`` lines in Cloud Logging, clock key :data:`LOGGED`) is judged by them the same way, and from its
   first logged step on, by them instead of its checkpoints.
-* **Start-up deadline** -- a worker whose runner has not reported at all (issue 13: the setup script broke
+* **Start-up deadline** -- a worker whose runner has not reported at all (the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
 * **Audit-log de-duplication** -- each audit entry (by ``insertId``) is handed back as fresh once.
