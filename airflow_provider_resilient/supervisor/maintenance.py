@@ -43,8 +43,8 @@ class MaintenancePolicy(StrEnum):
     AUTO = "auto"
 
 
-#: Default seconds before a window's start at which the checkpoint is requested: a save of some minutes (seed
-#: 002: "zwischen Sekunden und einigen Minuten", seconds to a few minutes) and a few looks fit.
+#: Default seconds before a window's start at which the checkpoint is requested: a save (seconds to a few
+#: minutes: Cloud TPU, "Manage maintenance events with Cloud TPU Pods") and a few looks fit.
 DEFAULT_LEAD_SECONDS = 600.0
 #: Default cost of a move (seconds): creating a TPU VM, booting it and restoring the checkpoint.
 DEFAULT_MOVE_SECONDS = 600.0
