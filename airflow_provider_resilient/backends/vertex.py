@@ -139,8 +139,9 @@ class StepLogReader:
     otherwise is logged and leaves the clock unjudged: it is no evidence of a hang.
 
     Args:
-        read: ``(job name, since) -> step or None`` (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.
-            last_logged_step`); blocking: a trigger calls the reader in a thread.
+        read: ``(job name, since) -> step or None``
+            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.last_logged_step`); blocking: a trigger calls the
+            reader in a thread.
         every: seconds between two reads (:func:`step_log_seconds`).
         clock: seconds since the epoch, now.
     """

@@ -1,15 +1,15 @@
 """The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
 
 This class carries out each command of the supervisor through the platform's typed backend
-(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`_submit`: find it by its
-labels, else look up the latest complete checkpoint and create it), watch one until it ends (:meth:`_watch`:
-the backend's look, polled in the worker or deferred to the platform's trigger), end one and wait for it
-(:meth:`_end_attempt`), end what a stopping run leaves live (:meth:`_end_last`). A subclass holds its
-platform's arguments and specs, builds its backend, and says how to defer and what success returns
-(:meth:`_finish`). It decides nothing. This class runs the loop: it steps the
-supervisor, persists its state in Airflow's task state store after every step (so a retried or cleared task
-continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
-``AirflowFailException`` with the attempt history when the run fails.
+(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`SupervisedOperator._submit`:
+find it by its labels, else look up the latest complete checkpoint and create it), watch one until it ends
+(:meth:`SupervisedOperator._watch`: the backend's look, polled in the worker or deferred to the platform's
+trigger), end one and wait for it (:meth:`SupervisedOperator._end_attempt`), end what a stopping run leaves live
+(:meth:`SupervisedOperator._end_last`). A subclass holds its platform's arguments and specs, builds its backend,
+and says how to defer and what success returns (:meth:`SupervisedOperator._finish`). It decides nothing. This class
+runs the loop: it steps the supervisor, persists its state in Airflow's task state store after every step (so a
+retried or cleared task continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through
+backoffs, and raises ``AirflowFailException`` with the attempt history when the run fails.
 """
 
 from __future__ import annotations
@@ -504,7 +504,7 @@ class SupervisedOperator(BaseOperator):
                 raise AirflowFailException(action.message)
 
     def _defer_for(self, seconds: float) -> None:
-        """Free the worker slot for ``seconds``; :meth:`execute_complete` continues."""
+        """Free the worker slot for ``seconds``; the operator's ``execute_complete`` continues."""
         from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
         moment = datetime.fromtimestamp(self._clock(), tz=UTC) + timedelta(seconds=seconds)

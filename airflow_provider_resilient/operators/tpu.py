@@ -189,9 +189,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
             the task back on a change, or after :func:`~..backends.tpu.look_again_seconds` for a full look.
-        project_id, checkpoint_marker, labels, network, service_account, resilience_policy, poll_interval,
-            rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
-            operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
+
+    ``project_id``, ``checkpoint_marker``, ``labels``, ``network``, ``service_account``, ``resilience_policy``,
+    ``poll_interval``, ``rerun_after_success``, ``gcp_conn_id``, ``impersonation_chain`` and ``min_defer_seconds``
+    are the arguments every operator of the provider shares, documented once on
+    :class:`~.base.SupervisedOperator`.
 
     Returns: ``{"node_name", "state", "checkpoint", "attempts"}``; the history also goes to XCom
     ``attempt_history``.

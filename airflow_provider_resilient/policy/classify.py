@@ -284,10 +284,10 @@ def classify_worker_report(
     Returns:
         ``None`` for a worker that is starting, running, restarting in place or done; otherwise a :class:`Failure`:
 
-        * ``hardware`` ``faulty: ...`` while the workload ran or when it failed -> NODE_UNHEALTHY, whatever the
-          exit status says (isolate the faulty hardware -- a new node);
-        * ``failed`` / ``preflight_failed`` -> :func:`classify_exit_status` of its ``exit_code`` (the pre-check's
-          exit 78 -> PREFLIGHT_FAILURE), its message naming the failed check or the error.
+        * ``hardware`` ``faulty: ...`` while the workload ran or when it failed -> NODE_UNHEALTHY, whatever
+            the exit status says (isolate the faulty hardware -- a new node);
+        * ``failed`` / ``preflight_failed`` -> :func:`classify_exit_status` of its ``exit_code`` (the
+            pre-check's exit 78 -> PREFLIGHT_FAILURE), its message naming the failed check or the error.
 
         A fault the runner's pre-check found is the pre-check's verdict: the runner reports ``hardware`` a moment
         before ``status`` ``preflight_failed``, so a report read between the two (status still ``preflight``)

@@ -144,7 +144,7 @@ class Failure:
     """One observed failure, reduced to the facts the retry rules match on.
 
     All fields but ``failure_class`` and ``platform`` are optional: a classifier fills in what its
-    source shows. The record is JSON-serialisable through :func:`.history.to_json`.
+    source shows. The record is JSON-serialisable through :func:`.history.history_to_json`.
 
     Attributes:
         failure_class: the class assigned by the classifier.

@@ -62,7 +62,7 @@ Theory of operation:
    unhandled SIGUSR1 ends a process) once the command has written a line to stdout (so its handler is in
    place), guest attribute ``checkpoint_request`` reports the token, and the log
    says ``checkpoint requested: <token>``. The workload saves at its next step and writes the token to
-   ``$RESILIENT_CHECKPOINT_ACK_FILE`` (the helper :mod:`resilient_checkpoint` -- ``checkpoint_request.py``
+   ``$RESILIENT_CHECKPOINT_ACK_FILE`` (the helper ``resilient_checkpoint`` -- ``checkpoint_request.py``
    in the provider -- does both); the runner reports it as guest attribute ``checkpoint_ack``. A token
    acknowledged before a reboot is not passed on again.
 
