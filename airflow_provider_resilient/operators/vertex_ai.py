@@ -140,7 +140,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
             "Training Fault Tolerance Check"; ``True`` for its thresholds, a dict of its fields for others): each
             container's command runs under the worker runner (:func:`~..specs.preflight.wrap_container_command`;
             the image needs ``python3``), which checks ``dns`` (the job's hosts from ``CLUSTER_SPEC``), ``disk-size
-            root/shm/ cache``, ``ulimit`` and, with NVIDIA accelerators, ``gpu-check`` before the command and every
+            root/shm/cache``, ``ulimit`` and, with NVIDIA accelerators, ``gpu-check`` before the command and every
             ``hardware_check_seconds`` while it runs. A failed check exits 78: ``preflight_failure``, a new job on
             new machines (the policy's ``preflight`` budget, 0 to 3). Default ``False`` -- ModelArts' default too:
             the wrapper replaces the container's command line, and every pool needs a ``container_spec.command``
