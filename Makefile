@@ -74,7 +74,7 @@ clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
 
 # Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
-# compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
+# compose (docs/development.md: "Full Airflow with Postgres"). UI: http://localhost:8080.
 COMPOSE ?= docker compose
 .PHONY: compose-up compose-down compose-logs
 
