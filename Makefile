@@ -46,7 +46,7 @@ $(DOCS_STAMP): $(STAMP)
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
 # their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
