@@ -500,7 +500,7 @@ def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointS
 def handed_interval(advice: CheckpointAdvice, cap: float | None = None) -> float | None:
     """The checkpoint interval (seconds) handed to the next attempt as ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``:
     Young/Daly's optimum ``sqrt(2 C MTBF)`` from the run's own observed save cost and interruptions
-    (:func:`advise_checkpointing`), at most Vertex AI's "at least every four hours" (:data:`SEED_000_INTERVAL`) and
+    (:func:`advise_checkpointing`), at most Vertex AI's "at least every four hours" (14400 s) and
     ``cap`` (the operator's ``checkpoint_interval_cap``, seconds; None: no cap of the user's).
 
     None -- the workload keeps its own interval -- until at least two saves and one interruption were seen:
