@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed
 AIRFLOW_PATCH_3.1 := 3.1.8
 AIRFLOW_PATCH_3.2 := 3.2.2
 
-.PHONY: demo test lint typecheck check bench clean constraints
+.PHONY: demo test lint typecheck check bench clean constraints docs
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; run: make PYTHON=python3.11 ...")'
@@ -49,6 +49,17 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+# The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings for the API reference,
+# built offline in strict mode (a warning fails the build) into site/. The docs extra joins .venv on first use.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
 # their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
 # matplotlib (its plot) to what the demo installs.
@@ -75,10 +86,10 @@ constraints:
 		-c /tmp/airflow-pin.txt pyproject.toml -o constraints/airflow-$$v.txt; done
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
 
 # Full Airflow (api-server, scheduler, dag-processor, triggerer) on PostgreSQL against the emulator, in docker
-# compose (README: "Full Airflow with Postgres"). UI: http://localhost:8080.
+# compose (docs/development.md: "Full Airflow with Postgres"). UI: http://localhost:8080.
 COMPOSE ?= docker compose
 .PHONY: compose-up compose-down compose-logs
 

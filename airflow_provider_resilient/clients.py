@@ -2,8 +2,9 @@
 
 The override, in order of precedence: the ``emulator_host`` argument (hooks pass the Airflow
 connection's extra ``emulator_host``), then the environment variable ``RESILIENT_EMULATOR_HOST``
-(``host:port``). When set, clients speak plain-text gRPC to that address with anonymous credentials, as
-REFERENCE.md shows (``api_endpoint`` alone would open TLS and fail against a plain-text server). When
+(``host:port``). When set, clients speak plain-text gRPC to that address with anonymous credentials,
+through a transport built on an insecure gRPC channel (``api_endpoint`` alone would open TLS and fail against a
+plain-text server). When
 unset, clients use Google's regional endpoints and the credentials they are given (Application Default
 Credentials when None).
 
@@ -78,7 +79,8 @@ def vertex_job_async_client(region: str, *, credentials: Any = None, emulator: s
 
 
 #: The Cloud TPU API versions the provider calls: v2 for nodes and queued resources, v2alpha1 for what only it has
-#: (``Node.upcoming_maintenance``, ``SimulateMaintenanceEvent``, multislice ``multi_node_params``; REFERENCE.md).
+#: (``Node.upcoming_maintenance``, ``SimulateMaintenanceEvent``, multislice ``multi_node_params``: the v2alpha1 API
+#: reference, https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.nodes).
 TPU_VERSIONS = ("v2", "v2alpha1")
 
 

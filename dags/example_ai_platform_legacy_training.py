@@ -3,10 +3,10 @@ example call of ``MLEngineStartTrainingJobOperator`` (its system test ``example_
 line changed to ``ResilientAIPlatformTrainingJobOperator`` and the runtime moved from 1.15 to 2.11 -- nothing else.
 
 The ``package`` task does what ``gcloud ai-platform jobs submit training --package-path trainer`` did: it builds
-the training package (``dags/workloads/legacy_trainer``, ``python -m trainer.task``) as a source distribution
-and uploads it to ``package_uris``. The job's replica crashes with exit 139 (seed 000: restarted in place, then
-the job fails), and the next attempt hits an internal error; each new attempt resumes from the latest complete
-checkpoint under the job's ``jobDir``.
+the training package (``dags/workloads/legacy_trainer``, ``python -m trainer.task``) as a source distribution and
+uploads it to ``package_uris``. The job's replica crashes with exit 139 (restarted in place by the platform, then
+the job fails, as "Understanding the AI Platform Training service" describes), and the next attempt hits an
+internal error; each new attempt resumes from the latest complete checkpoint under the job's ``jobDir``.
 
 Run offline: ``.venv/bin/python scripts/run_demo.py --dag example_ai_platform_legacy_training`` (fault plan
 dags/faults/ai_platform_legacy.yaml).

@@ -1,4 +1,4 @@
-"""Seed 004's fault-tolerance checks on a Cloud TPU VM -- or the offline emulator: the first node boots with a
+"""Fault-tolerance checks on a Cloud TPU VM -- or the offline emulator: the first node boots with a
 TPU chip missing, so the worker runner's pre-check (``preflight failed: item tpu-check``) stops the job before it
 starts and the operator isolates the node (a new one); the second node loses a chip while training, so the
 periodic hardware check stops the workload (SIGTERM: it checkpoints) and the operator isolates that node too;
@@ -28,7 +28,7 @@ RUN_OUTPUT = OUTPUT + "/{{ run_id }}"
 FAST = Backoff(initial_seconds=0.5, multiplier=1.0, max_seconds=0.5, jitter=0.0)
 
 
-@dag(schedule=None, catchup=False, tags=["resilient", "tpu", "example", "seed-004"])
+@dag(schedule=None, catchup=False, tags=["resilient", "tpu", "example", "fault-tolerance-checks"])
 def example_tpu_fault_tolerance_checks():
     train = ResilientTPUWorkloadOperator(
         task_id="train",
@@ -40,10 +40,10 @@ def example_tpu_fault_tolerance_checks():
                 f'--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR" --model-dir {RUN_OUTPUT}/model',
         checkpoint_dir=f"{RUN_OUTPUT}/checkpoints",
         checkpoint_marker="COMMITTED",
-        # Seed 004's items and thresholds (the default, preflight=True), with the periodic device check every
+        # The default items and thresholds (preflight=True), with the periodic device check every
         # second instead of every minute so that the example is short. preflight=False turns the checks off.
         preflight=Preflight(hardware_check_seconds=1.0),
-        # Re-issues after a failed pre-check: seed 004's fault-tolerance/job-retry-num, 0 to 3 (default 3).
+        # Re-issues after a failed pre-check: 0 to 3 (default 3), as ModelArts' fault-tolerance/job-retry-num.
         resilience_policy=RetryPolicy(backoff=FAST, budgets={"preflight": Budget(max_retries=2)}),
         heartbeat_seconds=0.5,
         poll_interval=0.5,

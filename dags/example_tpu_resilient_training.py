@@ -1,7 +1,8 @@
 """Train on a 2-worker Cloud TPU slice -- or the offline emulator -- through two maintenance events: one announced
-ahead (``Node.upcoming_maintenance``), which the node recovers from by itself, and one that terminates it (seed
-002). Before the first the operator asks the workload for a checkpoint and then waits the event out; after the
-second it re-creates the node; each time the workload resumes from its latest complete checkpoint.
+ahead (``Node.upcoming_maintenance``), which the node recovers from by itself, and one that terminates it (Cloud
+TPU, "Manage maintenance events with Cloud TPU Pods"). Before the first the operator asks the workload for a
+checkpoint and then waits the event out; after the second it re-creates the node; each time the workload resumes
+from its latest complete checkpoint.
 
 Run offline: ``make demo`` (after the Vertex AI demo; fault plan dags/faults/tpu_demo.yaml).
 """
@@ -44,7 +45,7 @@ def example_tpu_resilient_training():
         heartbeat_seconds=0.25,
         poll_interval=0.25,
         # Ask for the checkpoint 1.3 s before an announced window (in production: the default 10 minutes), then
-        # ride the event out (seed 002: most recover); "move" would leave the node before the window instead.
+        # ride the event out (most recover by themselves); "move" would leave the node before the window instead.
         maintenance_lead_seconds=1.3,
         maintenance_policy="ride_out",
     )

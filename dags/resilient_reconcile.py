@@ -3,7 +3,7 @@
 Airflow 3.3 calls no ``on_kill`` when a deferred task is marked failed or success before its trigger has
 started or while no triggerer runs, when a DAG run is deleted, or when a worker is SIGKILLed and the task
 is not retried; this DAG releases what such a task left behind, within its schedule interval plus one run
-(README: "What a click does to a running training"). List every region and zone your resilient tasks use,
+(the documentation's "Reconciler" and "UI actions" pages). List every region and zone your resilient tasks use,
 fallbacks included.
 """
 

@@ -12,7 +12,7 @@
    and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
 
 With ``--dag DAG_ID`` it runs that example of :data:`PHASES` instead, e.g. ``example_tpu_fault_tolerance_checks`` with
-``dags/faults/tpu_preflight.yaml`` (seed 004's checks: a chip missing at boot, then one lost while training).
+``dags/faults/tpu_preflight.yaml`` (the fault-tolerance checks: a chip missing at boot, then one lost while training).
 
 Exits 0 when the training finished and its accuracy was reported.
 
@@ -124,7 +124,7 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
 PHASES = [
     (DAG_ID, "vertex_demo.yaml", "Vertex AI CustomJob through a crash, a stockout and internal errors"),
     (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
-    (CHECKS_DAG_ID, "tpu_preflight.yaml", "seed 004's fault-tolerance checks: a TPU chip missing at boot, "
+    (CHECKS_DAG_ID, "tpu_preflight.yaml", "fault-tolerance checks: a TPU chip missing at boot, "
                                          "then one lost while training"),
     (LEGACY_DAG_ID, "ai_platform_legacy.yaml", "a DAG written for AI Platform Training, on Vertex AI, through a "
                                                "crash and internal errors"),

@@ -155,7 +155,7 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
     assert re.search(r"=== TPU GOODPUT: goodput [0-9.]+% of \d+ s; .*\[from steps\] ===", tpu), tpu[-2000:]
     assert re.search(r"=== TPU BADPUT \(ml-goodput-measurement types, % of the run\): WASTED_PROGRESS_FROM_DISRUPTION "
                      r"[0-9.]+, INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION [0-9.]+, ", tpu), tpu[-2000:]
-    assert "=== CHECKPOINTING: checkpoints every" in vertex and "seed 002: about every 3600 s" in vertex
+    assert "=== CHECKPOINTING: checkpoints every" in vertex and "Cloud TPU: about every 3600 s" in vertex
 
     baseline = baseline_run.accuracy()
     assert abs(accuracy - baseline) <= 0.01

@@ -177,7 +177,7 @@ def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mappi
 
 class TPUNodeBackend:
     """A run's Cloud TPU nodes (:class:`~.base.Backend`): attempt ``n`` runs on node ``<node id>-a<n>`` (fresh
-    hardware: seed 004's isolation), created directly or through a queued resource of the same id, through a
+    hardware: a faulty node is isolated), created directly or through a queued resource of the same id, through a
     :class:`~..hooks.tpu.ResilientTPUHook` and the audit log's :class:`~..hooks.tpu.AuditLogHook`.
 
     Args:
@@ -189,7 +189,7 @@ class TPUNodeBackend:
         queued_resource: request each node through a queued resource (it waits for capacity).
         spot: the queued resource asks for Spot capacity.
         valid_until_seconds: how long a queued resource may wait (None: the policy's ``queue_timeout``).
-        queue_timeout: ``RetryPolicy.queue_timeout_seconds`` (seed 004: 30 minutes).
+        queue_timeout: ``RetryPolicy.queue_timeout_seconds`` (default 30 minutes).
         hang_timeout, startup_timeout: the observer's limits for a READY node's workers (seconds).
         expect_steps: the workload logs steps from its start (:attr:`~..supervisor.observe.Limits.expect_steps`).
         keep_node: :meth:`release` keeps the last node (and its queued resource) for inspection.
@@ -442,8 +442,8 @@ class TPUNodeBackend:
         """One look at the queued resource the node was requested through, while it is not yet granted:
         ``(True, None)`` it still waits for capacity (ACCEPTED, WAITING_FOR_RESOURCES, or PROVISIONING with the
         node not past CREATING); ``(True, JobFailed)`` the request FAILED or was SUSPENDED, or -- with no
-        ``valid_until_seconds`` -- waited past the queue timeout (the observer's, seed 004: "if queuing time
-        exceeds 30 minutes, the training job exits automatically"): a live QUEUE_TIMEOUT the supervisor ends
+        ``valid_until_seconds`` -- waited past the queue timeout (the observer's; 30 minutes by
+        default): a live QUEUE_TIMEOUT the supervisor ends
         (deletes the request) and fails over; ``(False, None)`` granted, or gone: the node's own look says what
         happens next."""
         from google.api_core import exceptions as gexc

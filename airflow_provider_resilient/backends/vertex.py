@@ -139,8 +139,9 @@ class StepLogReader:
     otherwise is logged and leaves the clock unjudged: it is no evidence of a hang.
 
     Args:
-        read: ``(job name, since) -> step or None`` (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.
-            last_logged_step`); blocking: a trigger calls the reader in a thread.
+        read: ``(job name, since) -> step or None``
+            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.last_logged_step`); blocking: a trigger calls the
+            reader in a thread.
         every: seconds between two reads (:func:`step_log_seconds`).
         clock: seconds since the epoch, now.
     """
@@ -227,7 +228,7 @@ def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFaile
     from ..policy import classify_vertex_job
 
     live = summary["state"] not in TERMINAL_STATES
-    if summary.get("queue_timeout"):  # decided when the wait passed the limit (seed 004)
+    if summary.get("queue_timeout"):  # decided when the wait passed the limit (the queue timeout)
         return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
                                  terminate_reason=summary.get("queued_state"),
                                  timestamp=summary.get("timed_out_at") or now), now, live=live)

@@ -160,8 +160,8 @@ def scan_checkpoints(
 
     Raises:
         ValueError: when ``prefix`` is empty.
-        Errors of the filesystem other than "not found" (permissions, network) propagate: the caller
-        must not mistake "cannot see" for "no checkpoint" and restart from step 0.
+        OSError: errors of the filesystem other than "not found" (permissions, network) propagate: the caller
+            must not mistake "cannot see" for "no checkpoint" and restart from step 0.
     """
     fs, path = _resolve("scan_checkpoints", prefix, storage_options, fs)
 
@@ -215,7 +215,7 @@ def find_latest_checkpoint(
 
     Raises:
         ValueError: when ``prefix`` is empty.
-        Errors of the filesystem other than "not found" propagate (see :func:`scan_checkpoints`).
+        OSError: errors of the filesystem other than "not found" propagate (see :func:`scan_checkpoints`).
     """
     return scan_checkpoints(prefix, marker=marker, storage_options=storage_options, fs=fs).latest
 

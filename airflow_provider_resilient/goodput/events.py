@@ -96,7 +96,7 @@ class WorkloadGoodput:
 
     def badput_breakdown(self) -> dict[str, float]:
         """Badput in percent of the total per ``BadputType`` name, as ``get_job_goodput(include_badput_breakdown=
-        True)`` reports it (and as :meth:`..ledger.Ledger.badput_breakdown` names ours)."""
+        True)`` reports it (and as :meth:`.ledger.Ledger.badput_breakdown` names ours)."""
         if self.total_seconds <= 0:
             return dict.fromkeys(self.badput_seconds, 0.0)
         return {kind: round(100.0 * seconds / self.total_seconds, 2) for kind, seconds in self.badput_seconds.items()}

@@ -1,7 +1,8 @@
 """Goodput ledger: how much of a run's wall time became training progress, and where the rest went.
 
-Definitions follow ml-goodput-measurement (REFERENCE.md, "Goodput"): goodput = productive time / total
-time, total = first attempt's start to the last attempt's end, across every restart. Badput buckets:
+Definitions follow Google's ml-goodput-measurement package (https://pypi.org/project/ml-goodput-measurement/):
+goodput = productive time / total time, total = first attempt's start to the last attempt's end, across every
+restart. Badput buckets:
 
 * ``wasted_progress`` -- steps done again after resuming from an older step, plus work lost after the
   last step report of an attempt that failed (each redone step is counted once);
@@ -17,9 +18,9 @@ time, total = first attempt's start to the last attempt's end, across every rest
   being written within a span between two step reports, as far as that span is slower than the run's pace: a
   blocking save holds training up (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME);
 * ``other`` -- the rest, reported, never hidden: stalls (a span between two step reports more than
-  :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform, seed 003's
-  "restarts the replica", which the attempt history does not see -- counts as work at the pace and the rest
-  as other), and time no report explains.
+  :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform (Vertex AI,
+  "Understand the custom training service": a worker is restarted in place), which the attempt history does not see
+  -- counts as work at the pace and the rest as other), and time no report explains.
 
 The buckets add up to the total. Input: the attempt history (:mod:`..policy.decide`) and, when the
 workload reports them (runner heartbeats, checkpoint steps), step observations ``(time, step)``. Without
@@ -313,7 +314,7 @@ def trace_budget(work: float, gaps: Sequence[float], checkpoint_cost: float, res
     ``checkpoint`` (the saves), ``wasted_progress`` (work since the last save when a failure struck, and the part
     of a save it interrupted), ``restart`` (``restart_cost`` per failure) and ``total`` (their sum; ``math.inf``
     when the gaps end before the work does, the other entries then being what was spent until then). This is the
-    ceiling's own budget, to set beside a run's ledger (issue 15: "explain the gap to the ceiling").
+    ceiling's own budget, to set beside a run's ledger: it explains the gap to the ceiling.
 
     Raises:
         ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
@@ -354,7 +355,7 @@ def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, 
 
 def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
                   points: int = 400) -> tuple[float, float]:
-    """The best goodput any way could reach on this exact trace (issue 15, "a ceiling per trace"): the fixed
+    """The best goodput any way could reach on this exact trace (a ceiling per trace): the fixed
     checkpoint interval best for the failures that struck (:func:`trace_wall_time`, searched over ``points``
     log-spaced intervals from ``checkpoint_cost / 10`` -- at least 1 ms -- to ``work``), the minimal restart
     cost, no capacity wait. Unlike :func:`goodput_ceiling`, which assumes the *expected* MTBF, it does not swing
@@ -382,8 +383,12 @@ INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_E
 #: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
 NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
                        FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
-SEED_000_INTERVAL = 4 * 3600.0  # seconds: seed 000, "at least every 4 hours"
-SEED_002_INTERVAL = 3600.0  # seconds: seed 002, "about every hour"
+#: Seconds: "at least every four hours" (Vertex AI, "Understand the custom training service",
+#: https://cloud.google.com/vertex-ai/docs/training/understanding-training-service).
+SEED_000_INTERVAL = 4 * 3600.0
+#: Seconds: about every hour (Cloud TPU, "Manage maintenance events with Cloud TPU Pods",
+#: https://cloud.google.com/tpu/docs/maintenance-events).
+SEED_002_INTERVAL = 3600.0
 #: The least save cost the advice assumes (seconds): a save whose files all carry one time shows none.
 COST_FLOOR = 1e-3
 
@@ -419,15 +424,15 @@ class CheckpointAdvice:
         return data
 
     def summary(self) -> str:
-        """One line for the run summary: the observed interval against Young/Daly and the seeds' rules."""
-        seeds = (f"seed 000: at least every {SEED_000_INTERVAL:.0f} s; seed 002: about every "
+        """One line for the run summary: the observed interval against Young/Daly and Google's rules of thumb."""
+        thumb = (f"Vertex AI: at least every {SEED_000_INTERVAL:.0f} s; Cloud TPU: about every "
                  f"{SEED_002_INTERVAL:.0f} s")
         if self.interval is None or self.cost is None or self.optimum is None:
-            return f"checkpoint interval: too few checkpoints seen to judge ({seeds})"
+            return f"checkpoint interval: too few checkpoints seen to judge ({thumb})"
         mtbf = (f"MTBF {_seconds(self.mtbf)} ({self.interruptions} interruptions in {_seconds(self.running)} "
                 "running)" if self.mtbf is not None else f"no interruption in {_seconds(self.running)} running")
         return (f"checkpoints every {_seconds(self.interval)}, {_seconds(self.cost)} each: {self.verdict} -- "
-                f"Young/Daly optimum {_seconds(self.optimum)} for {mtbf} ({seeds})")
+                f"Young/Daly optimum {_seconds(self.optimum)} for {mtbf} ({thumb})")
 
 
 def _seconds(value: float) -> str:
@@ -495,7 +500,7 @@ def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointS
 def handed_interval(advice: CheckpointAdvice, cap: float | None = None) -> float | None:
     """The checkpoint interval (seconds) handed to the next attempt as ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``:
     Young/Daly's optimum ``sqrt(2 C MTBF)`` from the run's own observed save cost and interruptions
-    (:func:`advise_checkpointing`), at most seed 000's "at least every 4 hours" (:data:`SEED_000_INTERVAL`) and
+    (:func:`advise_checkpointing`), at most Vertex AI's "at least every four hours" (14400 s) and
     ``cap`` (the operator's ``checkpoint_interval_cap``, seconds; None: no cap of the user's).
 
     None -- the workload keeps its own interval -- until at least two saves and one interruption were seen:

@@ -58,8 +58,8 @@ def connection_exists(gcp_conn_id: str) -> bool:
     """Whether Airflow knows connection ``gcp_conn_id`` (metadata database, secrets backends, env vars).
 
     Raises:
-        whatever reading the connection raises other than "not found" (e.g. the API server is unreachable):
-        credentials must not silently change because a lookup failed.
+        Exception: whatever reading the connection raises other than "not found" (e.g. the API server is
+            unreachable): credentials must not silently change because a lookup failed.
     """
     from airflow.sdk import BaseHook
 
@@ -102,7 +102,7 @@ def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Seque
 
     Raises:
         google.auth.exceptions.DefaultCredentialsError: ADC are needed and not set up; or what
-        ``GoogleBaseHook`` raises for a connection it cannot use.
+            ``GoogleBaseHook`` raises for a connection it cannot use.
     """
     try:
         from airflow.providers.google.common.hooks.base_google import GoogleBaseHook

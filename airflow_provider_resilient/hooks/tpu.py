@@ -5,7 +5,7 @@ errors retried with backoff. Long-running operations (CreateNode, DeleteNode) ar
 :meth:`ResilientTPUHook.wait_operation`, polled through the hook's ``sleep`` (so a test's stepped time reaches
 those waits too); their errors (a stockout: RESOURCE_EXHAUSTED) are raised for the policy.
 The create calls (CreateNode, CreateQueuedResource) are made with ``creating=True``: a RESOURCE_EXHAUSTED
-answer to the call itself (a stockout or quota; DESIGN.md "RESOURCE_EXHAUSTED on create") is raised at
+answer to the call itself (a stockout or quota: RESOURCE_EXHAUSTED on create, which the policy classifies) is raised at
 once for the policy instead of being retried here for ``api_retry_seconds``.
 
 :class:`AsyncResilientTPUHook` is the async face used by :class:`~..triggers.tpu.TPUNodeTrigger`.
@@ -29,9 +29,9 @@ GUEST_NAMESPACE = "resilient"
 TPU_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
                      "google.cloud.tpu_v2.services.tpu.transports.grpc_asyncio",
                      "google.cloud.tpu_v2alpha1.services.tpu.transports.grpc_asyncio")
-#: The audit logs that hold TPU node events: System Event (seed 002: ``tpu.nodes.terminate`` /
-#: ``tpu.nodes.restart``) and Admin Activity (CreateNode / DeleteNode calls, failed creates -- a stockout --
-#: included).
+#: The audit logs that hold TPU node events: System Event (``tpu.nodes.terminate`` / ``tpu.nodes.restart``:
+#: Cloud TPU, "Manage maintenance events with Cloud TPU Pods") and Admin Activity (CreateNode / DeleteNode calls,
+#: failed creates -- a stockout -- included).
 AUDIT_LOGS = ("cloudaudit.googleapis.com%2Fsystem_event", "cloudaudit.googleapis.com%2Factivity")
 #: How :meth:`ResilientTPUHook.wait_operation` polls a long-running operation: api_core's own cadence
 #: (``DEFAULT_POLLING``, without its jitter) -- the first look at once, the next after 1 s, each pause 1.5 times
@@ -175,7 +175,7 @@ class ResilientTPUHook(GoogleApiHook):
             node: the node to create, as for :meth:`create_node`.
             valid_until_seconds: how long the request may wait for capacity (seconds); None: no limit.
             slices: more than 1: a multislice group of that many nodes ``<resource_id>-0`` ... through the
-                ``tpu_v2alpha1`` API (``multi_node_params``: only v2alpha1 has it, REFERENCE.md), all granted
+                ``tpu_v2alpha1`` API (``multi_node_params``: only v2alpha1 has it), all granted
                 and deleted as one.
 
         Raises:
@@ -228,7 +228,8 @@ class ResilientTPUHook(GoogleApiHook):
             request={"name": name, "query_path": f"{GUEST_NAMESPACE}/"}, retry=None)))
 
     def alpha_client(self) -> Any:
-        """The ``tpu_v2alpha1`` client: the only API version with ``upcoming_maintenance`` (REFERENCE.md)."""
+        """The ``tpu_v2alpha1`` client: the only API version with ``upcoming_maintenance`` (Cloud TPU API
+        reference, https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.nodes)."""
         if "tpu_v2alpha1" not in self._clients:
             self._clients["tpu_v2alpha1"] = tpu_client(credentials=self.credentials, emulator=self.emulator,
                                                        version="v2alpha1")
@@ -263,7 +264,8 @@ class ResilientTPUHook(GoogleApiHook):
 
 
 class AuditLogHook(GoogleApiHook):
-    """Cloud Audit Logs entries about TPU nodes (seed 002: ``tpu.nodes.terminate`` / ``tpu.nodes.restart``)."""
+    """Cloud Audit Logs entries about TPU nodes (``tpu.nodes.terminate`` / ``tpu.nodes.restart``: Cloud TPU,
+    "Manage maintenance events with Cloud TPU Pods", https://cloud.google.com/tpu/docs/maintenance-events)."""
 
     def client(self) -> Any:
         if "logging" not in self._clients:
@@ -276,7 +278,7 @@ class AuditLogHook(GoogleApiHook):
         """Audit entries about ``node_name`` since ``since`` (an aware datetime), oldest first, as JSON dicts
         (``protoPayload.methodName``, ``protoPayload.metadata.terminateReason``, ``insertId`` ...).
 
-        Both logs of :data:`AUDIT_LOGS` are read: System Event (seed 002: maintenance and preemption) and
+        Both logs of :data:`AUDIT_LOGS` are read: System Event (maintenance and preemption) and
         Admin Activity, where Google writes the CreateNode calls -- failed ones (a stockout) included.
         Entries reach Cloud Logging some seconds after the event (ingestion delay): callers look back a
         little before the time they last looked.

@@ -3,7 +3,8 @@ provider's failure rules: :class:`ResilientAIPlatformTrainingJobOperator` takes 
 provider's removed ``MLEngineStartTrainingJobOperator`` -- an old DAG changes its import line and runs -- or a whole
 ``TrainingInput`` body, translates it (:func:`~..specs.legacy.translate_training_input`) and runs the CustomJob
 like :class:`~.vertex_ai.ResilientCustomJobOperator` (resume from the latest checkpoint, no duplicate job, nothing
-left running). Seeds 000 and 001 (AI Platform Training's own failure handling) are why those rules apply: a
+left running). AI Platform Training's own failure handling is why those rules apply ("Understanding the AI
+Platform Training service", https://cloud.google.com/ai-platform/training/docs/understanding-training-service): a
 replica exiting non-zero is restarted by the platform up to five times, then the job is retried up to three times,
 and a common error is permanent.
 
@@ -56,9 +57,10 @@ class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOpe
         scale_tier, master_type, master_config: ``scaleTier`` (BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU, BASIC_TPU,
             CUSTOM), ``masterType`` (a Compute Engine machine type or a legacy name such as ``standard_gpu``),
             ``masterConfig`` (a ReplicaConfig dict, camelCase).
-        worker_type, worker_count, worker_config, parameter_server_type, parameter_server_count,
-            parameter_server_config, evaluator_type, evaluator_count, evaluator_config: the other replicas
-            (CUSTOM tier).
+        worker_type, worker_count, worker_config: the workers (CUSTOM tier): ``workerType``, ``workerCount``,
+            ``workerConfig``; ``parameter_server_type``, ``parameter_server_count``, ``parameter_server_config``
+            and ``evaluator_type``, ``evaluator_count``, ``evaluator_config`` are the parameter servers and
+            evaluators the same way.
         runtime_version, python_version: pick the pre-built container (e.g. ``"2.11"``, ``"3.7"``).
         job_dir: ``jobDir``: Vertex AI's ``base_output_directory``, and ``--job-dir`` in a package's args.
         hyperparameters: a HyperparameterSpec dict (camelCase). A parameter with one feasible value becomes a flag;

@@ -1,15 +1,15 @@
 """The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
 
 This class carries out each command of the supervisor through the platform's typed backend
-(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`_submit`: find it by its
-labels, else look up the latest complete checkpoint and create it), watch one until it ends (:meth:`_watch`:
-the backend's look, polled in the worker or deferred to the platform's trigger), end one and wait for it
-(:meth:`_end_attempt`), end what a stopping run leaves live (:meth:`_end_last`). A subclass holds its
-platform's arguments and specs, builds its backend, and says how to defer and what success returns
-(:meth:`_finish`). It decides nothing. This class runs the loop: it steps the
-supervisor, persists its state in Airflow's task state store after every step (so a retried or cleared task
-continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through backoffs, and raises
-``AirflowFailException`` with the attempt history when the run fails.
+(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`SupervisedOperator._submit`:
+find it by its labels, else look up the latest complete checkpoint and create it), watch one until it ends
+(:meth:`SupervisedOperator._watch`: the backend's look, polled in the worker or deferred to the platform's
+trigger), end one and wait for it (:meth:`SupervisedOperator._end_attempt`), end what a stopping run leaves live
+(:meth:`SupervisedOperator._end_last`). A subclass holds its platform's arguments and specs, builds its backend,
+and says how to defer and what success returns (:meth:`SupervisedOperator._finish`). It decides nothing. This class
+runs the loop: it steps the supervisor, persists its state in Airflow's task state store after every step (so a
+retried or cleared task continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through
+backoffs, and raises ``AirflowFailException`` with the attempt history when the run fails.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ..supervisor.reconcile import Owner, other_writers
 
 def policy_with_fallbacks(policy: RetryPolicy | None,
                           fallbacks: Sequence[Fallback | Mapping[str, Any]]) -> RetryPolicy:
-    """``policy`` (default: the seed rules) with ``fallbacks`` (Fallback objects or dicts) appended.
+    """``policy`` (default: the default rules) with ``fallbacks`` (Fallback objects or dicts) appended.
 
     Raises:
         TypeError: when ``policy`` is not a :class:`~..policy.RetryPolicy`.
@@ -157,10 +157,10 @@ class SupervisedOperator(BaseOperator):
         labels: extra labels of the job / node (the operator adds ``airflow-dag``, ``airflow-task``,
             ``airflow-run``, ``airflow-map-index`` and ``resilient-attempt``).
         network, service_account: the job's / node's.
-        resilience_policy: a :class:`~..policy.RetryPolicy` for attempts (default: the seed rules). Named so
-            because ``retry_policy`` is Airflow's own argument, for task retries. Its
-            ``queue_timeout_seconds`` (default 1800 s, seed 004: "if queuing time exceeds 30 minutes, the
-            training job exits automatically") bounds how long an attempt may wait for capacity.
+        resilience_policy: a :class:`~..policy.RetryPolicy` for attempts (default: the default rules). Named so
+            because ``retry_policy`` is Airflow's own argument, for task retries. Its ``queue_timeout_seconds``
+            (default 1800 s, after ModelArts' "Training Fault Tolerance Check": "If the waiting time exceeds 30
+            minutes, the training job will automatically exit") bounds how long an attempt may wait for capacity.
         fallbacks: alternative targets (:class:`~..policy.Fallback` or dicts) consumed on stockouts and queue
             timeouts, in order; shorthand for ``resilience_policy.fallbacks``. Each hop waits
             ``RetryPolicy.failover_backoff`` first (default 10 s doubling to 2 min, 50 % jitter).
@@ -171,10 +171,11 @@ class SupervisedOperator(BaseOperator):
         gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
         impersonation_chain: service account(s) to impersonate.
         min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
-        checkpoint_interval_cap: the longest checkpoint interval handed to a new attempt (seconds; None: seed
-            000's 4 hours only). From its second attempt on, once the run has seen an interruption and two
-            saves, each attempt gets ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``: Young/Daly's optimum for the
-            run's observed MTBF and save cost (:func:`~..goodput.handed_interval`), for the workload to honour.
+        checkpoint_interval_cap: the longest checkpoint interval handed to a new attempt (seconds; None: Vertex
+            AI's "at least every four hours" only). From its second attempt on, once the run has seen an
+            interruption and two saves, each attempt gets ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``: Young/Daly's
+            optimum for the run's observed MTBF and save cost (:func:`~..goodput.handed_interval`), for the
+            workload to honour.
         goodput_job_name: the ``job_name`` the workload records its goodput events under with Google's
             ml-goodput-measurement (``GoodputRecorder(job_name, logger_name, logging_enabled=True)``), the same
             across its restarts (templated, e.g. ``"{{ dag.dag_id }}-{{ ts_nodash }}"``). When set, the run's end
@@ -508,7 +509,7 @@ class SupervisedOperator(BaseOperator):
                 raise AirflowFailException(action.message)
 
     def _defer_for(self, seconds: float) -> None:
-        """Free the worker slot for ``seconds``; :meth:`execute_complete` continues."""
+        """Free the worker slot for ``seconds``; the operator's ``execute_complete`` continues."""
         from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
         moment = datetime.fromtimestamp(self._clock(), tz=UTC) + timedelta(seconds=seconds)

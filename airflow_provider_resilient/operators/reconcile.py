@@ -14,10 +14,10 @@ own (``dags/resilient_reconcile.py`` is one to copy); each run:
 4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
    queued resource with it) -- and logs one line per resource with the reason.
 
-So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task
-(the README states the bound for the example DAG). It needs no triggerer. Resources created before owners
-were recorded, or by hand, name no task instance: they are listed in the result and left alone, as are
-nodes kept with ``keep_node``.
+So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task (the
+documentation's "Reconciler" page states the bound for the example DAG). It needs no triggerer. Resources created
+before owners were recorded, or by hand, name no task instance: they are listed in the result and left alone, as
+are nodes kept with ``keep_node``.
 
 Returns (XCom ``return_value``): ``{"released": [{"name", "why"}], "kept": n, "unowned": [names]}``.
 

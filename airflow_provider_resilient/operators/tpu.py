@@ -1,12 +1,13 @@
 """``ResilientTPUWorkloadOperator``: a training command on a Cloud TPU VM / pod slice, through maintenance
-events, preemptions, unhealthy hardware, stockouts and crashes (seed 002).
+events, preemptions, unhealthy hardware, stockouts and crashes (Cloud TPU, "Manage maintenance events with Cloud
+TPU Pods", https://cloud.google.com/tpu/docs/maintenance-events).
 
-Each attempt is a node of its own (``<node_id>-a<attempt>``, fresh hardware: the isolation of seed 004)
-whose startup script runs the command under the worker runner (:mod:`..worker.runner`) on every worker
-VM: the runner restarts the command in place on non-permanent exits (seed 000: up to 5 times), forwards
-SIGTERM so the workload can checkpoint, and reports status, exit code, restarts, heartbeat and step
-through guest attributes. The operator watches the node's state and health, the workers' reports and the
-audit log, and asks the policy:
+Each attempt is a node of its own (``<node_id>-a<attempt>``, fresh hardware: the isolation of a faulty node, as in
+ModelArts' "Training Fault Tolerance Check") whose startup script runs the command under the worker runner
+(:mod:`..worker.runner`) on every worker VM: the runner restarts the command in place on non-permanent exits (up to
+5 times, as AI Platform Training restarts a worker), forwards SIGTERM so the workload can checkpoint, and reports
+status, exit code, restarts, heartbeat and step through guest attributes. The operator watches the node's state and
+health, the workers' reports and the audit log, and asks the policy:
 
 * a maintenance event that recovers (REPAIRING, ``tpu.nodes.restart``) is waited out -- the startup
   script runs again after the repair and the workload resumes from its checkpoint on its own;
@@ -68,7 +69,8 @@ SEEN_KEY = "resilient_tpu_seen_audit"
 PROGRESS_KEY = "resilient_tpu_progress"
 #: The most a kill spends deleting, retries and waiting included (seconds).
 KILL_TIMEOUT_SECONDS = 25.0
-#: Seed 000: "up to five restarts per worker" -- the runner's cap and the policy's ``worker_restarts`` budget.
+#: "Up to five restarts per worker" (AI Platform Training, "Understanding the AI Platform Training service") --
+#: the runner's cap and the policy's ``worker_restarts`` budget.
 DEFAULT_WORKER_RESTARTS = 5
 
 
@@ -84,7 +86,7 @@ def align_worker_restarts(policy: RetryPolicy, max_worker_restarts: int | None) 
 
     Args:
         policy: the operator's policy.
-        max_worker_restarts: the operator's argument; None: take the policy's budget (seed 000: 5 by default).
+        max_worker_restarts: the operator's argument; None: take the policy's budget (5 by default).
 
     Returns:
         The policy (its ``worker_restarts`` budget's ``max_retries`` set to the cap) and the cap.
@@ -137,7 +139,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         fallbacks: as on :class:`~.base.SupervisedOperator`; a TPU fallback takes ``zone`` and
             ``accelerator_type``.
         max_worker_restarts: in-place restarts per worker by the runner, and the policy's ``worker_restarts``
-            budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, seed 000: 5.
+            budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, 5 by default.
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
             that reports steps, before the worker counts as hung (a transient failure: a new node). A workload
             reports steps by printing lines like ``step 120`` (the runner's ``--step-pattern``); once a worker
@@ -155,10 +157,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         maintenance_policy: what the run does before a maintenance window Cloud TPU announced
             (``Node.upcoming_maintenance``; :mod:`~..supervisor.maintenance`): it always asks the workload for a
             checkpoint ``maintenance_lead_seconds`` before the window (the runner passes the request on; the
-            workload saves with :mod:`~..worker.checkpoint_request`), then ``"ride_out"`` (default; seed 002:
-            most events recover by themselves) waits the event out, ``"move"`` moves the run to a fresh node once
-            the checkpoint is saved (no budget spent), ``"auto"`` moves when the window is longer than
-            ``maintenance_move_seconds`` (what a move costs: create, boot, restore; default 600 s).
+            workload saves with :mod:`~..worker.checkpoint_request`), then ``"ride_out"`` (default; most events
+            recover by themselves: Cloud TPU, "Manage maintenance events with Cloud TPU Pods") waits the event out,
+            ``"move"`` moves the run to a fresh node once the checkpoint is saved (no budget spent), ``"auto"``
+            moves when the window is longer than ``maintenance_move_seconds`` (what a move costs: create, boot,
+            restore; default 600 s).
         slices: Multislice (default 1: one node). With ``slices=N`` each attempt is a group of N slices of
             ``accelerator_type`` requested as one queued resource (``multi_node_params``: nodes ``<node id>-0`` ...
             ``-<N-1>``, through the ``tpu_v2alpha1`` API), and every worker gets Cloud TPU's multislice
@@ -171,22 +174,25 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         maintenance_lead_seconds: seconds before the window's start to request the checkpoint (default 600); 0: never
             request one (the workload learns of the event from its SIGTERM) and never move.
         maintenance_move_seconds: see ``maintenance_policy``.
-        preflight: seed 004's fault-tolerance checks on every worker VM (:class:`~..specs.preflight.Preflight`):
-            ``True`` (default) -- seed 004's items and thresholds before the command (``dns``, ``disk-size
-            root/shm/cache``, ``ulimit``, ``tpu-check``: the slice's chips are visible) and a device check every
-            minute while it runs; a :class:`~..specs.preflight.Preflight` or a dict of its fields -- other
-            thresholds; ``False`` -- none (seed 004's ``job-retry-num`` 0). A failed check isolates the node:
-            the ``preflight-failure`` rule (re-issues: the policy's ``preflight`` budget, 0 to 3) or, for a chip
-            lost while training, ``node-unhealthy`` -- a new node resumes from the latest checkpoint.
+        preflight: fault-tolerance checks on every worker VM (:class:`~..specs.preflight.Preflight`, after
+            ModelArts' "Training Fault Tolerance Check"): ``True`` (default) -- its items and thresholds before the
+            command (``dns``, ``disk-size root/shm/cache``, ``ulimit``, ``tpu-check``: the slice's chips are
+            visible) and a device check every minute while it runs; a :class:`~..specs.preflight.Preflight` or a
+            dict of its fields -- other thresholds; ``False`` -- none (ModelArts' ``job-retry-num`` 0). A failed
+            check isolates the node: the ``preflight-failure`` rule (re-issues: the policy's ``preflight`` budget,
+            0 to 3) or, for a chip lost while training, ``node-unhealthy`` -- a new node resumes from the latest
+            checkpoint.
         keep_node: keep the last node (and its queued resource) after the task ends, by success, failure or
             kill (for debugging); the nodes of earlier attempts are deleted all the same. Default: delete every
             node.
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
             the task back on a change, or after :func:`~..backends.tpu.look_again_seconds` for a full look.
-        project_id, checkpoint_marker, labels, network, service_account, resilience_policy, poll_interval,
-            rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
-            operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
+
+    ``project_id``, ``checkpoint_marker``, ``labels``, ``network``, ``service_account``, ``resilience_policy``,
+    ``poll_interval``, ``rerun_after_success``, ``gcp_conn_id``, ``impersonation_chain`` and ``min_defer_seconds``
+    are the arguments every operator of the provider shares, documented once on
+    :class:`~.base.SupervisedOperator`.
 
     Returns: ``{"node_name", "state", "checkpoint", "attempts"}``; the history also goes to XCom
     ``attempt_history``.

@@ -1,4 +1,5 @@
-"""``ResilientCustomJobOperator``: a Vertex AI CustomJob that finishes despite the failures of the seeds.
+"""``ResilientCustomJobOperator``: a Vertex AI CustomJob that finishes despite crashes, stockouts,
+internal errors, lost workers and hangs.
 
 A DAG author gives a CustomJob spec and a checkpoint location. The operator submits attempt 1; when an
 attempt fails it classifies the failure (:mod:`..policy.classify`), asks the policy what to do
@@ -21,7 +22,7 @@ them (:meth:`ResilientCustomJobOperator._recover`): a live job is watched, a suc
 (or, with ``rerun_after_success``, followed by a new attempt numbered after it), a failed one is followed
 by a new attempt -- never a second job with the same attempt label.
 
-Never two attempts at once: a job judged queued past ``RetryPolicy.queue_timeout_seconds`` (seed 004) or
+Never two attempts at once: a job judged queued past ``RetryPolicy.queue_timeout_seconds`` or
 hung is still live when the supervisor hears of it (``JobFailed(live=True)``); the supervisor commands its
 end (``EndAttempt``: cancel it and wait until the platform reports it ended) before the backoff and the
 next attempt, or ends it as the run stops (``Fail.end``). Neither this shell nor its trigger decides that.
@@ -120,8 +121,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         max_wait_duration: FLEX_START's ``scheduling.max_wait_duration``.
         disable_retries: ``scheduling.disable_retries`` (the platform's own retries; ours still apply).
         hang_timeout: seconds a RUNNING attempt may go without a new complete checkpoint before it counts as
-            hung (DESIGN.md rules table: "no heartbeat / no checkpoint progress for a set time" -> treated as
-            a transient crash, sharing its budget): the job is cancelled and resubmitted from the latest
+            hung (the failure policy's ``hang`` class: no checkpoint progress for a set time is treated as a
+            transient crash, sharing its budget): the job is cancelled and resubmitted from the latest
             checkpoint. Set it to a few checkpoint intervals (more than ``poll_interval``); None (default)
             never declares a hang -- the platform's ``scheduling.timeout`` is then the only limit. Deferred,
             the trigger watches for it (and only then lists checkpoints: a deferred run has step reports only
@@ -134,26 +135,30 @@ class ResilientCustomJobOperator(SupervisedOperator):
             ``logging.logEntries.list`` (``roles/logging.viewer``) for the connection's credentials; without
             it a warning says so once and the checkpoints alone are watched.
         cancel_on_kill: cancel the live job when the task is killed (``on_kill`` / trigger ``on_kill``).
-        preflight: seed 004's fault-tolerance checks on every replica (:class:`~..specs.preflight.Preflight`;
-            ``True`` for seed 004's thresholds, a dict of its fields for others): each container's command runs
-            under the worker runner (:func:`~..specs.preflight.wrap_container_command`; the image needs
-            ``python3``), which checks ``dns`` (the job's hosts from ``CLUSTER_SPEC``), ``disk-size root/shm/
-            cache``, ``ulimit`` and, with NVIDIA accelerators, ``gpu-check`` before the command and every
-            ``hardware_check_seconds`` while it runs. A failed check exits 78: ``preflight_failure``, a new job
-            on new machines (the policy's ``preflight`` budget, 0 to 3). Default ``False`` -- seed 004's
-            default too: the wrapper replaces the container's command line, and every pool needs a
-            ``container_spec.command`` (an image's ENTRYPOINT cannot be wrapped).
-        project_id, checkpoint_marker, labels, network, service_account, fallbacks, deferrable,
-            rerun_after_success, gcp_conn_id, impersonation_chain, min_defer_seconds: the arguments every
-            operator of the provider shares, documented once on :class:`~.base.SupervisedOperator`.
-        checkpoint_dir: as there; default ``<base_output_dir>/checkpoints/`` (Vertex AI's
-            ``AIP_CHECKPOINT_DIR``).
-        resilience_policy: as there. On Vertex AI its ``queue_timeout_seconds`` bounds how long an attempt may
-            stay QUEUED or PENDING (seed 003: a job may wait there until quota frees), counted from the job's
-            ``create_time``: past it the job is cancelled, and once it has ended the ``queue-timeout`` rule
-            fails over to the next fallback or fails the task with a message naming the queue timeout.
-        poll_interval: as there: seconds between status reads while an attempt runs. Each read also looks
-            for a new complete checkpoint (two listings): the steps seen feed the goodput ledger.
+        preflight: fault-tolerance checks on every replica (:class:`~..specs.preflight.Preflight`, after ModelArts'
+            "Training Fault Tolerance Check"; ``True`` for its thresholds, a dict of its fields for others): each
+            container's command runs under the worker runner (:func:`~..specs.preflight.wrap_container_command`;
+            the image needs ``python3``), which checks ``dns`` (the job's hosts from ``CLUSTER_SPEC``), ``disk-size
+            root/shm/cache``, ``ulimit`` and, with NVIDIA accelerators, ``gpu-check`` before the command and every
+            ``hardware_check_seconds`` while it runs. A failed check exits 78: ``preflight_failure``, a new job on
+            new machines (the policy's ``preflight`` budget, 0 to 3). Default ``False`` -- ModelArts' default too:
+            the wrapper replaces the container's command line, and every pool needs a ``container_spec.command``
+            (an image's ENTRYPOINT cannot be wrapped).
+        checkpoint_dir: as on :class:`~.base.SupervisedOperator`; default ``<base_output_dir>/checkpoints/``
+            (Vertex AI's ``AIP_CHECKPOINT_DIR``).
+        resilience_policy: as on :class:`~.base.SupervisedOperator`. On Vertex AI its ``queue_timeout_seconds``
+            bounds how long an attempt may stay QUEUED or PENDING (Vertex AI, "Understand the custom training
+            service": a job may wait there until quota frees), counted from the job's ``create_time``: past it the
+            job is cancelled, and once it has ended the ``queue-timeout`` rule fails over to the next fallback or
+            fails the task with a message naming the queue timeout.
+        poll_interval: as on :class:`~.base.SupervisedOperator`: seconds between status reads while an attempt
+            runs. Each read also looks for a new complete checkpoint (two listings): the steps seen feed the
+            goodput ledger.
+
+    ``project_id``, ``checkpoint_marker``, ``labels``, ``network``, ``service_account``, ``fallbacks``,
+    ``deferrable``, ``rerun_after_success``, ``gcp_conn_id``, ``impersonation_chain`` and ``min_defer_seconds``
+    are the arguments every operator of the provider shares, documented once on
+    :class:`~.base.SupervisedOperator`.
 
     Returns (and pushes to XCom as ``return_value``): ``{"job_name", "state", "checkpoint": {"uri", "step"}
     | None, "attempts": [...]}``; the attempt history is also pushed as ``attempt_history``.

@@ -45,7 +45,7 @@ TRIALS_DIR = "trials"
 
 
 class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
-    """Run a Vertex AI hyperparameter study to completion through the failures of the seeds, one
+    """Run a Vertex AI hyperparameter study to completion through crashes, stockouts and internal errors, one
     HyperparameterTuningJob per attempt, never running a finished trial again.
 
     Args:
@@ -66,16 +66,16 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
         base_output_dir: ``gs://`` prefix of the trials' outputs; attempt N's job gets ``<base_output_dir>/attempt-N``
             (Vertex AI's ``AIP_MODEL_DIR`` of its trial T: ``<that>/<T>/model``), since trial ids restart in every
             job.
-        display_name, region, timeout, restart_job_on_worker_restart, strategy,
-            max_wait_duration, disable_retries, cancel_on_kill: as for
-            :class:`~.vertex_ai.ResilientCustomJobOperator` (``timeout`` bounds each trial).
         checkpoint_dir: the study's checkpoint root (default ``<base_output_dir>/checkpoints/``); each trial writes
             under ``<checkpoint_dir>/trials/<trial_key>/`` (the trial reads the root from
             ``RESILIENT_CHECKPOINT_DIR``) and resumes from the newest complete checkpoint there.
-        the rest: the arguments every operator of the provider shares (:class:`~.base.SupervisedOperator`).
-            ``hang_timeout``, ``preflight`` and ``goodput_job_name`` are not taken: a study's progress is its
-            trials (each its own goodput job), and the preflight wrapper would swallow the parameters the platform
-            appends to the command line.
+
+    ``display_name``, ``region``, ``timeout``, ``restart_job_on_worker_restart``, ``strategy``,
+    ``max_wait_duration``, ``disable_retries`` and ``cancel_on_kill`` are as for
+    :class:`~.vertex_ai.ResilientCustomJobOperator` (``timeout`` bounds each trial); the rest are the arguments
+    every operator of the provider shares (:class:`~.base.SupervisedOperator`). ``hang_timeout``, ``preflight``
+    and ``goodput_job_name`` are not taken: a study's progress is its trials (each its own goodput job), and the
+    preflight wrapper would swallow the parameters the platform appends to the command line.
 
     Returns (and pushes to XCom as ``return_value``): ``{"job_name", "state", "metric_id", "goal",
     "best_trial": {"parameters", "metric", "job_name", "trial_id", "attempt", "key", "checkpoint", "model_dir"} |

@@ -2,8 +2,8 @@
 
 No Airflow and no Google imports here (checked by a test): the operators, triggers and the supervisor
 feed platform observations in through :mod:`.classify` and carry out the :class:`Decision` that
-:func:`decide` returns. See ``shared/DESIGN.md`` ("Three layers of retry, one set of rules") for the
-table these defaults come from.
+:func:`decide` returns. The default rules and the public pages they come from are in :mod:`.rules`; the
+documentation's "Failure policy" page lists them as a table.
 """
 
 from .classify import (

@@ -16,8 +16,10 @@ as proto-plus enums, as their names (with or without the ``JOB_STATE_`` prefix) 
 raises on odd input: what cannot be recognised becomes ``FailureClass.UNKNOWN`` carrying the raw text,
 so the retry rules' documented default applies.
 
-The message patterns are the exact texts of seeds 000, 001 and 003 (English versions as quoted in
-``shared/REFERENCE.md``):
+The message patterns are the exact texts of Google's pages: Vertex AI, "Understand the custom training
+service" (https://cloud.google.com/vertex-ai/docs/training/understanding-training-service) and AI Platform
+Training, "Understanding the AI Platform Training service"
+(https://cloud.google.com/ai-platform/training/docs/understanding-training-service):
 
 * ``The replica workerpool0-0 exited with a non-zero status of 139. Termination reason: Error.``
 * ``The replica workerpool0-0 ran out of memory and exited with a non-zero status of 137.``
@@ -44,7 +46,8 @@ from ..worker.runner import KEY_STATUS as STATUS_KEY
 from ..worker.runner import STATUS_FAILED, STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED
 from .failures import Failure, FailureClass, Platform
 
-#: Seed 003 / 001: "potentially transient" exit codes the platform retries the job for.
+#: The "potentially transient" exit codes the platform retries the job for (Vertex AI, "Understand the custom
+#: training service").
 #: SIGABRT as ExitCode 6 (or 134 = 128 + 6 in custom containers), SIGSEGV as 11 (or 139).
 TRANSIENT_EXIT_CODES: frozenset[int] = frozenset({6, 134, 11, 139})
 #: Signals behind the transient exit codes.
@@ -56,8 +59,8 @@ START_ERROR_EXIT_CODES: frozenset[int] = frozenset({126, 127, 128})
 SIGKILL = 9
 #: SIGTERM (143 = 128 + 15): a graceful stop, e.g. ahead of maintenance or preemption.
 SIGTERM = 15
-#: The exit code our worker runner uses when its preflight checks fail (seed 004's environment
-#: pre-check). 78 is ``EX_CONFIG`` of sysexits.h: "something was found in an unconfigured or
+#: The exit code our worker runner uses when its preflight checks fail (the environment pre-check of ModelArts'
+#: "Training Fault Tolerance Check"). 78 is ``EX_CONFIG`` of sysexits.h: "something was found in an unconfigured or
 #: misconfigured state".
 PREFLIGHT_EXIT_CODE = 78
 
@@ -200,7 +203,8 @@ def exit_code_signal(exit_code: int | None) -> int | None:
 
     ``-n`` (Python's ``returncode`` for a process killed by signal ``n``) and ``128 + n`` (a shell or
     container runtime reporting signal ``n``, for ``n`` from 1 to 64) both give ``n``. Raw 6 and 11 are
-    the seeds' "ExitCode 6" / "ExitCode 11" forms of SIGABRT and SIGSEGV.
+    the "ExitCode 6" / "ExitCode 11" forms of SIGABRT and SIGSEGV that Google's training service pages
+    name.
     """
     exit_code = _as_int(exit_code)
     if exit_code is None:
@@ -235,7 +239,7 @@ def classify_exit_status(
 
     Returns:
         ``None`` for a clean exit (code 0 and no signal), otherwise a :class:`Failure`:
-        6/134/11/139 -> TRANSIENT_CRASH (seed 003); the preflight code -> PREFLIGHT_FAILURE (seed 004);
+        6/134/11/139 -> TRANSIENT_CRASH; the preflight code -> PREFLIGHT_FAILURE;
         126/127/128 -> CONTAINER_START_ERROR; SIGKILL (137) and SIGTERM (143) -> WORKER_FAILURE (the
         infrastructure or the OOM killer; an explicit "ran out of memory" text is needed for
         OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR.
@@ -280,10 +284,10 @@ def classify_worker_report(
     Returns:
         ``None`` for a worker that is starting, running, restarting in place or done; otherwise a :class:`Failure`:
 
-        * ``hardware`` ``faulty: ...`` while the workload ran or when it failed -> NODE_UNHEALTHY, whatever the
-          exit status says (seed 004: isolate the faulty hardware -- a new node);
-        * ``failed`` / ``preflight_failed`` -> :func:`classify_exit_status` of its ``exit_code`` (the pre-check's
-          exit 78 -> PREFLIGHT_FAILURE, seed 004), its message naming the failed check or the error.
+        * ``hardware`` ``faulty: ...`` while the workload ran or when it failed -> NODE_UNHEALTHY, whatever
+            the exit status says (isolate the faulty hardware -- a new node);
+        * ``failed`` / ``preflight_failed`` -> :func:`classify_exit_status` of its ``exit_code`` (the
+            pre-check's exit 78 -> PREFLIGHT_FAILURE), its message naming the failed check or the error.
 
         A fault the runner's pre-check found is the pre-check's verdict: the runner reports ``hardware`` a moment
         before ``status`` ``preflight_failed``, so a report read between the two (status still ``preflight``)
@@ -316,7 +320,7 @@ def classify_error_message(
 ) -> Failure:
     """Classify a Vertex AI or AI Platform Training error text (and its ``google.rpc`` code).
 
-    The texts are matched first (they are documented, seeds 000/001/003); the rpc code is only a
+    The texts are matched first (Google's training service pages document them); the rpc code is only a
     fallback, since Google does not document which code each failure carries. Unrecognised text with
     no telling code -> UNKNOWN.
     """
@@ -415,9 +419,10 @@ def classify_vertex_job(
                    rpc_code=error_code, timestamp=timestamp)
 
 
-#: States in which a job or queued resource waits for capacity or quota, by platform (seed 003: a job
-#: "may stay in JOB_STATE_QUEUED" until quota frees; Cloud TPU queued resources wait in
-#: WAITING_FOR_RESOURCES; seed 004: queuing over 30 minutes ends the job).
+#: States in which a job or queued resource waits for capacity or quota, by platform (Vertex AI, "Understand
+#: the custom training service": a job "might remain in the JOB_STATE_QUEUED state" until quota frees; Cloud
+#: TPU queued resources wait in WAITING_FOR_RESOURCES; ModelArts, "Training Fault Tolerance Check": queuing
+#: over 30 minutes ends the job).
 QUEUED_STATES: Mapping[Platform, frozenset[str]] = {
     Platform.VERTEX_AI: frozenset({"QUEUED", "PENDING"}),
     Platform.AI_PLATFORM: frozenset({"QUEUED", "PREPARING"}),
@@ -436,8 +441,9 @@ def classify_queue_wait(
 ) -> Failure | None:
     """A job or queued resource that has waited for resources longer than the queue timeout.
 
-    Seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically"; seed 003: a
-    Vertex AI job can sit in ``JOB_STATE_QUEUED`` until the project has quota again. The policy's
+    Huawei Cloud ModelArts, "Training Fault Tolerance Check": "If the waiting time exceeds 30 minutes, the
+    training job will automatically exit"; Vertex AI, "Understand the custom training service": a job can sit
+    in ``JOB_STATE_QUEUED`` until the project has quota again. The policy's
     ``queue-timeout`` rule then fails over to the next fallback, or fails with this message.
 
     Args:
@@ -465,7 +471,7 @@ def classify_queue_wait(
     what = resource or "the job"
     return Failure(FailureClass.QUEUE_TIMEOUT, platform, terminate_reason=name, timestamp=when,
                    message=f"{what} waited {waited:.0f} s in {name}, longer than the queue timeout of "
-                           f"{limit:.0f} s (RetryPolicy.queue_timeout_seconds; seed 004: 30 min)")
+                           f"{limit:.0f} s (RetryPolicy.queue_timeout_seconds; default 30 min)")
 
 
 def classify_ai_platform_job(
@@ -541,7 +547,7 @@ def classify_tpu_node(
     Returns:
         ``None`` for a node that is fine or on its way up (READY with HEALTHY or no health, CREATING,
         STARTING, REIMAGING). PREEMPTED -> PREEMPTION; TERMINATED, REPAIRING, RESTARTING or health
-        UNHEALTHY_MAINTENANCE -> MAINTENANCE_EVENT (seed 002; ``node_state`` tells recovering from
+        UNHEALTHY_MAINTENANCE -> MAINTENANCE_EVENT (``node_state`` tells recovering from
         terminated); symptom OUT_OF_MEMORY / HBM_OUT_OF_MEMORY -> OUT_OF_MEMORY; PROJECT_ABUSE ->
         PERMANENT_USER_ERROR; health TIMEOUT / UNHEALTHY_TENSORFLOW or another symptom -> NODE_UNHEALTHY;
         STOPPING, STOPPED, DELETING, HIDING, HIDDEN -> CANCELLED (someone else stopped or removed it);
@@ -592,7 +598,8 @@ def _get(mapping: Any, *keys: str) -> Any:
 
 
 def classify_tpu_audit_entry(entry: Mapping[str, Any]) -> Failure | None:
-    """Classify a Cloud Audit Logs entry about a TPU node (seed 002).
+    """Classify a Cloud Audit Logs entry about a TPU node (Cloud TPU, "Manage maintenance events with Cloud TPU
+    Pods": ``tpu.nodes.terminate`` / ``tpu.nodes.restart``).
 
     Args:
         entry: a LogEntry as a mapping (``LogEntry.to_dict()``, the REST JSON, or the high-level

@@ -6,8 +6,16 @@ exit status -- is turned into one :class:`Failure` with one :class:`FailureClass
 (:mod:`.rules`) match on these records only, never on raw API objects, so the same rules serve every
 platform.
 
-The classes are the rows of the retry rules table in ``shared/DESIGN.md``; each member's docstring
-names the seed document the row comes from.
+The classes are the rows of the retry rules table (the documentation's "Failure policy" page); each
+member's docstring names the public page the row comes from:
+
+* Vertex AI, "Understand the custom training service":
+  https://cloud.google.com/vertex-ai/docs/training/understanding-training-service
+* AI Platform Training, "Understanding the AI Platform Training service":
+  https://cloud.google.com/ai-platform/training/docs/understanding-training-service
+* Cloud TPU, "Manage maintenance events with Cloud TPU Pods": https://cloud.google.com/tpu/docs/maintenance-events
+* Huawei Cloud ModelArts, "Training Fault Tolerance Check":
+  https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html
 """
 
 from __future__ import annotations
@@ -26,50 +34,55 @@ class Platform(enum.StrEnum):
 
 
 class FailureClass(enum.StrEnum):
-    """What kind of failure happened. One member per row of DESIGN.md's rules table.
+    """What kind of failure happened. One member per row of the retry rules table.
 
     The default rule for each class is in :data:`.rules.DEFAULT_RULES`.
     """
 
     TRANSIENT_CRASH = "transient_crash"
     """User code died of SIGABRT or SIGSEGV: exit code 6 or 134, 11 or 139.
-    Seed 003/001: "ExitCode 6, ExitCode 134 (custom containers), ExitCode 11, ExitCode 139" are the
-    "potentially transient" codes for which the platform retries the job up to three times."""
+    Vertex AI and AI Platform Training, "Understand(ing) the training service": "ExitCode 6, ExitCode 134
+    (custom containers), ExitCode 11, ExitCode 139" are the "potentially transient" codes for which the
+    platform retries the job up to three times."""
 
     PERMANENT_USER_ERROR = "permanent_user_error"
-    """User code exited non-zero with any other code (a Python traceback exits 1). Seed 003: a worker that
-    fails because of a common error is treated as a permanent error and the whole job is shut down."""
+    """User code exited non-zero with any other code (a Python traceback exits 1). Vertex AI, "Understand
+    the custom training service": a worker that fails because of a common error is treated as a permanent
+    error and the whole job is shut down."""
 
     OUT_OF_MEMORY = "out_of_memory"
     """"The replica REPLICA_NAME ran out of memory and exited with a non-zero status of EXIT_CODE."
-    (seed 003). Retrying on the same machine type fails the same way."""
+    (Vertex AI, "Understand the custom training service"). Retrying on the same machine type fails the same
+    way."""
 
     CAPACITY_STOCKOUT = "capacity_stockout"
     """"Resources are insufficient in region: REGION_NAME. Try a different region or use a different
-    accelerator." (seed 003/000) -- Compute Engine is out of the chosen CPU/GPU/TPU in that region; "not
-    related to project quota"."""
+    accelerator." (Vertex AI and AI Platform Training, "Understand(ing) the training service") -- Compute
+    Engine is out of the chosen CPU/GPU/TPU in that region; "not related to project quota"."""
 
     QUOTA_EXCEEDED = "quota_exceeded"
     """429 / RESOURCE_EXHAUSTED "quota metrics exceed quota limits" on the create call. Quota frees as the
-    project's other jobs end (seed 003: a job may stay QUEUED until there is enough quota)."""
+    project's other jobs end (Vertex AI, "Understand the custom training service": a job may stay QUEUED
+    until there is enough quota)."""
 
     CONTAINER_START_ERROR = "container_start_error"
     """The container never ran the user's code: "Termination reason: StartError", exit 126 (not
     executable), 127 (command not found) or 128 (invalid exit / runtime start failure)."""
 
     INTERNAL_ERROR = "internal_error"
-    """"Internal error occurred for the current attempt." Seed 003: the platform restarts the job twice
-    (three attempts in total) before reporting it."""
+    """"Internal error occurred for the current attempt." Vertex AI, "Understand the custom training
+    service": the platform restarts the job twice (three attempts in total) before reporting it."""
 
     WORKER_FAILURE = "worker_failure"
     """A worker was lost for a non-permanent reason that is not the user's code: SIGKILL (137) without an
-    out-of-memory report, SIGTERM (143), a lost VM, an injected infrastructure fault. Seed 000/003: the
-    platform restarts such a worker in place up to five times, then retries the whole job up to three
-    times."""
+    out-of-memory report, SIGTERM (143), a lost VM, an injected infrastructure fault. AI Platform Training
+    and Vertex AI, "Understand(ing) the training service": the platform restarts such a worker in place up
+    to five times, then retries the whole job up to three times."""
 
     MAINTENANCE_EVENT = "maintenance_event"
-    """A Cloud TPU maintenance event (seed 002): audit log ``tpu.nodes.restart`` / ``tpu.nodes.terminate``,
-    health UNHEALTHY_MAINTENANCE, state REPAIRING / RESTARTING, or TERMINATED. Most recover by themselves;
+    """A Cloud TPU maintenance event (Cloud TPU, "Manage maintenance events with Cloud TPU Pods"): audit
+    log ``tpu.nodes.restart`` / ``tpu.nodes.terminate``, health UNHEALTHY_MAINTENANCE, state REPAIRING /
+    RESTARTING, or TERMINATED. Most recover by themselves;
     some do not and the TPU must be deleted and re-created."""
 
     PREEMPTION = "preemption"
@@ -77,20 +90,24 @@ class FailureClass(enum.StrEnum):
 
     NODE_UNHEALTHY = "node_unhealthy"
     """A TPU node reports health TIMEOUT or UNHEALTHY_TENSORFLOW, or a hardware symptom (EXECUTE_TIMED_OUT,
-    MESH_BUILD_FAIL, LOW_MEMORY). Like seed 004's hardware check: isolate the node and start afresh."""
+    MESH_BUILD_FAIL, LOW_MEMORY). Like the periodic hardware check of ModelArts' "Training Fault Tolerance
+    Check": isolate the node and start afresh."""
 
     PREFLIGHT_FAILURE = "preflight_failure"
-    """The worker's preflight check failed before user code ran (seed 004: DNS, disk space, ulimit, GPU
-    checks). Seed 004: isolate the faulty node and re-issue the job, 1 to 3 times."""
+    """The worker's preflight check failed before user code ran (DNS, disk space, ulimit, GPU checks: the
+    environment pre-check of ModelArts' "Training Fault Tolerance Check", which isolates the faulty node and
+    re-issues the job, 1 to 3 times)."""
 
     WORKER_SILENT = "worker_silent"
     """A TPU worker's runner never reported within the start-up deadline (the operator's
     ``startup_timeout``): the setup script broke, the runner could not start, the VM never came up. None of
-    the user's code ran. Like seed 004's faulty node: release the node and re-issue the job on a new one."""
+    the user's code ran. Like a faulty node in ModelArts' "Training Fault Tolerance Check": release the node
+    and re-issue the job on a new one."""
 
     QUEUE_TIMEOUT = "queue_timeout"
-    """The job or queued resource waited for capacity longer than the limit. Seed 004: "if queuing
-    exceeds 30 minutes, the training job exits automatically"."""
+    """The job or queued resource waited for capacity longer than the limit. ModelArts, "Training Fault
+    Tolerance Check": "If the waiting time exceeds 30 minutes, the training job will automatically
+    exit"."""
 
     HANG = "hang"
     """No heartbeat or no checkpoint progress for longer than the configured limit. Treated as a
@@ -127,7 +144,7 @@ class Failure:
     """One observed failure, reduced to the facts the retry rules match on.
 
     All fields but ``failure_class`` and ``platform`` are optional: a classifier fills in what its
-    source shows. The record is JSON-serialisable through :func:`.history.to_json`.
+    source shows. The record is JSON-serialisable through :func:`.history.history_to_json`.
 
     Attributes:
         failure_class: the class assigned by the classifier.

@@ -24,6 +24,16 @@ Example, with ``fallbacks=(Fallback(region="europe-west4"), Fallback(strategy="S
 
 User rules are put in front of the defaults (so they win); a user rule with the name of a default rule
 replaces it. Everything here is pure data: no clock, no I/O, no Airflow or Google imports.
+
+Sources of the default rules (each rule's ``source`` names its page):
+
+* Vertex AI, "Understand the custom training service":
+  https://cloud.google.com/vertex-ai/docs/training/understanding-training-service
+* AI Platform Training, "Understanding the AI Platform Training service":
+  https://cloud.google.com/ai-platform/training/docs/understanding-training-service
+* Cloud TPU, "Manage maintenance events with Cloud TPU Pods": https://cloud.google.com/tpu/docs/maintenance-events
+* Huawei Cloud ModelArts, "Training Fault Tolerance Check":
+  https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html
 """
 
 from __future__ import annotations
@@ -49,12 +59,15 @@ class RuleAction(enum.StrEnum):
     from the latest complete checkpoint."""
     RESTART_WORKERS = "restart_workers"
     """Restart the failed worker's process in place, on the same VM (TPU worker runner). Off TPU the
-    platform does this itself (seed 003), so the decision becomes RESUBMIT."""
+    platform does this itself (Vertex AI, "Understand the custom training service"), so the decision becomes
+    RESUBMIT."""
     RECREATE_NODE = "recreate_node"
-    """Delete the TPU node and create it afresh -- new hardware, the isolation of seed 004 -- then resume
+    """Delete the TPU node and create it afresh -- new hardware, the isolation of a faulty node that ModelArts'
+    "Training Fault Tolerance Check" describes -- then resume
     from the checkpoint. Off TPU every new attempt already gets fresh VMs, so this becomes RESUBMIT."""
     WAIT = "wait"
-    """Submit nothing; look again after the delay (a maintenance event recovering on its own, seed 002)."""
+    """Submit nothing; look again after the delay (a maintenance event recovering on its own: Cloud TPU, "Manage
+    maintenance events with Cloud TPU Pods")."""
     FAIL = "fail"
     """Stop: the failure is permanent. No budget is used; Airflow should not retry the task."""
 
@@ -126,8 +139,9 @@ class Budget:
         reset_on_progress: count only the decisions since training last moved forward -- since the
             newest attempt that resumed from a newer checkpoint than every attempt before it. A long run
             that fails now and then but keeps checkpointing never spends its budget; one that fails again
-            and again without a new checkpoint does. The seeds' counts (seed 003: 3 retries of a transient
-            crash, 2 of an internal error) then mean "in a row without progress". False: per run.
+            and again without a new checkpoint does. The platform's counts (Vertex AI, "Understand the custom
+            training service": 3 retries of a transient crash, 2 of an internal error) then mean "in a row
+            without progress". False: per run.
 
     Raises:
         ValueError: when a limit is negative or neither limit is set.
@@ -210,7 +224,7 @@ class Rule:
         budget: the name of the :class:`Budget` that limits it; required for every action but FAIL.
         fall_through: when the budget is spent, continue with the next matching rule instead of giving up.
         fail_over: move to the next unused :class:`Fallback` for this class before using the budget.
-        source: where the rule comes from (a seed number, or "user").
+        source: where the rule comes from (the public page and what it says, or "user").
     """
 
     name: str
@@ -262,53 +276,69 @@ class Rule:
 FC = FailureClass
 A = RuleAction
 
-#: The seed rules, in order. Each rule's ``source`` names the seed it comes from.
+#: The default rules, in order. Each rule's ``source`` names the public page it comes from (see the module
+#: docstring for the pages' addresses).
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("cancelled", A.FAIL, frozenset({FC.CANCELLED}), source="a user's cancel is never undone"),
     Rule("container-start-error", A.FAIL, frozenset({FC.CONTAINER_START_ERROR}),
          source="bad image, entrypoint or command: retrying cannot help"),
     Rule("out-of-memory", A.FAIL, frozenset({FC.OUT_OF_MEMORY}), fail_over=True,
-         source="seed 003: 'ran out of memory'; climbs a machine_type ladder when fallbacks name it"),
+         source="Vertex AI, Understand the custom training service: 'ran out of memory'; climbs a "
+                "machine_type ladder when fallbacks name it"),
     Rule("permanent-user-error", A.FAIL, frozenset({FC.PERMANENT_USER_ERROR}),
-         source="seed 003: a common error is permanent and shuts down the whole job"),
+         source="Vertex AI, Understand the custom training service: a common error is permanent and shuts "
+                "down the whole job"),
     Rule("transient-crash", A.RESUBMIT, frozenset({FC.TRANSIENT_CRASH, FC.HANG}), budget="transient_crash",
-         source="seed 003: exit 6/134/11/139 are retried up to three times; hangs share the budget"),
+         source="Vertex AI, Understand the custom training service: exit 6/134/11/139 are retried up to "
+                "three times; hangs share the budget"),
     Rule("internal-error", A.RESUBMIT, frozenset({FC.INTERNAL_ERROR}), budget="internal_error",
-         source="seed 003: internal errors restart the job twice (three attempts in total)"),
+         source="Vertex AI, Understand the custom training service: internal errors restart the job twice "
+                "(three attempts in total)"),
     Rule("capacity-stockout", A.RESUBMIT, frozenset({FC.CAPACITY_STOCKOUT}), budget="stockout",
-         fail_over=True, source="seed 003: stockouts are retried up to three times"),
+         fail_over=True, source="Vertex AI, Understand the custom training service: stockouts are retried up to "
+                                 "three times"),
     Rule("quota-wait", A.RESUBMIT, frozenset({FC.QUOTA_EXCEEDED}), budget="quota_wait",
-         source="seed 003: a job may wait until enough quota frees; bounded by the queue timeout"),
+         source="Vertex AI, Understand the custom training service: a job may stay queued until enough quota "
+                "frees; bounded by the queue timeout"),
     Rule("worker-restart", A.RESTART_WORKERS, frozenset({FC.WORKER_FAILURE}), platforms=frozenset({Platform.TPU}),
          budget="worker_restarts", fall_through=True,
-         source="seed 000/003: a worker is restarted in place up to five times"),
+         source="AI Platform Training and Vertex AI, Understand(ing) the training service: a worker is "
+                "restarted in place up to five times"),
     Rule("worker-job-retry", A.RESUBMIT, frozenset({FC.WORKER_FAILURE}), budget="worker_job_retries",
-         source="seed 000/003: then the whole job is retried up to three times"),
+         source="AI Platform Training and Vertex AI, Understand(ing) the training service: then the whole job "
+                "is retried up to three times"),
     Rule("maintenance-terminated", A.RECREATE_NODE, frozenset({FC.MAINTENANCE_EVENT}),
          node_states=frozenset({"TERMINATED"}), budget="recreate_node",
-         source="seed 002: a TPU that does not recover is deleted and re-created, resuming from a checkpoint"),
+         source="Cloud TPU, Manage maintenance events with Cloud TPU Pods: a TPU that does not recover is "
+                "deleted and re-created, resuming from a checkpoint"),
     Rule("maintenance-wait", A.WAIT, frozenset({FC.MAINTENANCE_EVENT}), budget="maintenance_wait",
-         fall_through=True, source="seed 002: most maintenance events recover automatically"),
+         fall_through=True, source="Cloud TPU, Manage maintenance events with Cloud TPU Pods: most maintenance "
+                                    "events recover automatically"),
     Rule("maintenance-recreate", A.RECREATE_NODE, frozenset({FC.MAINTENANCE_EVENT}), budget="recreate_node",
-         source="seed 002: not back in time -> delete and re-create the TPU"),
+         source="Cloud TPU, Manage maintenance events with Cloud TPU Pods: not back in time -> delete and "
+                "re-create the TPU"),
     Rule("preemption", A.RECREATE_NODE, frozenset({FC.PREEMPTION}), budget="preemption",
          source="spot capacity reclaimed: re-create and resume"),
     Rule("node-unhealthy", A.RECREATE_NODE, frozenset({FC.NODE_UNHEALTHY}), budget="recreate_node",
-         source="seed 004: isolate faulty hardware and re-issue the job"),
+         source="Huawei Cloud ModelArts, Training Fault Tolerance Check: isolate faulty hardware and re-issue "
+                "the job"),
     Rule("preflight-failure", A.RECREATE_NODE, frozenset({FC.PREFLIGHT_FAILURE}), budget="preflight",
-         source="seed 004: a failed environment pre-check isolates the node; 1 to 3 re-issues"),
+         source="Huawei Cloud ModelArts, Training Fault Tolerance Check: a failed environment pre-check "
+                "isolates the node; 1 to 3 re-issues"),
     Rule("silent-worker", A.RECREATE_NODE, frozenset({FC.WORKER_SILENT}), budget="silent_worker",
-         source="seed 004: isolate the faulty node and re-issue the job (a worker that never reported)"),
+         source="Huawei Cloud ModelArts, Training Fault Tolerance Check: isolate the faulty node and re-issue "
+                "the job (a worker that never reported)"),
     Rule("queue-timeout", A.FAIL, frozenset({FC.QUEUE_TIMEOUT}), fail_over=True,
-         source="seed 004: queuing over 30 minutes exits; fail over when fallbacks exist"),
+         source="Huawei Cloud ModelArts, Training Fault Tolerance Check: queuing over 30 minutes exits; fail "
+                "over when fallbacks exist"),
     Rule("checkpoint-restore", A.RESUBMIT, frozenset({FC.CHECKPOINT_RESTORE}), budget="demote_checkpoint",
-         source="ours (issue 14): demote the checkpoint that will not load; resume from the one before it"),
+         source="ours: demote the checkpoint that will not load; resume from the one before it"),
     Rule("unknown", A.RESUBMIT, frozenset(), budget="unknown",
          source="documented default: an unrecognised failure is retried once from the checkpoint"),
 )
 
-#: Default budgets, by name. Counts are retries on top of the platform's own (seed 003 already retried
-#: three times before it reports a transient crash or stockout).
+#: Default budgets, by name. Counts are retries on top of the platform's own (Vertex AI already retried three
+#: times before it reports a transient crash or stockout: "Understand the custom training service").
 DEFAULT_BUDGETS: Mapping[str, Budget] = {
     "transient_crash": Budget(max_retries=3),
     "internal_error": Budget(max_retries=2),
@@ -330,7 +360,8 @@ DEFAULT_BUDGETS: Mapping[str, Budget] = {
 #: capacity, but jittered by half so that many jobs that lost the same region do not move at once.
 DEFAULT_FAILOVER_BACKOFF = Backoff(initial_seconds=10.0, multiplier=2.0, max_seconds=120.0, jitter=0.5)
 
-#: Seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically".
+#: Huawei Cloud ModelArts, "Training Fault Tolerance Check": "If the waiting time exceeds 30 minutes, the
+#: training job will automatically exit".
 DEFAULT_QUEUE_TIMEOUT_SECONDS = 1800.0
 
 
@@ -347,14 +378,14 @@ class RetryPolicy:
             default (10 s, doubling, at most 2 min): a stockout strikes every job in the region at once,
             and the jitter keeps them from all landing on the next region in the same second.
         queue_timeout_seconds: how long a job may stay QUEUED / a queued resource WAITING_FOR_RESOURCES
-            before it is a QUEUE_TIMEOUT (seed 004: 30 minutes); also caps the ``quota_wait`` budget
-            unless that budget is overridden.
+            before it is a QUEUE_TIMEOUT (ModelArts' "Training Fault Tolerance Check": 30 minutes); also
+            caps the ``quota_wait`` budget unless that budget is overridden.
         include_default_rules: False to use only ``rules``.
 
     Raises:
         ValueError: at construction, naming the field, when a rule names an unknown budget, two rules
-            share a name, a seed-bounded budget is out of range (``preflight``: 0 to 3, seed 004's
-            ``job-retry-num``), or the queue timeout is not positive.
+            share a name, a bounded budget is out of range (``preflight``: 0 to 3, ModelArts'
+            ``fault-tolerance/job-retry-num``), or the queue timeout is not positive.
     """
 
     rules: tuple[Rule, ...] = ()
@@ -379,8 +410,8 @@ class RetryPolicy:
         merged = self.effective_budgets
         preflight = merged["preflight"].max_retries
         if preflight is None or not 0 <= preflight <= 3:
-            raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 0 to 3 (seed 004's "
-                             "fault-tolerance/job-retry-num: 'value的范围可以设置为1~3的整数', 0 when not given: "
+            raise ValueError("RetryPolicy.budgets['preflight'].max_retries must be 0 to 3 (ModelArts' "
+                             "fault-tolerance/job-retry-num: 1 to 3 re-issues, 0 when not given: "
                              f"no re-issue), got {preflight}")
         for rule in self.effective_rules:
             if rule.budget is not None and rule.budget not in merged:

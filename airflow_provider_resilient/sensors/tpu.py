@@ -1,4 +1,9 @@
-"""Cloud TPU sensors: a node becoming READY and HEALTHY, and maintenance / preemption events (seed 002)."""
+"""Cloud TPU sensors: a node becoming READY and HEALTHY, and maintenance / preemption events.
+
+Cloud TPU, "Manage maintenance events with Cloud TPU Pods" (https://cloud.google.com/tpu/docs/maintenance-events):
+most maintenance events recover by themselves, and the System Event audit log names each one
+(``tpu.nodes.terminate`` / ``tpu.nodes.restart``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from ..compat import AirflowFailException, conf
 
 _GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
-#: Health values of hardware that does not recover by itself (seed 004: isolate and re-create).
+#: Health values of hardware that does not recover by itself (isolate the node and re-create it).
 _UNHEALTHY = ("TIMEOUT", "UNHEALTHY_TENSORFLOW")
 
 
@@ -50,9 +55,9 @@ class TPUNodeHealthSensor(_DeferrablePollingSensor):
     Args:
         node_name: ``projects/P/locations/ZONE/nodes/NODE``.
         fail_on_unhealthy: fail at once when the node reports health ``TIMEOUT`` or ``UNHEALTHY_TENSORFLOW``
-            or any symptom (seed 004: faulty hardware is isolated, not waited for; re-create the node).
+            or any symptom (faulty hardware is isolated, not waited for; re-create the node).
             False: keep waiting for the node to become healthy again. A maintenance event in progress
-            (REPAIRING, ``UNHEALTHY_MAINTENANCE``; seed 002: most recover by themselves) is always waited for.
+            (REPAIRING, ``UNHEALTHY_MAINTENANCE``; most recover by themselves) is always waited for.
         deferrable, gcp_conn_id, impersonation_chain: as for the operators.
 
     Raises:
@@ -87,7 +92,7 @@ class TPUNodeHealthSensor(_DeferrablePollingSensor):
 
 
 class TPUMaintenanceEventSensor(_DeferrablePollingSensor):
-    """Fire when Cloud Audit Logs show a maintenance or preemption event for a node (seed 002:
+    """Fire when Cloud Audit Logs show a maintenance or preemption event for a node (the page's query
     ``"tpu.nodes.terminate" OR "tpu.nodes.restart"``, with ``protoPayload.metadata.terminateReason``).
 
     Args:

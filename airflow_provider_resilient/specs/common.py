@@ -1,5 +1,6 @@
-"""What every platform's specs share: the labels that identify a task instance's resources, bad-argument
-errors, and the ``RESILIENT_*`` environment handed to every attempt's workload (documented in the README):
+"""What every platform's specs share: the labels that identify a task instance's resources, bad-argument errors,
+and the ``RESILIENT_*`` environment handed to every attempt's workload (the documentation's "Workload contract"
+page):
 
 ==========================  =======================================================================
 ``RESILIENT_RESUME_FROM``   URI of the latest complete checkpoint to resume from (unset: from scratch)

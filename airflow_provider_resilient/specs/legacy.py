@@ -4,8 +4,9 @@ AI Platform Training was shut down on 2025-01-31 and the Airflow Google provider
 ``MLEngineStartTrainingJobOperator`` (15.0.0); teams still hold DAGs and ``config.yaml`` files written for it.
 :func:`translate_training_input` turns a ``TrainingInput`` (camelCase as in the ``ml v1`` REST reference, the
 snake_case keys gcloud also accepted, counts as the int64 strings the API sent) into the arguments of a Vertex AI
-CustomJob, or refuses -- before anything is submitted -- every field it cannot carry over, one line each naming
-the field and what to use instead. Every field's fate is in :data:`FIELD_FATES` (the README prints it).
+CustomJob, or refuses -- before anything is submitted -- every field it cannot carry over, one line each naming the
+field and what to use instead. Every field's fate is in :data:`FIELD_FATES` (the documentation prints it: "AI
+Platform Training specs").
 
 The translation (our choices, documented where AI Platform's own documentation is not in reach):
 
@@ -624,7 +625,7 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
 
 
 def fate_table() -> str:
-    """:data:`FIELD_FATES` as a Markdown table (the README's)."""
+    """:data:`FIELD_FATES` as a Markdown table (the documentation's "AI Platform Training specs" page prints it)."""
     rows = ["| TrainingInput field | fate | on Vertex AI |", "| --- | --- | --- |"]
     rows += [f"| `{f}` | {fate} | {where} |" for f, fate, where in FIELD_FATES]
     return "\n".join(rows)

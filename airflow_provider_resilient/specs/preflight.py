@@ -1,10 +1,10 @@
-"""Seed 004's fault-tolerance checks as an operator argument: which checks the worker runner makes, with what
-thresholds, before the training command runs and while it runs.
+"""Fault-tolerance checks as an operator argument: which checks the worker runner makes, with what thresholds,
+before the training command runs and while it runs.
 
-Seed 004 (ModelArts "训练容错检查", training fault-tolerance checks) names two checks: the environment pre-check
-("环境预检测") and the periodic hardware check ("硬件周期性检查"); "当环境预检查或者硬件周期性检查任一检查项出现
-故障时,隔离故障硬件并重新下发训练作业" -- when either finds a fault, the faulty hardware is isolated and the job
-re-issued. Its items and thresholds ("检测成功要求", what passing requires)::
+The checks follow Huawei Cloud ModelArts' "Training Fault Tolerance Check"
+(https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html), which names two:
+the environment pre-check and the periodic hardware check; when either finds a fault, the faulty hardware is
+isolated and the job re-issued. Its check items and what passing requires::
 
     dns              every host of the job resolves
     disk-size root   > 32GB
@@ -18,15 +18,15 @@ Ours beside them: ``checkpoint-dir`` (a local checkpoint directory is writable),
 of the worker VM are visible: ``/dev/accel*`` on v2-v4, ``/dev/vfio/N`` on v5e, v5p and v6e), and, without
 InfiniBand, ``ulimit`` as open files >= :attr:`Preflight.min_open_files`.
 
-The defaults are seed 004's, and fit both machines we run on: a Cloud TPU VM (100 GB boot disk, ``/dev/shm``
+The defaults are that page's thresholds, and fit both machines we run on: a Cloud TPU VM (100 GB boot disk, ``/dev/shm``
 half its memory) and a Vertex AI replica (100 GB boot disk by default); neither has ``/cache``, so
 ``disk-size cache`` is skipped there unless :attr:`Preflight.cache_dir` names a directory that exists.
 
-Seed 004 runs the checks only when ``fault-tolerance/job-retry-num`` is set (1 to 3 re-issues; "如果不传入则默认
-为0,表示不做重新下发作业,也不会启用环境检测" -- without it, 0: no re-issue and no environment check). Ours are on
-by default: they cost about a second per boot, and a VM with a lost chip otherwise fails minutes later, deep in
-the framework's start-up, with an error no rule can tell from a user's bug. ``preflight=False`` turns them off
-(seed 004's 0); the re-issue count is the policy's ``preflight`` budget (0 to 3, default 3).
+ModelArts runs the checks only when ``fault-tolerance/job-retry-num`` is set (1 to 3 re-issues; without it, 0: no
+re-issue and no environment check). Ours are on by default: they cost about a second per boot, and a VM with a lost
+chip otherwise fails minutes later, deep in the framework's start-up, with an error no rule can tell from a user's
+bug. ``preflight=False`` turns them off (ModelArts' 0); the re-issue count is the policy's ``preflight`` budget (0
+to 3, default 3).
 
 Pure: no I/O; importing it imports pydantic only.
 """
@@ -41,21 +41,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..worker import runner
 from .common import SpecError
 
-# The thresholds are the worker runner's own defaults (seed 004's, decimal gigabytes: it writes "32GB").
+# The thresholds are the worker runner's own defaults (ModelArts' thresholds, in decimal gigabytes).
 GB = runner.GB
 
 
 class Preflight(BaseModel):
-    """The worker runner's checks (seed 004) and their thresholds; see the module docstring.
+    """The worker runner's checks and their thresholds; see the module docstring.
 
     Attributes:
-        min_root_free_bytes: ``disk-size root``: free bytes of ``/`` must exceed it (seed 004: 32 GB).
-        min_shm_free_bytes: ``disk-size shm``: free bytes of ``/dev/shm`` must exceed it (seed 004: 1 GB).
-        cache_dir: ``disk-size cache``: the cache directory (seed 004: ``/cache``); skipped where it does not
+        min_root_free_bytes: ``disk-size root``: free bytes of ``/`` must exceed it (default 32 GB).
+        min_shm_free_bytes: ``disk-size shm``: free bytes of ``/dev/shm`` must exceed it (default 1 GB).
+        cache_dir: ``disk-size cache``: the cache directory (default ``/cache``); skipped where it does not
             exist.
-        min_cache_free_bytes: its free bytes must exceed it (seed 004: 32 GB).
+        min_cache_free_bytes: its free bytes must exceed it (default 32 GB).
         min_open_files: ``ulimit`` without InfiniBand: the open-files soft limit must be at least this.
-        infiniband: ``ulimit`` checks seed 004's InfiniBand limits: ``"auto"`` (when
+        infiniband: ``ulimit`` checks ModelArts' InfiniBand limits: ``"auto"`` (when
             ``/sys/class/infiniband`` lists a device), ``"yes"``, ``"no"``.
         dns_timeout_seconds: ``dns``: seconds for every host of the job to resolve.
         device_check: ``tpu-check`` / ``gpu-check``: the worker VM's TPU chips (or GPUs) must be visible, before
@@ -98,12 +98,12 @@ RUNNER_HEREDOC = "RESILIENT_RUNNER_EOF"
 
 def wrap_container_command(command: list[str], args: list[str], *, runner_source: str,
                            runner_args: list[str]) -> list[str]:
-    """A Vertex AI replica's container command that runs seed 004's checks first: ``/bin/sh -c`` writes the
-    worker runner (standard library only; the image needs ``python3``) to ``$TMPDIR`` and runs ``runner.py
-    <runner_args> --max-restarts 0 -- <command> <args>`` -- no restart in place: Vertex AI restarts replicas
-    itself (seed 003). A failed check exits 78, which Vertex AI reports as "The replica workerpool0-0 exited
-    with a non-zero status of 78" and the policy reads as ``preflight_failure`` (a new job on new machines);
-    otherwise the exit status is the command's, so every other rule reads it as before.
+    """A Vertex AI replica's container command that runs the fault-tolerance checks first: ``/bin/sh -c`` writes
+    the worker runner (standard library only; the image needs ``python3``) to ``$TMPDIR`` and runs ``runner.py
+    <runner_args> --max-restarts 0 -- <command> <args>`` -- no restart in place: Vertex AI restarts replicas itself
+    (Vertex AI, "Understand the custom training service"). A failed check exits 78, which Vertex AI reports as "The
+    replica workerpool0-0 exited with a non-zero status of 78" and the policy reads as ``preflight_failure`` (a new
+    job on new machines); otherwise the exit status is the command's, so every other rule reads it as before.
 
     Raises:
         ValueError: an empty ``command`` (an image's ENTRYPOINT cannot be wrapped), or a runner text holding
@@ -120,8 +120,8 @@ def wrap_container_command(command: list[str], args: list[str], *, runner_source
 
 
 def preflight_of(value: object, field: str = "preflight") -> Preflight | None:
-    """The checks an operator's ``preflight`` argument asks for: ``True`` -- seed 004's defaults; ``False`` /
-    ``None`` -- none (seed 004's ``job-retry-num`` 0); a :class:`Preflight`; or a mapping of its fields.
+    """The checks an operator's ``preflight`` argument asks for: ``True`` -- the default thresholds; ``False`` /
+    ``None`` -- none (ModelArts' ``job-retry-num`` 0); a :class:`Preflight`; or a mapping of its fields.
 
     Raises:
         SpecError: naming ``field.<name>`` and the fix, one line per bad field (an unknown name too).
@@ -133,7 +133,7 @@ def preflight_of(value: object, field: str = "preflight") -> Preflight | None:
     if isinstance(value, Preflight):
         return value
     if not isinstance(value, Mapping):
-        raise SpecError(field, f"give True (seed 004's checks), False (none), a Preflight or a dict of its fields, "
+        raise SpecError(field, f"give True (the default checks), False (none), a Preflight or a dict of its fields, "
                                f"got {type(value).__name__}")
     try:
         return Preflight(**{str(k): v for k, v in value.items()})

@@ -1,9 +1,11 @@
 """Cloud TPU workload specs: node ids, the startup script that runs the workload under the worker runner.
 
-Pure (no Airflow, no Google imports). The startup script runs at every boot of every worker VM (REFERENCE.md):
+Pure (no Airflow, no Google imports). The startup script runs at every boot of every worker VM (Compute Engine,
+"About startup scripts", https://cloud.google.com/compute/docs/instances/startup-scripts):
 it exports the attempt's ``RESILIENT_*`` variables (see :mod:`.vertex`), runs the user's ``setup_script``,
 writes the stdlib worker runner (:mod:`..worker.runner`) to a temporary file and executes the user's
-command under it, so the command is restarted in place on non-permanent exits (seed 000: up to 5 times)
+command under it, so the command is restarted in place on non-permanent exits (up to 5 times, as AI Platform
+Training restarts a worker: "Understanding the AI Platform Training service")
 and every worker reports status, exit code, restarts, heartbeat and step through guest attributes.
 """
 

@@ -188,7 +188,7 @@ def build_custom_job(
     runner_source: str = "",
 ) -> dict[str, Any]:
     """The CustomJob (dict form) for one attempt: the user's spec, the fallback's changes, our labels
-    and the resume environment on every pool; with ``preflight``, every container runs seed 004's checks
+    and the resume environment on every pool; with ``preflight``, every container runs the fault-tolerance checks
     first (:func:`~.preflight.wrap_container_command`, ``runner_source``: the worker runner's text), a pool
     with NVIDIA accelerators expecting to see its ``accelerator_count`` GPUs (``gpu-check``)."""
     pools = copy.deepcopy([dict(p) for p in worker_pool_specs])
@@ -231,7 +231,7 @@ def build_custom_job(
 
 
 def preflight_problems(worker_pool_specs: Any, preflight: object) -> list[SpecError]:
-    """What stops seed 004's checks from running on these pools: a bad ``preflight`` value
+    """What stops the fault-tolerance checks from running on these pools: a bad ``preflight`` value
     (:func:`~.preflight.preflight_of`), and -- with checks on -- a ``python_package_spec`` pool (its command is
     Vertex AI's, it cannot be wrapped; a ``container_spec`` always has a command: :func:`validate_custom_job`)."""
     try:

@@ -8,7 +8,8 @@ into a string the API refuses after the create call, so neither is accepted here
 naming the field (``worker_pool_specs[0].container_spec.command``), the value (never an ``env`` value: it may be
 a secret) and the fix. The field lists are the ``aiplatform_v1`` protos' (``tests/operators`` compares them).
 
-Limits, from the Vertex AI reference (REFERENCE.md, "CustomJob"):
+Limits, from the Vertex AI API reference (``CustomJobSpec`` and ``WorkerPoolSpec``,
+https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec):
 
 * ``replica_count``: a whole number >= 0 (the first pool's must be 1: it runs the primary replica);
 * ``machine_spec.accelerator_type``: an ``AcceleratorType`` name (:data:`ACCELERATOR_TYPES`), with

@@ -449,8 +449,8 @@ RESTORE_WORDS = re.compile(r"checkpoint|restor|unpickl|deserializ|corrupt|safete
 
 
 def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_POLICY) -> int | None:
-    """The checkpoint step to demote for ``failure`` of the running attempt, or None (issue 14: "a checkpoint
-    that looks complete but will not load").
+    """The checkpoint step to demote for ``failure`` of the running attempt, or None (a checkpoint that
+    looks complete but will not load).
 
     The attempt resumed from step N (``resumed_from_step``), failed with one of :data:`WORKLOAD_FAILURES`, and
     the observer saw no progress past N in it (``state.watch``: no step > N); then N is demoted when
@@ -547,7 +547,7 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY, se
     Args:
         state: the run so far (not modified: states are immutable).
         event: what happened; its ``now`` is seconds since the epoch.
-        policy: the retry rules (default: the seeds' rules).
+        policy: the retry rules (default: :data:`~..policy.DEFAULT_POLICY`).
         seed: the jitter seed of the run (e.g. ``"dag/task/run/map_index"``), so a retried process draws the
             same delays.
 

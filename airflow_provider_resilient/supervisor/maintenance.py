@@ -1,10 +1,12 @@
-"""Upcoming maintenance: what the run does before a Cloud TPU maintenance window (issue 14, part 1). Pure.
+"""Upcoming maintenance: what the run does before a Cloud TPU maintenance window. Pure.
 
 Cloud TPU announces maintenance ahead of time in ``Node.upcoming_maintenance`` (``tpu_v2alpha1``: type
 SCHEDULED / UNSCHEDULED, the window's start and end, ``latest_window_start_time``, ``can_reschedule``, status
-PENDING / ONGOING; scheduled events get about 7 days' notice -- REFERENCE.md). Without a plan the workload
-learns of the event from the SIGTERM at its start and loses what it trained since its last checkpoint (seed 002
-advises "etwa stündlich", about hourly checkpoints: up to an hour per event). With a plan:
+PENDING / ONGOING; scheduled events get about 7 days' notice: the ``google.cloud.tpu_v2alpha1`` API reference,
+https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.nodes). Without a plan the workload
+learns of the event from the SIGTERM at its start and loses what it trained since its last checkpoint (Cloud
+TPU's "Manage maintenance events with Cloud TPU Pods", https://cloud.google.com/tpu/docs/maintenance-events,
+advises checkpoints about every hour: up to an hour lost per event). With a plan:
 
 1. **Checkpoint now.** ``lead_seconds`` before the window starts (at once when the notice comes later than
    that), the run asks the workload for a checkpoint: the operator sets the node's metadata
@@ -13,9 +15,8 @@ advises "etwa stündlich", about hourly checkpoints: up to an hour per event). W
    node, so the request is made once per window whatever happens to the task.
 2. **Ride it out or move.** ``policy``:
 
-   * ``ride_out`` (default) -- seed 002: "nach die meisten Wartungsereignisse automatisch wiederhergestellt
-     wird und Trainingsjobs ohne manuellen Eingriff fortgesetzt werden" (most maintenance events recover
-     automatically and training continues without intervention): the node is REPAIRING for the window, its
+   * ``ride_out`` (default) -- the same page: most maintenance events recover automatically and training
+     continues without manual intervention: the node is REPAIRING for the window, its
      startup script runs again and the workload resumes from the early checkpoint.
    * ``move`` -- once every worker acknowledged the checkpoint (or half the lead has passed without it: the
      workload does not use the helper), the attempt ends and the next one starts on a fresh node before the
@@ -42,8 +43,8 @@ class MaintenancePolicy(StrEnum):
     AUTO = "auto"
 
 
-#: Default seconds before a window's start at which the checkpoint is requested: a save of some minutes (seed
-#: 002: "zwischen Sekunden und einigen Minuten", seconds to a few minutes) and a few looks fit.
+#: Default seconds before a window's start at which the checkpoint is requested: a save (seconds to a few
+#: minutes: Cloud TPU, "Manage maintenance events with Cloud TPU Pods") and a few looks fit.
 DEFAULT_LEAD_SECONDS = 600.0
 #: Default cost of a move (seconds): creating a TPU VM, booting it and restoring the checkpoint.
 DEFAULT_MOVE_SECONDS = 600.0

@@ -2,15 +2,15 @@
 
 Every platform's shell (the Vertex AI operator polling, its trigger, the TPU operator) reads the platform
 and hands the reading over as a :class:`Look`; :func:`observe` returns the new :class:`WatchMemory` and a
-:class:`Verdict`. The rules live here once (DESIGN.md: "every memory of what was observed -- hang clocks,
-queue waits, audit entries seen, step progress -- lives in the one persisted run state, updated by a pure
-observer"):
+:class:`Verdict`. The rules live here once: every memory of what was observed -- hang clocks, queue waits,
+audit entries seen, step progress -- lives in the one persisted run state, updated by this pure observer:
 
 * **Queue timeout** -- a job or queued resource waiting for resources past ``Limits.queue_seconds`` since
-  it was created (seed 004: "if queuing time exceeds 30 minutes, the training job exits automatically";
-  the rule and its message are :func:`~..policy.classify_queue_wait`'s).
-* **Hang** -- DESIGN.md rules table: "no heartbeat / no checkpoint progress for a set time" is a hang,
-  treated as a transient crash. A *progress clock* per key (``"checkpoints"`` for the newest complete
+  it was created (Huawei Cloud ModelArts, "Training Fault Tolerance Check": "If the waiting time exceeds 30
+  minutes, the training job will automatically exit"; the rule and its message are
+  :func:`~..policy.classify_queue_wait`'s).
+* **Hang** -- no heartbeat or no checkpoint progress for a set time is a hang (the failure policy's ``HANG``
+  class), treated as a transient crash. A *progress clock* per key (``"checkpoints"`` for the newest complete
   checkpoint of a CustomJob, ``"worker N"`` for the step a TPU worker reports) starts when a step is first
   seen and restarts when it changes; a clock older than ``Limits.hang_seconds`` is a hang. A runner's
   heartbeat older than that is one too (the VM or its runner is gone). A TPU worker whose runner is running
@@ -21,7 +21,7 @@ observer"):
   never logs a step is judged by its runner's heartbeat alone. A CustomJob whose chief replica logs steps
   (``step N`` lines in Cloud Logging, clock key :data:`LOGGED`) is judged by them the same way, and from its
   first logged step on, by them instead of its checkpoints.
-* **Start-up deadline** -- a worker whose runner has not reported at all (issue 13: the setup script broke
+* **Start-up deadline** -- a worker whose runner has not reported at all (the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
 * **Audit-log de-duplication** -- each audit entry (by ``insertId``) is handed back as fresh once.

@@ -6,7 +6,7 @@ Theory of operation. Each CustomJob, TPU node and queued resource the operators 
 instance that created it (``AIRFLOW_CTX_DAG_ID`` / ``AIRFLOW_CTX_TASK_ID`` / ``AIRFLOW_CTX_DAG_RUN_ID`` /
 ``AIRFLOW_CTX_MAP_INDEX`` in a job's environment, the same keys in a node's metadata; see
 :func:`owner_env`). Normally the task instance releases what it created -- on success, on failure, through
-its own ``on_kill`` or its trigger's. Airflow 3.3 leaves gaps (see the README, "What a click does"): a task
+its own ``on_kill`` or its trigger's. Airflow 3.3 leaves gaps (see the documentation's "UI actions" page): a task
 marked failed or success before its trigger started, or while no triggerer runs, calls no ``on_kill``; a
 deleted DAG run calls nothing; a worker killed with SIGKILL and never retried leaves what it started. The
 reconciler (``operators.reconcile``) closes them: it lists the live resources that carry the provider's

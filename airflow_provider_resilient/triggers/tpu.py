@@ -1,4 +1,4 @@
-"""Trigger that watches a Cloud TPU node for the deferrable ``ResilientTPUWorkloadOperator`` (seed 002).
+"""Trigger that watches a Cloud TPU node for the deferrable ``ResilientTPUWorkloadOperator``.
 
 Theory of operation. The operator looks at its node in full -- node state and health, the workers'
 reports (guest attributes written by :mod:`..worker.runner`), new audit-log entries, step progress for

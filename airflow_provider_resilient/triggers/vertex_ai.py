@@ -6,7 +6,7 @@ it reached a terminal state; ``{"status": "error", "message": ...}`` when the jo
 ``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
 that long; ``{"status": "queue_timeout", "job": {...}, "queue_timeout": message, "queued_state": state,
 "timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer
-since its ``create_time`` (seed 004: queuing over 30 minutes ends the job). Both are the pure observer's
+since its ``create_time``. Both are the pure observer's
 verdicts (:mod:`..supervisor.observe`); its memory comes in as ``watch`` and goes out in every event.
 Both report a job that is still live: the trigger decides nothing and cancels nothing -- the operator
 hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel, then wait until
@@ -224,7 +224,7 @@ class CustomJobTrigger(BaseTrigger):
             (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
             the trigger reports a ``queue_timeout`` (the operator passes
-            ``RetryPolicy.queue_timeout_seconds``; seed 004); None (default): never.
+            ``RetryPolicy.queue_timeout_seconds``); None (default): never.
         watch: the observer's memory of this attempt (``WatchMemory.to_json()``, from the run state), so that
             a hang clock keeps counting across deferrals; every event carries the updated one as ``"watch"``.
 

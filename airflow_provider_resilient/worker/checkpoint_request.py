@@ -11,9 +11,10 @@ token shortly before the window; each worker's runner writes the token to ``$RES
 (and, with ``--checkpoint-signal``, signals the command). The workload checks :func:`requested` once per step;
 when it returns a token, it saves a complete checkpoint at once and calls :func:`acknowledge` -- the runner
 reports the token back (guest attribute ``checkpoint_ack``) and the operator knows the progress is safe (with
-``maintenance_policy="move"`` it then moves the run to a fresh node). Seed 002: "Prüfpunkte sind der Schlüssel
-zu kurzen Wiederherstellungen nach Wartungsereignissen" (checkpoints are the key to short recoveries after
-maintenance events) -- a checkpoint written just before the window loses almost nothing.
+``maintenance_policy="move"`` it then moves the run to a fresh node). Checkpoints are the key to short
+recoveries after maintenance events (Cloud TPU, "Manage maintenance events with Cloud TPU Pods",
+https://cloud.google.com/tpu/docs/maintenance-events): a checkpoint written just before the window loses almost
+nothing.
 
 Plain Python::
 

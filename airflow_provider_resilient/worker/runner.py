@@ -19,21 +19,20 @@ Command line::
 
 Theory of operation:
 
-1. Preflight (``--preflight``, seed 004's environment pre-check, "环境预检测"): every item of seed 004's table
-   under its log keyword -- ``dns``, ``disk-size root``, ``disk-size shm``, ``disk-size cache``, ``ulimit``
-   (seed 004's InfiniBand limits when InfiniBand is used), ``gpu-check`` -- plus ours, ``checkpoint-dir`` and
-   ``tpu-check`` (the TPU chips are visible); see :func:`preflight_checks` for each item's rule. Each item
-   prints ``preflight <ok|failed|skipped>: item <item>: <detail>``. Seed 004:
-   "容错检查失败时,会打印检查失败的日志。您可以通过在日志中搜索“item”关键字查看失败信息。" (when the check
-   fails, a failure log is printed; search the logs for the keyword "item"). Any failure ends the
-   runner with :data:`PREFLIGHT_EXIT_CODE` before the command runs, so the operator isolates the node
-   (seed 004: "隔离故障节点后,系统会在新的计算节点上重新创建训练作业" -- after isolating the faulty node the
-   job is re-created on new nodes).
-1b. Hardware check while running (seed 004's "硬件周期性检查", periodic hardware check): every
+1. Preflight (``--preflight``, the environment pre-check of Huawei Cloud ModelArts' "Training Fault Tolerance
+   Check", https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html): every
+   check item of that page under its log keyword -- ``dns``, ``disk-size root``, ``disk-size shm``, ``disk-size
+   cache``, ``ulimit`` (its InfiniBand limits when InfiniBand is used), ``gpu-check`` -- plus ours,
+   ``checkpoint-dir`` and ``tpu-check`` (the TPU chips are visible); see :func:`preflight_checks` for each item's
+   rule. Each item prints ``preflight <ok|failed|skipped>: item <item>: <detail>``; as on that page, search the
+   logs for the keyword "item" to find a failed check. Any failure ends the runner with
+   :data:`PREFLIGHT_EXIT_CODE` before the command runs, so the operator isolates the node: the job is re-created
+   on new nodes.
+1b. Hardware check while running (the page's periodic hardware check): every
    ``--hardware-check-seconds`` the device items run again; on a failure the runner reports guest attribute
    ``hardware`` = ``faulty: <item>: <detail>``, sends the command SIGTERM (it may checkpoint) and ends
    ``failed`` with failure class ``node_unhealthy``. When the command exits non-zero the device items run
-   at once too: on faulty hardware it is never restarted in place (seed 004 scenario 3, job failed and
+   at once too: on faulty hardware it is never restarted in place (the page's scenario 3, job failed and
    hardware faulty: isolate and re-issue); on sound hardware the exit status decides (scenario 4).
 2. Run. The command runs as a child in its own session / process group, with the environment passed
    through plus ``RESILIENT_WORKER_RESTARTS=<restarts so far>`` (and ``PYTHONUNBUFFERED=1`` unless
@@ -45,18 +44,17 @@ Theory of operation:
    6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
    ``container_start_error``; SIGKILL/SIGTERM (137/143) -> ``worker_failure``; anything else ->
    ``permanent_user_error``. ``transient_crash`` and ``worker_failure`` are restarted after
-   ``--restart-delay`` seconds, up to ``--max-restarts`` times (default 5). Seed 000: "Uscite diverse
-   da zero: se un worker esce con un codice di uscita diverso da zero, AI Platform Training lo riavvia
-   immediatamente nella stessa VM" (a worker exiting non-zero is restarted at once on the same VM) and
-   "con un massimo di cinque riavvii per worker" (up to five restarts per worker); "Se un worker non
-   funziona correttamente a causa di un errore comune, viene trattato come errore permanente" (a
-   common error is permanent: no restart). After the restarts are spent the job-level retries of the
-   operator take over.
-4. SIGTERM (maintenance or preemption notice, seed 002). The runner forwards SIGTERM to the child's
-   process group so the workload can write a checkpoint, waits up to ``--grace-seconds`` (default 30),
-   then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
+   ``--restart-delay`` seconds, up to ``--max-restarts`` times (default 5), as AI Platform Training does
+   ("Understanding the AI Platform Training service",
+   https://cloud.google.com/ai-platform/training/docs/understanding-training-service): a worker exiting non-zero
+   is restarted at once on the same VM, up to five restarts per worker, and a worker that fails because of a
+   common error is treated as a permanent error (no restart). After the restarts are spent the job-level
+   retries of the operator take over.
+4. SIGTERM (maintenance or preemption notice: Cloud TPU, "Manage maintenance events with Cloud TPU Pods"). The
+   runner forwards SIGTERM to the child's process group so the workload can write a checkpoint, waits up to
+   ``--grace-seconds`` (default 30), then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
 
-4b. Checkpoint requests (issue 14, upcoming maintenance). With the heartbeat the runner reads the node's
+4b. Checkpoint requests (upcoming maintenance). With the heartbeat the runner reads the node's
    metadata attribute ``resilient-checkpoint-request`` (:data:`CHECKPOINT_REQUEST_ATTRIBUTE`, set by the
    operator with UpdateNode before a maintenance window). A value it has not passed on yet (a token) is
    written to the file ``$RESILIENT_CHECKPOINT_REQUEST_FILE`` of the command's environment, the command's
@@ -64,7 +62,7 @@ Theory of operation:
    unhandled SIGUSR1 ends a process) once the command has written a line to stdout (so its handler is in
    place), guest attribute ``checkpoint_request`` reports the token, and the log
    says ``checkpoint requested: <token>``. The workload saves at its next step and writes the token to
-   ``$RESILIENT_CHECKPOINT_ACK_FILE`` (the helper :mod:`resilient_checkpoint` -- ``checkpoint_request.py``
+   ``$RESILIENT_CHECKPOINT_ACK_FILE`` (the helper ``resilient_checkpoint`` -- ``checkpoint_request.py``
    in the provider -- does both); the runner reports it as guest attribute ``checkpoint_ack``. A token
    acknowledged before a reboot is not passed on again.
 
@@ -154,7 +152,8 @@ START_FAILED_EXIT_CODE = 128
 
 # -- classification tables (mirror policy/classify.py; a test compares every exit code) ----------------
 
-#: Seed 003/001 "potentially transient" codes: SIGABRT as 6 or 134, SIGSEGV as 11 or 139.
+#: The "potentially transient" codes of Vertex AI's "Understand the custom training service": SIGABRT as 6 or 134,
+#: SIGSEGV as 11 or 139.
 TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
 TRANSIENT_SIGNALS = frozenset({6, 11})
 #: The command never started: 126 not executable, 127 not found, 128 runtime start failure.
@@ -168,9 +167,10 @@ WORKER_FAILURE = "worker_failure"
 PERMANENT_USER_ERROR = "permanent_user_error"
 CONTAINER_START_ERROR = "container_start_error"
 PREFLIGHT_FAILURE = "preflight_failure"
-#: Reported as ``failure_class`` when the device check failed (seed 004: isolate the faulty hardware).
+#: Reported as ``failure_class`` when the device check failed (isolate the faulty hardware).
 NODE_UNHEALTHY = "node_unhealthy"
-#: Classes restarted in place (seed 000: non-permanent worker failures, up to five restarts).
+#: Classes restarted in place (non-permanent worker failures, up to five restarts: AI Platform Training,
+#: "Understanding the AI Platform Training service").
 RESTARTABLE_CLASSES = frozenset({TRANSIENT_CRASH, WORKER_FAILURE})
 
 # -- guest attributes -----------------------------------------------------------------------------------
@@ -340,12 +340,13 @@ class GuestAttributes:
 # -- preflight ------------------------------------------------------------------------------------------
 
 
-#: Seed 004's thresholds ("检测成功要求", what passing requires): decimal gigabytes, as the seed writes "32GB".
+#: The thresholds of Huawei Cloud ModelArts' "Training Fault Tolerance Check" (what passing requires), in decimal
+#: gigabytes: https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html
 GB = 1000 ** 3
-SEED_004_ROOT_BYTES = 32 * GB  # "磁盘空间-容器根目录 disk-size root 大于32GB"
-SEED_004_SHM_BYTES = 1 * GB  # "磁盘空间-/dev/shm目录 disk-size shm 大于1GB"
-SEED_004_CACHE_BYTES = 32 * GB  # "磁盘空间-/cache目录 disk-size cache 大于32GB"
-#: Seed 004's ``ulimit`` item "使用IB网络时" (when InfiniBand is used), in ``ulimit -a``'s units:
+SEED_004_ROOT_BYTES = 32 * GB  # disk-size root: more than 32 GB free in the container's root
+SEED_004_SHM_BYTES = 1 * GB  # disk-size shm: more than 1 GB free in /dev/shm
+SEED_004_CACHE_BYTES = 32 * GB  # disk-size cache: more than 32 GB free in /cache
+#: That page's ``ulimit`` item, checked when InfiniBand is used, in ``ulimit -a``'s units:
 #: (name, resource module constant name, bytes per unit, must be greater than).
 SEED_004_IB_LIMITS = (("max locked memory", "RLIMIT_MEMLOCK", 1024, 16000),
                       ("open files", "RLIMIT_NOFILE", 1, 1000000),
@@ -412,7 +413,7 @@ def job_hosts(environ: dict[str, str]) -> list[str]:
 
 
 def _check_dns(hosts: list[str], timeout: float) -> tuple[str, str]:
-    """Seed 004 ``dns``: every host of the job resolves (seed: "volcano容器的域名都解析成功")."""
+    """The ``dns`` item: every host of the job resolves."""
     if not hosts:
         return SKIPPED, "the platform names no hosts (TPU_WORKER_HOSTNAMES, CLUSTER_SPEC, TF_CONFIG): one host"
     failures: dict[str, str] = {}
@@ -459,7 +460,7 @@ def _infiniband(mode: str, environ: dict[str, str]) -> bool:
 
 
 def _check_ulimit(min_open_files: int, infiniband: bool) -> tuple[str, str]:
-    """Seed 004 ``ulimit`` when InfiniBand is used (its four limits, in ``ulimit -a`` units); without it, ours:
+    """The ``ulimit`` item when InfiniBand is used (its four limits, in ``ulimit -a`` units); without it, ours:
     open files >= ``min_open_files``. An unlimited limit passes."""
     try:
         import resource
@@ -475,7 +476,7 @@ def _check_ulimit(min_open_files: int, infiniband: bool) -> tuple[str, str]:
         value = soft // unit
         if soft != resource.RLIM_INFINITY and (value < bound if relation == ">=" else value <= bound):
             short.append(f"{name} {shown}, need {relation} {bound}")
-    context = "InfiniBand in use (seed 004 limits)" if infiniband else "no InfiniBand"
+    context = "InfiniBand in use" if infiniband else "no InfiniBand"
     if short:
         return FAILED, "{}: {}".format(context, "; ".join(short))
     return OK, "{}: {}".format(context, ", ".join(seen))
@@ -497,7 +498,7 @@ def count_devices(device_root: str, kind: str) -> int:
 
 
 def device_checks(options: argparse.Namespace, environ: dict[str, str]) -> list[tuple[str, str, str]]:
-    """Seed 004 ``gpu-check`` ("检测到gpu": the GPU is seen) and ours for TPUs, ``tpu-check`` (the TPU chips
+    """The ``gpu-check`` item (the GPU is seen) and ours for TPUs, ``tpu-check`` (the TPU chips
     are visible): at least ``--expect-gpus`` / ``--expect-tpu-chips`` device files; skipped when none are
     expected. Run before the command and, every ``--hardware-check-seconds``, while it runs."""
     device_root = environ.get(DEVICE_ROOT_ENV, "/dev")
@@ -514,9 +515,9 @@ def device_checks(options: argparse.Namespace, environ: dict[str, str]) -> list[
 
 def preflight_checks(options: argparse.Namespace, environ: dict[str, str],
                      workdir: str | None = None) -> list[tuple[str, str, str]]:
-    """Seed 004's environment pre-check ("环境预检测"), every item of its table plus ours.
+    """The environment pre-check, every item of ModelArts' table plus ours.
 
-    Items, in order, each ``(item, "ok" | "failed" | "skipped", detail)``; the item names are seed 004's
+    Items, in order, each ``(item, "ok" | "failed" | "skipped", detail)``; the item names are that page's
     log keywords:
 
     * ``dns`` -- every host of the job resolves (:func:`job_hosts`), within ``--dns-timeout`` seconds;
@@ -526,7 +527,7 @@ def preflight_checks(options: argparse.Namespace, environ: dict[str, str],
     * ``disk-size cache`` -- free bytes of ``--cache-dir`` (``/cache``) > ``--min-cache-free-bytes`` (32 GB);
       skipped where that directory does not exist (Cloud TPU VMs and Vertex AI replicas have none);
     * ``checkpoint-dir`` (ours) -- a local ``--checkpoint-dir`` is writable (``gs://`` is skipped);
-    * ``ulimit`` -- with InfiniBand (``--infiniband auto``: ``/sys/class/infiniband`` lists a device) seed 004's
+    * ``ulimit`` -- with InfiniBand (``--infiniband auto``: ``/sys/class/infiniband`` lists a device) ModelArts'
       max locked memory > 16000, open files > 1000000, stack size > 8000, max user processes > 1000000;
       without, open files >= ``--min-open-files`` (1024);
     * ``gpu-check`` / ``tpu-check`` -- :func:`device_checks`.
@@ -818,8 +819,8 @@ class Runner:
         return exit_code
 
     def _preflight(self) -> bool:
-        """Seed 004's pre-check; one line per item, ``preflight <ok|failed|skipped>: item <item>: <detail>``
-        (seed 004: search the logs for the keyword "item"). A failed device check also reports the hardware
+        """The pre-check; one line per item, ``preflight <ok|failed|skipped>: item <item>: <detail>``
+        (search the logs for the keyword "item"). A failed device check also reports the hardware
         faulty."""
         self._report(**{KEY_STATUS: STATUS_PREFLIGHT})
         ok = True
@@ -833,7 +834,7 @@ class Runner:
         return ok
 
     def _hardware_fault(self) -> str | None:
-        """Seed 004's periodic hardware check ("硬件周期性检查"): the device items now; the first failure as
+        """The periodic hardware check: the device items now; the first failure as
         ``"<item>: <detail>"`` (also reported as guest attribute ``hardware`` = ``faulty: ...`` and logged), or
         None when the hardware is fine or no device is expected."""
         for item, verdict, detail in device_checks(self.options, self.environ):
@@ -847,7 +848,7 @@ class Runner:
     def _watch_hardware(self, done: threading.Event) -> None:
         """Every ``--hardware-check-seconds`` while the command runs: a device check; on a fault the command
         gets SIGTERM (it may checkpoint), as for a maintenance event, and the runner ends ``failed`` -- the
-        operator isolates the node (seed 004: "硬件周期性检查任一检查项出现故障时,隔离故障硬件并重新下发训练作业")."""
+        operator isolates the node and re-issues the job on a new one."""
         while not done.wait(self.options.hardware_check_seconds):
             if self._hardware_fault() is not None:
                 self._hardware_failed = True
@@ -896,7 +897,7 @@ class Runner:
                 failure_class = classify_exit_status(status)
                 if failure_class is None:
                     return self._finish(STATUS_SUCCEEDED, status)
-                # Seed 004, scenario 3: the job failed and the hardware is faulty -> isolate (no restart here);
+                # ModelArts' scenario 3: the job failed and the hardware is faulty -> isolate (no restart here);
                 # scenario 4: the hardware is fine -> the exit status decides.
                 if self._hardware_fault() is not None:
                     _log(f"exit status {status} on faulty hardware: no restart on this node")
@@ -970,25 +971,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="runner.py", usage="%(prog)s [options] -- COMMAND [ARGS...]",
         description="Run a training command on a TPU worker: preflight, restarts, SIGTERM, guest attributes.")
-    parser.add_argument("--preflight", action="store_true", help="run the preflight checks first (seed 004)")
+    parser.add_argument("--preflight", action="store_true", help="run the preflight checks first")
     parser.add_argument("--hosts", type=lambda t: [h for h in t.split(",") if h], default=None,
                         help="preflight dns: the job's hosts, comma-separated (default: from the platform's env)")
     parser.add_argument("--dns-timeout", type=_positive_float, default=DEFAULT_DNS_TIMEOUT_SECONDS,
                         help="preflight dns: seconds to resolve every host (default 10)")
     parser.add_argument("--root-dir", default="/", help="preflight disk-size root: the directory measured")
     parser.add_argument("--min-root-free-bytes", type=_non_negative(int), default=SEED_004_ROOT_BYTES,
-                        help="preflight disk-size root: free bytes needed (default 32 GB, seed 004)")
+                        help="preflight disk-size root: free bytes needed (default 32 GB)")
     parser.add_argument("--min-shm-free-bytes", type=_non_negative(int), default=SEED_004_SHM_BYTES,
-                        help="preflight disk-size shm: free bytes of /dev/shm needed (default 1 GB, seed 004)")
+                        help="preflight disk-size shm: free bytes of /dev/shm needed (default 1 GB)")
     parser.add_argument("--cache-dir", default="/cache", help="preflight disk-size cache: the directory measured")
     parser.add_argument("--min-cache-free-bytes", type=_non_negative(int), default=SEED_004_CACHE_BYTES,
-                        help="preflight disk-size cache: free bytes needed (default 32 GB, seed 004)")
+                        help="preflight disk-size cache: free bytes needed (default 32 GB)")
     parser.add_argument("--checkpoint-dir", default=None,
                         help="preflight: a local directory that must be writable (gs:// is skipped)")
     parser.add_argument("--min-open-files", type=_non_negative(int), default=DEFAULT_MIN_OPEN_FILES,
                         help="preflight ulimit without InfiniBand: RLIMIT_NOFILE soft limit needed (default 1024)")
     parser.add_argument("--infiniband", choices=("auto", "yes", "no"), default="auto",
-                        help="preflight ulimit: check seed 004's InfiniBand limits (auto: when a device is listed)")
+                        help="preflight ulimit: check the InfiniBand limits (auto: when a device is listed)")
     parser.add_argument("--expect-gpus", type=_non_negative(int), default=0,
                         help="gpu-check: GPUs this worker must see (default 0: no check)")
     parser.add_argument("--expect-tpu-chips", type=_non_negative(int), default=0,
@@ -996,7 +997,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hardware-check-seconds", type=_non_negative(float), default=DEFAULT_HARDWARE_CHECK_SECONDS,
                         help="seconds between device checks while the command runs (default 60; 0: none)")
     parser.add_argument("--max-restarts", type=_non_negative(int), default=DEFAULT_MAX_RESTARTS,
-                        help="in-place restarts on transient / worker failures (default 5, seed 000)")
+                        help="in-place restarts on transient / worker failures (default 5)")
     parser.add_argument("--restart-delay", type=_non_negative(float), default=DEFAULT_RESTART_DELAY_SECONDS,
                         help="seconds between restarts (default 1)")
     parser.add_argument("--grace-seconds", type=_non_negative(float), default=DEFAULT_GRACE_SECONDS,

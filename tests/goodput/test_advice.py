@@ -45,7 +45,7 @@ def test_the_verdict_compares_the_median_interval_with_young_daly(interval: floa
     assert advice.interval == pytest.approx(interval)
     assert advice.verdict == verdict
     text = advice.summary()
-    assert verdict in text and "seed 000: at least every 14400 s" in text and "seed 002: about every 3600 s" in text
+    assert verdict in text and "Vertex AI: at least every 14400 s" in text and "Cloud TPU: about every 3600 s" in text
 
 
 def test_a_gap_across_a_failure_does_not_move_the_median():

@@ -181,8 +181,9 @@ def test_a_custom_container_spec_runs_once_its_command_is_given(stem, chief):
 
 
 def test_every_training_input_field_has_a_fate():
-    """The README's table covers every field of the ml v1 discovery document's TrainingInput and the messages it
-    holds (``tests/fixtures/legacy/ml_v1_schemas.json``, from google-api-python-client 2.202.0's ml.v1.json)."""
+    """The documentation's table (docs/operators/ai-platform-training.md) covers every field of the ml v1 discovery
+    document's TrainingInput and the messages it holds (``tests/fixtures/legacy/ml_v1_schemas.json``, from
+    google-api-python-client 2.202.0's ml.v1.json)."""
     import json
 
     schemas = json.loads((SAMPLES.parent / "ml_v1_schemas.json").read_text())["schemas"]
@@ -192,7 +193,8 @@ def test_every_training_input_field_has_a_fate():
         fields |= {f"{message}.{f}" for f in schemas[f"GoogleCloudMlV1__{message}"]["properties"]}
     fated = {f for f, _, _ in FIELD_FATES}
     assert fields - fated == set() and fated - fields == set()
-    assert fate_table() in (Path(__file__).parents[2] / "README.md").read_text()  # the README prints this table
+    page = Path(__file__).parents[2] / "docs" / "operators" / "ai-platform-training.md"
+    assert fate_table() in page.read_text()  # the documentation prints this table
 
 
 # ------------------------------------------------------------------ hostile input

@@ -62,7 +62,7 @@ def test_rule_lookup_names_the_valid_rules():
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: RetryPolicy(rules=(Rule("x", RuleAction.RESUBMIT, budget="nope"),)), "budget 'nope'"),
     (lambda: RetryPolicy(rules=(Rule("x", RuleAction.FAIL), Rule("x", RuleAction.FAIL))), "unique"),
-    (lambda: RetryPolicy.from_counts(preflight_retries=4), "seed 004"),
+    (lambda: RetryPolicy.from_counts(preflight_retries=4), "job-retry-num"),
     (lambda: RetryPolicy.from_counts(preflight_retries=-1), "max_retries"),
     (lambda: RetryPolicy(queue_timeout_seconds=0), "queue_timeout_seconds"),
     (lambda: Rule("x", RuleAction.RESUBMIT), "needs a budget"),

@@ -36,13 +36,14 @@ def running(step: int | None) -> Look:
     return Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={CHECKPOINTS: step})
 
 
-def test_a_job_queued_past_the_limit_is_a_queue_timeout_with_the_seed_rule_message():
+def test_a_job_queued_past_the_limit_is_a_queue_timeout_naming_the_limit():
     queued = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_QUEUED", queued_since=T0)
     _, verdict = observe(WatchMemory(), queued, T0 + 1800, Limits(queue_seconds=1800))
     assert verdict.failure is None  # not past it yet
     _, verdict = observe(WatchMemory(), queued, T0 + 1801, Limits(queue_seconds=1800))
     assert verdict.failure.failure_class is FailureClass.QUEUE_TIMEOUT
-    assert verdict.failure.terminate_reason == "QUEUED" and "seed 004" in verdict.failure.message
+    assert verdict.failure.terminate_reason == "QUEUED"
+    assert "RetryPolicy.queue_timeout_seconds" in verdict.failure.message
     _, verdict = observe(WatchMemory(), queued, T0 + 9999, Limits())
     assert verdict.failure is None  # no limit: never
 

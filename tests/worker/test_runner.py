@@ -427,7 +427,7 @@ def test_infiniband_brings_seed_004_limits(tmp_path: Path) -> None:
 
     found = checks(["--infiniband", "yes"])
     verdict, detail = found["ulimit"]
-    assert detail.startswith("InfiniBand in use (seed 004 limits)")
+    assert detail.startswith("InfiniBand in use")
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft != resource.RLIM_INFINITY and soft <= 1_000_000:
         assert verdict == "failed" and f"open files {soft}, need > 1000000" in detail

@@ -2,7 +2,7 @@
 
 * :class:`Emulator` -- Vertex AI JobService (CustomJob, HyperparameterTuningJob) over gRPC,
   ``google.longrunning.Operations``, Cloud Storage (gcp-storage-emulator), a lifecycle engine that runs
-  each replica's command as a local process and fails the way Google fails (seeds 000, 001, 003), and a
+  each replica's command as a local process and fails the way Google's training service pages say, and a
   control API (Python and HTTP).
 * :class:`FaultPlan` / :class:`Fault` -- declarative fault injection (:mod:`.faults`).
 * :class:`EmulatorConfig` -- latencies, time scale, platform retry rules, error codes, seed.

@@ -1,8 +1,8 @@
 """Emulator settings: platform latencies, the time scale that compresses them, and error codes.
 
-Latencies are what the real platform takes (seconds); ``time_scale`` multiplies all of them, so
-``time_scale=0.01`` turns Vertex AI's ~1 minute error delay (seed 003: "about one minute after a job
-ends") into 0.6 s. The workload's own run time is never scaled: it is a real process.
+Latencies are what the real platform takes (seconds); ``time_scale`` multiplies all of them, so ``time_scale=0.01``
+turns Vertex AI's ~1 minute error delay (Vertex AI, "Understand the custom training service": about one minute
+after a job ends) into 0.6 s. The workload's own run time is never scaled: it is a real process.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Latencies(BaseModel):
 
     queued_seconds: float = Field(5.0, ge=0, description="QUEUED before PENDING")
     provisioning_seconds: float = Field(60.0, ge=0, description="PENDING: VMs being provisioned")
-    error_delay_seconds: float = Field(60.0, ge=0, description="seed 003: the error is set ~1 min after the end")
+    error_delay_seconds: float = Field(60.0, ge=0, description="the error is set ~1 min after the end")
     restart_seconds: float = Field(10.0, ge=0, description="a platform retry or in-place worker restart")
     cancel_seconds: float = Field(5.0, ge=0, description="CANCELLING before CANCELLED")
     success_seconds: float = Field(5.0, ge=0, description="primary replica exited 0 until SUCCEEDED")
@@ -29,7 +29,7 @@ class Latencies(BaseModel):
 
 class RpcCodes(BaseModel):
     """``google.rpc.Code`` numbers put in ``CustomJob.error.code``. Google does not document the codes of
-    OOM, stockout and internal failures (REFERENCE.md), so they are settings."""
+    OOM, stockout and internal failures, so they are settings."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -43,7 +43,8 @@ class RpcCodes(BaseModel):
 
 
 class PlatformRules(BaseModel):
-    """How many times the platform retries by itself (seeds 000, 001, 003)."""
+    """How many times the platform retries by itself (Vertex AI, "Understand the custom training service";
+    AI Platform Training, "Understanding the AI Platform Training service")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

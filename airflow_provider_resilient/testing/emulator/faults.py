@@ -31,7 +31,7 @@ running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the 
                (announced in ``Node.upcoming_maintenance`` -- v2alpha1 GetNode -- ``notice_seconds`` before
                its window; at the window the node has a maintenance event it recovers from, REPAIRING for
                ``window_seconds``)
-TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item fails): seed 004
+TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item fails)
 ============== =================================================================================
 
 ``match.nth`` counts, per fault, the matching calls of its RPC for create/get-time faults, and the
@@ -74,14 +74,14 @@ CREATE_KINDS = frozenset({"quota"})
 GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
 RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang"})
-#: Faults of a running Cloud TPU node (seed 002). ``crash`` and ``hang`` strike the workload process
+#: Faults of a running Cloud TPU node. ``crash`` and ``hang`` strike the workload process
 #: of worker ``worker`` (the newest process of its startup script): a crash whose exit code means a signal
 #: (6/134 SIGABRT, 11/139 SIGSEGV, 15/143 SIGTERM) delivers that signal; any other code is a SIGKILL
 #: (the process reports 137), since the emulator cannot make a process exit with a chosen code.
 TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "unhealthy", "hardware",
                                "scheduled_maintenance"})
-#: Faults of a TPU VM's make-up, struck as its workers boot (before the startup script runs), seed 004's
-#: pre-check finds them: ``hardware`` without ``at_step`` / ``after_seconds`` (``chips`` of worker ``worker``'s
+#: Faults of a TPU VM's make-up, struck as its workers boot (before the startup script runs); the worker
+#: runner's pre-check finds them: ``hardware`` without ``at_step`` / ``after_seconds`` (``chips`` of worker ``worker``'s
 #: TPU device files are missing; with a timing they vanish while it runs, for the periodic check), and
 #: ``preflight`` (the environment fails ``item`` on sound hardware: ``dns`` -- a host of the slice does not
 #: resolve; ``disk-size root`` -- 1 GB free; ``disk-size shm`` -- Docker's 64 MiB ``/dev/shm``).

@@ -19,7 +19,7 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-#: The exit status a container runtime gives a command it cannot start (seed 003's StartError codes): 127
+#: The exit status a container runtime gives a command it cannot start ("Termination reason: StartError"): 127
 #: not found, 126 not executable; 128 for any other start failure.
 START_ERROR_STATUS: dict[type[OSError], int] = {FileNotFoundError: 127, NotADirectoryError: 127,
                                                 PermissionError: 126, IsADirectoryError: 126}

@@ -1,8 +1,8 @@
 """Cloud Logging entries and verbs (moto-style backend): an in-memory, thread-safe store of log entries.
 
 Verbs are named after the ``google.logging.v2.LoggingServiceV2`` RPCs and take and return proto-plus
-``google.cloud.logging_v2.types.LogEntry`` messages; the wire layer only unpacks and packs (REFERENCE.md,
-"Cloud Logging"). Errors are :mod:`..errors` values (``InvalidArgument``).
+``google.cloud.logging_v2.types.LogEntry`` messages; the wire layer only unpacks and packs. Errors are
+:mod:`..errors` values (``InvalidArgument``).
 
 Theory of operation:
 
@@ -47,7 +47,7 @@ from ..filters import FilterError, compile_filter, index_key, required_values
 
 __all__ = ["ACTIVITY_LOG", "AUDIT_LOG_TYPE", "SYSTEM_EVENT_LOG", "LogStore"]
 
-SYSTEM_EVENT_LOG = "cloudaudit.googleapis.com%2Fsystem_event"  # seed 002: TPU maintenance events
+SYSTEM_EVENT_LOG = "cloudaudit.googleapis.com%2Fsystem_event"  # TPU maintenance events
 ACTIVITY_LOG = "cloudaudit.googleapis.com%2Factivity"  # Admin Activity: the user's own calls, e.g. CreateNode
 AUDIT_LOG_TYPE = "type.googleapis.com/google.cloud.audit.AuditLog"
 DEFAULT_PAGE_SIZE = 50  # the API's documented default and maximum for ListLogEntries
@@ -202,7 +202,8 @@ class LogStore:
                         timestamp: datetime | str | None = None, log: str = SYSTEM_EVENT_LOG,
                         resource_type: str = "audited_resource",
                         resource_labels: Mapping[str, str] | None = None) -> Any:
-        """Write one Cloud Audit Logs entry as Google writes TPU events (REFERENCE.md "Cloud Logging", seed 002).
+        """Write one Cloud Audit Logs entry as Google writes TPU events (Cloud TPU,
+        "Manage maintenance events with Cloud TPU Pods": ``tpu.nodes.terminate`` / ``tpu.nodes.restart``).
 
         ``logName`` is ``projects/{project}/logs/{log}``; ``resource`` is ``{resource_type}`` with labels
         ``project_id``, ``service`` (= ``service_name``), ``method`` (= ``method_name``), updated by

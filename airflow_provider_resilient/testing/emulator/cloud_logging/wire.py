@@ -1,9 +1,8 @@
 """``google.logging.v2.LoggingServiceV2`` over gRPC: WriteLogEntries, ListLogEntries, ListLogs.
 
-Request and reply types are the proto-plus messages of ``google.cloud.logging_v2.types`` (REFERENCE.md,
-"Wiring the real clients"); every call goes through :func:`..wire.generic_handler`, so it is recorded in the
-:class:`~..calls.CallLog` and a :class:`~..errors.EmulatorError` reaches the client as its
-``google.api_core.exceptions`` class.
+Request and reply types are the proto-plus messages of ``google.cloud.logging_v2.types``; every call goes through
+:func:`..wire.generic_handler`, so it is recorded in the :class:`~..calls.CallLog` and a
+:class:`~..errors.EmulatorError` reaches the client as its ``google.api_core.exceptions`` class.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Cloud TPU nodes and queued resources (moto-style backend), following seed 002.
+"""Cloud TPU nodes and queued resources (moto-style backend), following Cloud TPU's "Manage maintenance events with
+Cloud TPU Pods" (https://cloud.google.com/tpu/docs/maintenance-events).
 
 A node of accelerator type T has :func:`.topology.worker_count` worker VMs. Each worker runs the node's
 ``startup-script`` metadata with bash as a local process, at creation and after every restart, with
@@ -98,7 +99,7 @@ class NodeRun:
     events: list[str] = field(default_factory=list)
     term_deadline: float | None = None
     after_termination: str = "down"  # the phase once the workers are gone: "repairing" or "down"
-    #: The VM's make-up its workers see (seed 004's pre-check reads it): host names of the slice, free bytes
+    #: The VM's make-up its workers see (the worker runner's pre-check reads it): host names of the slice, free bytes
     #: of its disks by path (``RESILIENT_EMULATED_FREE_BYTES``); boot faults change them.
     hostnames: list[str] = field(default_factory=list)
     free_bytes: dict[str, int] = field(default_factory=dict)
@@ -211,7 +212,7 @@ class TpuBackend:
         run.events.append(f"chips lost on worker {worker.index}")
 
     def _strike_at_boot(self, run: NodeRun) -> None:
-        """Seed 004's make-up faults, before the startup scripts run: ``hardware`` without a timing and
+        """The make-up faults the pre-check finds, before the startup scripts run: ``hardware`` without a timing and
         ``preflight``."""
         for index, fault in self.faults.candidates(TPU_BOOT_KINDS, run.name, 1):
             if fault.kind == "hardware" and (fault.at_step is not None or fault.after_seconds is not None):
@@ -537,7 +538,7 @@ class TpuBackend:
                     message = (f'There is no more capacity in the zone "{run.zone}"; you can try in another zone '
                                "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")
                     # A failed CreateNode is an Admin Activity entry (the call was the user's), unlike the
-                    # system events of maintenance (seed 002), which Google writes to system_event.
+                    # system events of maintenance, which Google writes to system_event.
                     self.audit(run.project, method_name="google.cloud.tpu.v2.Tpu.CreateNode",
                                resource_name=run.name, severity="ERROR", status_code=8, status_message=message,
                                log=ACTIVITY_LOG)
@@ -625,7 +626,7 @@ class TpuBackend:
 
     def _maintain(self, run: NodeRun, now: float, grace: float | None = None) -> None:
         """The announced window starts (or SimulateMaintenanceEvent): ONGOING, workers get SIGTERM, REPAIRING
-        for the window, audit ``tpu.nodes.restart``; then READY again (seed 002: most events recover)."""
+        for the window, audit ``tpu.nodes.restart``; then READY again (most events recover)."""
         window = run.window_seconds if run.window_seconds is not None else self.config.scaled(
             self.config.latencies.tpu_repair_seconds)
         grace = run.window_grace if grace is None else grace

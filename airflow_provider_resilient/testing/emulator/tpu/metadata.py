@@ -8,7 +8,8 @@ Serves (header ``Metadata-Flavor: Google`` required, as on Google Compute Engine
 * ``GET /computeMetadata/v1/instance/service-accounts/default/token`` -- an access token (JSON), which the
   emulated Secret Manager accepts;
 * ``PUT`` / ``GET /computeMetadata/v1/instance/guest-attributes/<namespace>/<key>`` -- what the VM
-  reports; the TPU API's GetGuestAttributes reads them per worker (REFERENCE.md).
+  reports; the TPU API's GetGuestAttributes reads them per worker (Compute Engine, "Set and query guest
+  attributes", https://cloud.google.com/compute/docs/metadata/manage-guest-attributes).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``google.cloud.tpu.v2.Tpu`` over gRPC: nodes (long-running operations), guest attributes, queued resources;
-and the ``google.cloud.tpu.v2alpha1.Tpu`` methods the provider reads maintenance through (REFERENCE.md:
-``Node.upcoming_maintenance`` and ``SimulateMaintenanceEvent`` exist in v2alpha1 only)."""
+and the ``google.cloud.tpu.v2alpha1.Tpu`` methods the provider reads maintenance through
+(``Node.upcoming_maintenance`` and ``SimulateMaintenanceEvent`` exist in v2alpha1 only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""One CustomJob's life on the emulated platform, following seeds 000, 001 and 003.
+"""One CustomJob's life on the emulated platform, following Vertex AI's "Understand the custom training service"
+(https://cloud.google.com/vertex-ai/docs/training/understanding-training-service) and AI Platform Training's
+"Understanding the AI Platform Training service"
+(https://cloud.google.com/ai-platform/training/docs/understanding-training-service).
 
 Theory of operation: a :class:`JobRun` is advanced by :meth:`JobRun.advance`, called by the engine's
 tick with the current monotonic time. It moves through internal phases::
@@ -42,8 +45,8 @@ log = logging.getLogger(__name__)
 
 TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
 PRIMARY = "workerpool0-0"
-#: An emulated replica's disks (seed 004's ``disk-size`` checks): a 100 GB boot disk with 80 GB free, 50 GB of
-#: ``/dev/shm``.
+#: An emulated replica's disks (for the worker runner's ``disk-size`` checks): a 100 GB boot disk with 80 GB free,
+#: 50 GB of ``/dev/shm``.
 REPLICA_ROOT_FREE_BYTES = 80 * 1000**3
 REPLICA_SHM_FREE_BYTES = 50 * 1000**3
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV}
@@ -172,7 +175,7 @@ class JobRun:
                               self.log_dir / f"{plan.name}.log", header)
 
     def _machine_env(self, plan: ReplicaPlan) -> dict[str, str]:
-        """The replica's machine as seed 004's checks (worker runner) see it: its own ``/dev``
+        """The replica's machine as the worker runner's fault-tolerance checks see it: its own ``/dev``
         (``RESILIENT_DEVICE_ROOT``: ``nvidiaN`` per GPU of its machine spec, ``shm``) and disks (a 100 GB boot
         disk with 80 GB free, ``/dev/shm`` of 50 GB: ``RESILIENT_EMULATED_FREE_BYTES``)."""
         dev = self.log_dir / f"dev-{plan.name}"
@@ -303,7 +306,8 @@ class JobRun:
         self.phase = "done"
 
     def _fail(self, now: float, code: int, message: str, state: str = "FAILED") -> None:
-        """Seed 003: the error appears on the job about a minute after it ends."""
+        """The error appears on the job about a minute after it ends (Vertex AI, "Understand the custom training
+        service")."""
         self.kill_all()
         self.events.append(f"fail: {message}")
         self.pending = (state, code, message)
@@ -424,7 +428,7 @@ class JobRun:
             exit_ = self.forced.pop(name, None) or Exit(status, "start" if proc.start_error is not None else "user")
             if exit_.code == 0:
                 if name == PRIMARY:
-                    self.kill_all()  # seed 003: the other workers are stopped
+                    self.kill_all()  # the primary replica succeeded: the other workers are stopped
                     self.phase = "succeeding"
                     self.next_at = self._later(now, self.config.latencies.success_seconds)
                     return

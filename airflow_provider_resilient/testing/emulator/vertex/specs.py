@@ -1,11 +1,12 @@
 """CustomJob specs: validation as Vertex AI does it, and the replicas' commands and environment.
 
-Validation raises :class:`~..errors.InvalidArgument` naming the field, like Vertex AI's "List of found
-errors: 1.Field: job_spec.worker_pool_specs[0].machine_spec.machine_type; Message: Required field is not
-set." The replicas get the environment Vertex AI gives them (REFERENCE.md): ``AIP_MODEL_DIR``,
-``AIP_CHECKPOINT_DIR``, ``AIP_TENSORBOARD_LOG_DIR`` from ``base_output_directory``, ``CLOUD_ML_JOB_ID``,
-``CLUSTER_SPEC``, ``TF_CONFIG``, PyTorch's ``RANK`` / ``WORLD_SIZE`` / ``MASTER_ADDR`` / ``MASTER_PORT``,
-the user's ``env``; plus ``STORAGE_EMULATOR_HOST`` so that ``gs://`` reaches the emulated bucket.
+Validation raises :class:`~..errors.InvalidArgument` naming the field, like Vertex AI's "List of found errors:
+1.Field: job_spec.worker_pool_specs[0].machine_spec.machine_type; Message: Required field is not set." The replicas
+get the environment Vertex AI gives them (Vertex AI, "Prepare training code",
+https://cloud.google.com/vertex-ai/docs/training/code-requirements, and ``CustomJobSpec.baseOutputDirectory``):
+``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR``, ``AIP_TENSORBOARD_LOG_DIR`` from ``base_output_directory``,
+``CLOUD_ML_JOB_ID``, ``CLUSTER_SPEC``, ``TF_CONFIG``, PyTorch's ``RANK`` / ``WORLD_SIZE`` / ``MASTER_ADDR`` /
+``MASTER_PORT``, the user's ``env``; plus ``STORAGE_EMULATOR_HOST`` so that ``gs://`` reaches the emulated bucket.
 """
 
 from __future__ import annotations

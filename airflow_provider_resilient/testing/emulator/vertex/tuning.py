@@ -41,7 +41,7 @@ class TuningRun:
     because its HyperparameterTuningJob failed"). Otherwise it SUCCEEDS when ``max_trial_count`` trials have
     ended.
 
-    Cancel goes QUEUED/RUNNING -> CANCELLING -> CANCELLED like a CustomJob (seed 000's cancel path, same
+    Cancel goes QUEUED/RUNNING -> CANCELLING -> CANCELLED like a CustomJob (the same cancel path and
     latency). The running trials' processes are killed at once and each trial is STOPPING ("the Trial should
     stop according to the service"); once CANCELLED the trial is done without a final measurement, so it
     ends INFEASIBLE, which ``Trial.State`` defines as "done but missing the final_measurement" (the enum has
