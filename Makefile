@@ -97,7 +97,7 @@ stack-deps:
 # `make stack-test`; local (default): the LocalExecutor and one triggerer.
 STACK_EXECUTOR ?= local
 stack: $(STAMP)
-	$(BIN)/python -m airflow_provider_resilient.testing.stack --executor $(STACK_EXECUTOR) $(STACK_ARGS)
+	$(BIN)/python -m devtools.stack --executor $(STACK_EXECUTOR) $(STACK_ARGS)
 
 # Tests marked `stack` (tests/stack/): the real scheduler, triggerer(s), workers and api-server on PostgreSQL, driven
 # through the REST API, on the STACK_EXECUTOR stack. `make test` skips them.

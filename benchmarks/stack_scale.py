@@ -2,7 +2,7 @@
 
     python benchmarks/stack_scale.py [--n 50 200 1000] [--poll 30] [--release-rate 0.5] [--quick] [--keep]
 
-Starts the native CeleryExecutor stack (testing/stack.py: PostgreSQL, Redis, the emulator, api-server, scheduler,
+Starts the native CeleryExecutor stack (devtools/stack.py: PostgreSQL, Redis, the emulator, api-server, scheduler,
 dag-processor, two Celery workers, two triggerers) with ``benchmarks/dags/stack_scale.py``: one DAG run maps N
 ``ResilientCustomJobOperator`` tasks (dynamic task mapping), each of which creates its CustomJob and defers; every
 job's replica waits on a FIFO of its own, so the benchmark says when each job ends. For each N, in one DAG run:
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     window = args.window or 3 * args.poll
     os.environ["RESILIENT_SCALE_POLL_INTERVAL"] = repr(args.poll)  # the DAG reads it (the stack passes it on)
     sys.path.insert(0, str(HERE.parent))
-    from airflow_provider_resilient.testing.stack import NativeStack
+    from devtools.stack import NativeStack
 
     rows = []
     with NativeStack(executor="celery", dags=[HERE / "dags"], fault_plan=None, keep=args.keep) as stack:

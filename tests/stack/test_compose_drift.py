@@ -1,4 +1,4 @@
-"""docker-compose.yaml and the native stack that runs it without docker (testing/stack.py) stay in step.
+"""docker-compose.yaml and the native stack that runs it without docker (devtools/stack.py) stay in step.
 
 Starts nothing: reads the compose file, checks it is a sound production topology (pinned images, healthchecks,
 start order, loopback-only ports, settings that agree across services), and checks that the native stack's plan
@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airflow_provider_resilient.testing import stack as stack_module
-from airflow_provider_resilient.testing.stack import (
+from devtools import stack as stack_module
+from devtools.stack import (
     COMPOSE_FILE,
     LOCAL_ONLY_SETTINGS,
     NativeStack,
@@ -383,10 +383,11 @@ def test_unmapped_service_port_is_an_error(tmp_path: Path) -> None:
 
 
 def test_importing_the_stack_module_is_cheap() -> None:
-    code = ("import sys, airflow_provider_resilient.testing.stack; "
+    code = ("import sys, devtools.stack; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'yaml', 'grpc', 'gcsfs') "
             "or m.startswith('google.cloud.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=stack_module.REPO_ROOT).stdout
     assert out.strip() == "[]"
     assert stack_module.__doc__ and "NativeStack" in stack_module.__doc__
 

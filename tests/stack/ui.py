@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_provider_resilient.specs.tpu import node_id_for
 from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT, job_labels
-from airflow_provider_resilient.testing.stack import NativeStack
+from devtools.stack import NativeStack
 
 #: A bound on every wait in these tests (seconds); never a measured figure.
 TIMEOUT = 240.0
