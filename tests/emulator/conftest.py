@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 PARENT = "projects/test-project/locations/us-central1"
+#: The emulator's pytest plugin, as a user opts into it (``-p``): it never loads itself.
+PLUGIN = "airflow_provider_resilient.testing.emulator.pytest_plugin"
 TERMINAL = ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from airflow_provider_resilient.clients import tpu_client, vertex_job_client
 
-from .conftest import PARENT, custom_job
+from .conftest import PARENT, PLUGIN, custom_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -183,7 +183,8 @@ def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester
             open({str(pid_file)!r}, "w").write(str(resilient_emulator.processes()[0]))
             raise AssertionError("the test fails while the job runs")
     """))
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")  # the fixture's teardown is what is tested
+    # the fixture's teardown is what is tested
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", PLUGIN)
     result.assert_outcomes(failed=1)
     pid = int(pid_file.read_text())
     assert not alive(pid)
