@@ -130,3 +130,19 @@ def test_the_emulator_without_its_extra_is_an_import_error_naming_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("ImportError ")  # not a bare ModuleNotFoundError of a dependency deep inside
     assert "pip install 'airflow-provider-resilient[emulator]'" in out and "gcp-storage-emulator" in out
+
+
+def test_the_version_is_written_once_and_the_license_ships():
+    """One version string (``airflow_provider_resilient.__version__``, which pyproject.toml reads); LICENSE (the
+    Apache License 2.0) and NOTICE go into the wheel (``license-files``)."""
+    import tomllib
+
+    import airflow_provider_resilient
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "airflow_provider_resilient.__version__"}
+    assert get_provider_info()["versions"] == [airflow_provider_resilient.__version__]
+    assert project["project"]["license-files"] == ["LICENSE", "NOTICE"]
+    assert "Apache License\n                        Version 2.0, January 2004" in (REPO / "LICENSE").read_text()
+    assert set(project["project"]["urls"]) == {"Homepage", "Documentation", "Changelog", "Issues"}
