@@ -32,6 +32,7 @@ from ..supervisor import (
     RunState,
     Sleep,
     Started,
+    StateSchemaTooNew,
     Submit,
     SubmitFailed,
     Succeed,
@@ -41,6 +42,7 @@ from ..supervisor import (
     state_to_json,
     step,
 )
+from ..supervisor.machine import STATE_SCHEMA_VERSION, stored_schema_version
 from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
 from ..supervisor.reconcile import Owner, other_writers
 
@@ -123,6 +125,31 @@ def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
             mask_secret(value, name)
             masked.append(name)
     return masked
+
+
+def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
+    """Step reports (``goodput.StepReport``) as the task state store keeps them (key ``STEPS_KEY``):
+    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the version of :data:`~..supervisor.STATE_SCHEMA_VERSION`).
+    """
+    return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
+
+
+def steps_from_json(data: Any) -> list[Any]:
+    """The inverse of :func:`steps_to_json`; also reads version 1, a bare ``[[time, step], ...]`` list (what the
+    releases before ``schema_version`` wrote). None or empty: no reports.
+
+    Raises:
+        StateSchemaTooNew: written by a newer release of the provider.
+        TypeError, ValueError: not step reports.
+    """
+    from ..goodput import StepReport
+
+    if not data:
+        return []
+    if isinstance(data, dict):
+        stored_schema_version(data)
+        data = data.get("reports") or []
+    return [StepReport(float(t), int(s)) for t, s in data]
 
 
 #: How many of the newest complete checkpoints the run summary reads (one listing each): their steps join the
@@ -523,6 +550,8 @@ class SupervisedOperator(BaseOperator):
         self._load_steps(context)
         try:
             return state_from_json(store.get(self.STATE_KEY))
+        except StateSchemaTooNew as exc:  # a retry on an upgraded worker reads it: not a permanent failure
+            raise AirflowException(f"{self.STATE_KEY!r}: {exc}") from exc
         except ValueError as exc:
             raise AirflowFailException(f"the stored state under {self.STATE_KEY!r} is unreadable: {exc}") from exc
 
@@ -533,7 +562,7 @@ class SupervisedOperator(BaseOperator):
             store.set(self.STATE_KEY, state_to_json(state))
             steps = self._step_reports()
             if len(steps) != self.__dict__.get("_steps_stored", 0):  # only when there are new ones
-                store.set(self.STEPS_KEY, [[r.time, r.step] for r in steps[-self.MAX_STEP_REPORTS:]])
+                store.set(self.STEPS_KEY, steps_to_json(steps[-self.MAX_STEP_REPORTS:]))
                 self.__dict__["_steps_stored"] = len(steps)
 
     # ------------------------------------------------------------------ the observer
@@ -617,14 +646,16 @@ class SupervisedOperator(BaseOperator):
         store = context.get("task_state_store")
         if store is None or "_steps_seen" in self.__dict__:
             return
-        from ..goodput import StepReport
-
+        stored = store.get(self.STEPS_KEY)
         try:
-            saved = [StepReport(float(t), int(s)) for t, s in store.get(self.STEPS_KEY) or []]
+            saved = steps_from_json(stored)
+        except StateSchemaTooNew as exc:
+            raise AirflowException(f"{self.STEPS_KEY!r}: {exc}") from exc
         except (TypeError, ValueError):
             saved = []  # unreadable reports only cost the ledger its detail
         self.__dict__["_steps_seen"] = saved
-        self.__dict__["_steps_stored"] = len(saved)
+        current = not stored or (isinstance(stored, dict) and stored.get("schema_version") == STATE_SCHEMA_VERSION)
+        self.__dict__["_steps_stored"] = len(saved) if current else -1  # an older form is written anew at the next save
 
     def _workload_goodput(self) -> dict[str, Any]:
         """The workload's own goodput events (``goodput_job_name``), read with ml-goodput-measurement's calculator

@@ -5,6 +5,7 @@ the TPU operator, are shells around :func:`step`.
 """
 
 from .machine import (
+    STATE_SCHEMA_VERSION,
     TRANSITIONS,
     Action,
     EndAttempt,
@@ -19,6 +20,7 @@ from .machine import (
     RunState,
     Sleep,
     Started,
+    StateSchemaTooNew,
     Step,
     Submit,
     SubmitFailed,
@@ -29,10 +31,12 @@ from .machine import (
     state_from_json,
     state_to_json,
     step,
+    stored_schema_version,
 )
 
 __all__ = [
-    "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
-    "MoveOff", "Phase", "RunState", "Sleep", "Started", "Step",
+    "STATE_SCHEMA_VERSION", "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition",
+    "JobFailed", "JobSucceeded", "MoveOff", "Phase", "RunState", "Sleep", "StateSchemaTooNew", "Started", "Step",
     "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "state_from_json", "state_to_json", "step",
+    "stored_schema_version",
 ]

@@ -392,7 +392,7 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
     # What the deferred run's ledger was built from: the triggers' step reports of both attempts, each
     # step once per attempt.
     second = deferred_result["attempts"][1]["started_at"]
-    reports = deferred_ctx["task_state_store"].data[ResilientTPUWorkloadOperator.STEPS_KEY]
+    reports = deferred_ctx["task_state_store"].data[ResilientTPUWorkloadOperator.STEPS_KEY]["reports"]
     by_attempt = [[s for t, s in reports if t < second], [s for t, s in reports if t >= second]]
     assert by_attempt[0][-1:] == [3] and by_attempt[1][-1:] == [5], reports
     for steps_seen in by_attempt:
@@ -419,7 +419,7 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
         event = {"status": "look_again", "node_name": name, "message": "no change", "steps": [list(s) for s in steps]}
         with pytest.raises(TaskDeferred):  # a quiet node: the look defers again and saves nothing itself
             platform_time.drive(operator(command, deferrable=True)).execute_complete(ctx, event)
-        return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]]
+        return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]["reports"]]
 
     now = platform_time.now()
     assert resume((now, 1), (now + 0.1, 2)) == [[now, 1], [now + 0.1, 2]]
