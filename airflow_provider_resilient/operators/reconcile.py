@@ -4,7 +4,8 @@ Airflow 3.3 cleans up after a user's action only through ``on_kill`` -- the oper
 trigger's in the triggerer -- and calls neither when a task is marked failed or success before its trigger
 has started or while no triggerer runs, when its DAG run is deleted, or when its worker is killed with
 SIGKILL and the task is not retried. This operator closes those gaps. Schedule it in a small DAG of its
-own (``dags/resilient_reconcile.py`` is one to copy); each run:
+own: :func:`~..reconcile.reconcile_dag` makes that DAG in one line of your DAG folder, from the ``[resilient]``
+section of Airflow's configuration; each run:
 
 1. lists the live CustomJobs of ``project_id`` in ``regions`` that carry the provider's
    ``resilient-attempt`` label, and the TPU nodes in ``zones`` that carry it;
@@ -14,8 +15,7 @@ own (``dags/resilient_reconcile.py`` is one to copy); each run:
 4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
    queued resource with it) -- and logs one line per resource with the reason.
 
-So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task
-(the README states the bound for the example DAG). It needs no triggerer. Resources created before owners
+So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task. It needs no triggerer. Resources created before owners
 were recorded, or by hand, name no task instance: they are listed in the result and left alone, as are
 nodes kept with ``keep_node``.
 
