@@ -129,8 +129,8 @@ def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
 
 def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
     """Step reports (``goodput.StepReport``) as the task state store keeps them (key ``STEPS_KEY``):
-    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the version of :data:`~..supervisor.STATE_SCHEMA_VERSION`).
-    """
+    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the run's schema version,
+    :data:`~..supervisor.STATE_SCHEMA_VERSION`)."""
     return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
 
 

@@ -15,9 +15,9 @@ section of Airflow's configuration; each run:
 4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
    queued resource with it) -- and logs one line per resource with the reason.
 
-So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task. It needs no triggerer. Resources created before owners
-were recorded, or by hand, name no task instance: they are listed in the result and left alone, as are
-nodes kept with ``keep_node``.
+So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task.
+It needs no triggerer. Resources created before owners were recorded, or by hand, name no task instance: they
+are listed in the result and left alone, as are nodes kept with ``keep_node``.
 
 Returns (XCom ``return_value``): ``{"released": [{"name", "why"}], "kept": n, "unowned": [names]}``.
 

@@ -45,7 +45,8 @@ PREVIOUS_SCHEMA: dict[str, Any] = {
                             "delay_seconds": 25.625361564634638,
                             "failed_over": False,
                             "fallback_index": -1,
-                            "reason": "transient_crash: resubmit in 26s (rule transient-crash, budget transient_crash 1/3)",
+                            "reason": ("transient_crash: resubmit in 26s (rule transient-crash, budget "
+                                       "transient_crash 1/3)"),
                             "rule": "transient-crash",
                         },
                         "failure": {
