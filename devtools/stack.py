@@ -118,7 +118,10 @@ LOCAL_ONLY_SETTINGS = ("AIRFLOW_HOME", "AIRFLOW__API__HOST", "AIRFLOW__API__PORT
 #: container has an address of its own; here :func:`service_hostname` answers the component's own loopback address
 #: (127.0.1.N), which the api-server can reach -- a log server listens on all of the machine's addresses.
 HOSTNAME_ENV = "RESILIENT_STACK_HOSTNAME"
+#: What a client in the calling process needs to reach the stack's emulator (:attr:`NativeStack.emulator_env`).
 EMULATOR_CLIENT_ENV = ("RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
+#: The compose file's connection that points the operators at the emulator (its extra ``emulator_host``).
+EMULATOR_CONNECTION_ENV = "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"
 
 SESSIONS_FILE = "sessions.json"  #: in the work dir: the sessions of the stack's processes, for the guardian
 _COMPOSE_DEFAULT: Any = object()  # fault_plan / time_scale not given: what the compose file says
@@ -1385,9 +1388,13 @@ class NativeStack:
 
     @property
     def emulator_env(self) -> dict[str, str]:
-        """RESILIENT_EMULATOR_HOST, STORAGE_EMULATOR_HOST and GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT: what a client
-        in the test process needs to reach the stack's emulator."""
-        env = self._plan().environment
+        """RESILIENT_EMULATOR_HOST (the emulator's address, from the compose file's connection
+        :data:`EMULATOR_CONNECTION_ENV`), STORAGE_EMULATOR_HOST and GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT: what a client
+        in the test process needs to reach the stack's emulator (``testing.emulator_clients``, gcsfs)."""
+        env = dict(self._plan().environment)
+        connection = json.loads(env.get(EMULATOR_CONNECTION_ENV) or "{}")
+        if (extra := connection.get("extra")) and extra.get("emulator_host"):
+            env["RESILIENT_EMULATOR_HOST"] = str(extra["emulator_host"])
         return {k: env[k] for k in EMULATOR_CLIENT_ENV if k in env}
 
     @property

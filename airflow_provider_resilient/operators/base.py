@@ -195,7 +195,11 @@ class SupervisedOperator(BaseOperator):
         poll_interval: seconds between looks at the running attempt (> 0; default 30).
         rerun_after_success: when a successful task is cleared, train again (default: return the earlier
             result without creating anything).
-        gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
+        gcp_conn_id: the Airflow connection for credentials (default ``google_cloud_default``, the Google
+            provider's); it must exist, else the task fails naming it and the fix. Its extra ``emulator_host``
+            (``host:port``) points every call at the emulator instead of Google Cloud. None: Application Default
+            Credentials, no connection. The first line the task logs says which (the emulator's address, or the
+            credentials used).
         impersonation_chain: service account(s) to impersonate.
         min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
         checkpoint_interval_cap: the longest checkpoint interval handed to a new attempt (seconds; None: seed
@@ -234,7 +238,8 @@ class SupervisedOperator(BaseOperator):
                  fallbacks: Sequence[Fallback | Mapping[str, Any]] = (),
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
-                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None,
                  min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
                  checkpoint_interval_cap: float | None = None, goodput_job_name: str | None = None,
                  goodput_logger_name: str | None = None, **kwargs: Any) -> None:
@@ -292,6 +297,16 @@ class SupervisedOperator(BaseOperator):
                                    not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
             raise ValueError(f"{name}: goodput_logger_name {logger!r} is not a Cloud Logging log ID: use letters, "
                              "digits and '/_-.', at most 512 characters")
+
+    def _log_endpoint(self, hook: Any) -> None:
+        """Say first, in the task's log, where the calls go: ``Using the Google API emulator at HOST (connection
+        X)``, or Google Cloud with which credentials (:meth:`~..hooks.base.GoogleApiHook.endpoint_summary`).
+
+        Raises:
+            AirflowNotFoundException: the connection ``gcp_conn_id`` does not exist (the message names it and the
+                fix), before anything is created.
+        """
+        self.log.info("%s", hook.endpoint_summary())
 
     def _fire_not_before(self) -> float:
         """Epoch seconds before which a trigger this task defers to must not fire (see

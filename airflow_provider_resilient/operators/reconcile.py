@@ -57,7 +57,7 @@ class ResilientReconcileOperator(BaseOperator):
     ui_color = "#e8e8e8"
 
     def __init__(self, *, project_id: str, regions: Sequence[str] = (), zones: Sequence[str] = (),
-                 dry_run: bool = False, gcp_conn_id: str = "google_cloud_default",
+                 dry_run: bool = False, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not regions and not zones:
@@ -70,6 +70,7 @@ class ResilientReconcileOperator(BaseOperator):
         self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self.log.info("%s", (self._vertex() if self.regions else self._tpu()).endpoint_summary())
         ti = context["ti"]
         return self.reconcile(lambda dag_id, run_ids: ti.get_task_states(dag_id=dag_id, run_ids=run_ids))
 

@@ -8,6 +8,7 @@ runs the same services with the same commands and environment, changed only by t
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -190,7 +191,10 @@ def test_emulator_settings_agree_with_the_emulator(common_env: dict[str, str], e
     assert option(emu_argv, "--advertise-host") == "emulator"
     ports = {o: option(emu_argv, o) for o in ("--port", "--control-port", "--storage-port")}
     assert all(p and p != "0" for p in ports.values()), ports
-    assert common_env["RESILIENT_EMULATOR_HOST"] == f"emulator:{ports['--port']}"
+    # The operators reach the emulator through their default connection's extra emulator_host, and only so.
+    assert json.loads(common_env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"]) == {
+        "conn_type": "google_cloud_platform", "extra": {"emulator_host": f"emulator:{ports['--port']}"}}
+    assert "RESILIENT_EMULATOR_HOST" not in common_env
     assert common_env["STORAGE_EMULATOR_HOST"] == f"http://emulator:{ports['--storage-port']}"
     assert common_env["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] == "false"
 

@@ -118,7 +118,7 @@ def run_label(dag_id: str, run_id: str) -> str:
 
 def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
     """The run's CustomJobs (name, state, attempt label), oldest first."""
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     label = run_label(dag_id, run_id)
     found = []

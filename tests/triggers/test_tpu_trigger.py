@@ -18,12 +18,12 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_resilient.backends.tpu import look_again_seconds
-from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.get_provider_info import get_provider_info
 from airflow_provider_resilient.goodput import Ledger
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.specs.tpu import startup_script
+from airflow_provider_resilient.testing.emulator_clients import tpu_client
 from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
 from airflow_provider_resilient.worker import runner_source
 
