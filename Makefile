@@ -37,6 +37,14 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+# The wheel as users get it (scripts/wheel_check.py): built, checked for what it must hold (LICENSE, NOTICE) and
+# must not (dev tools, tests, package managers, a self-loading pytest plugin), installed with its runtime
+# dependencies only into a fresh venv (pinned by constraints.txt), every public class imported there; prints its
+# size and file count. A few minutes: it installs Airflow.
+.PHONY: wheel-check
+wheel-check: $(STAMP)
+	$(BIN)/python scripts/wheel_check.py $(WHEEL_CHECK_ARGS)
+
 # Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
 # their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
 # matplotlib (its plot) to what the demo installs.

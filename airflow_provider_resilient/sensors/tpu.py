@@ -140,3 +140,6 @@ class TPUMaintenanceEventSensor(_DeferrablePollingSensor):
         if events:
             self.log.info("Maintenance/preemption events for %s: %s", self.node_name, events)
         return PokeReturnValue(is_done=bool(events), xcom_value=events)
+
+
+__all__ = ["TPUMaintenanceEventSensor", "TPUNodeHealthSensor"]

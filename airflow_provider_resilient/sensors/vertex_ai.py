@@ -82,3 +82,6 @@ class CustomJobStateSensor(BaseSensorOperator):
             raise AirflowException(f"the trigger could not watch {self.job_name}: {event}")
         self._judge(event["job"])
         return self._summary
+
+
+__all__ = ["DEFAULT_TARGET_STATES", "CustomJobStateSensor"]

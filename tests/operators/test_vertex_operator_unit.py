@@ -698,9 +698,11 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
 
 
 
-def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger():
+def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger(monkeypatch):
     """The hang clock of an attempt goes on across deferrals: the trigger starts from the stored memory."""
     from airflow.sdk.exceptions import TaskDeferred
+
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", '{"conn_type": "google_cloud_platform"}')
 
     from airflow_provider_resilient.supervisor import RunState
     from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, Clock, WatchMemory
