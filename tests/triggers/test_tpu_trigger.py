@@ -472,7 +472,7 @@ def test_a_triggerer_outage_loses_the_triggers_steps_but_not_the_ledger(resilien
     assert before and second["resumed_from_step"] == max(s.step for s in before)
     # Of attempt 1 the store holds no report of the lost trigger's, only its complete checkpoints, which the
     # operator noted before attempt 2 (a workload that keeps only its newest saves would have deleted them).
-    stored = ctx["task_state_store"].data.get(Op.STEPS_KEY) or []
+    stored = (ctx["task_state_store"].data.get(Op.STEPS_KEY) or {}).get("reports", [])
     assert {(t, step) for t, step in stored if t < second["started_at"]} == {(s.completed_at, s.step) for s in before}
     ledger = ctx["ti"].xcom["goodput"]
     assert ledger["basis"] == "steps"
