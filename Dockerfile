@@ -11,7 +11,7 @@ ENV PYTHONUNBUFFERED=1 \
 
 # Only what the package build needs, so that editing dags/ or tests/ does not re-run the install.
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml README.md LICENSE NOTICE constraints.txt ./
 COPY airflow_provider_resilient ./airflow_provider_resilient
 # constraints.txt pins the dependencies as `make test` installs them (Python 3.11), with the postgres extra
 # (Airflow's metadata database drivers: psycopg2-binary, asyncpg) and the celery extra (the Celery provider and

@@ -54,11 +54,19 @@ check: lint typecheck test
 DOCS_STAMP := $(VENV)/.installed-docs
 
 $(DOCS_STAMP): $(STAMP)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[docs]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c $(CONSTRAINTS) -e '.[docs]'
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The wheel as users get it (scripts/wheel_check.py): built, checked for what it must hold (LICENSE, NOTICE) and
+# must not (dev tools, tests, package managers, a self-loading pytest plugin), installed with its runtime
+# dependencies only into a fresh venv (pinned by constraints.txt), every public class imported there; prints its
+# size and file count. A few minutes: it installs Airflow.
+.PHONY: wheel-check
+wheel-check: $(STAMP)
+	$(BIN)/python scripts/wheel_check.py $(WHEEL_CHECK_ARGS)
 
 # Benchmarks print figures (never asserted in tests): import cost, detection latency, goodput, scale. They run in
 # their own venv, .venv-bench, which adds the Google provider (a baseline way of benchmarks/goodput.py) and
@@ -123,7 +131,7 @@ stack-deps:
 # `make stack-test`; local (default): the LocalExecutor and one triggerer.
 STACK_EXECUTOR ?= local
 stack: $(STAMP)
-	$(BIN)/python -m airflow_provider_resilient.testing.stack --executor $(STACK_EXECUTOR) $(STACK_ARGS)
+	$(BIN)/python -m devtools.stack --executor $(STACK_EXECUTOR) $(STACK_ARGS)
 
 # Tests marked `stack` (tests/stack/): the real scheduler, triggerer(s), workers and api-server on PostgreSQL, driven
 # through the REST API, on the STACK_EXECUTOR stack. `make test` skips them.

@@ -1,28 +1,26 @@
-"""Google API clients for the provider, with one endpoint override for the emulator.
+"""Google API clients for the provider, with one endpoint switch for the emulator.
 
-The override, in order of precedence: the ``emulator_host`` argument (hooks pass the Airflow
-connection's extra ``emulator_host``), then the environment variable ``RESILIENT_EMULATOR_HOST``
-(``host:port``). When set, clients speak plain-text gRPC to that address with anonymous credentials,
-through a transport built on an insecure gRPC channel (``api_endpoint`` alone would open TLS and fail against a
-plain-text server). When
-unset, clients use Google's regional endpoints and the credentials they are given (Application Default
-Credentials when None).
+Every factory takes ``emulator``: ``host:port`` of an emulator, or None for Google. The hooks pass what the
+Airflow connection says (its extra ``emulator_host``, :func:`emulator_host`); no environment variable switches a
+client to an emulator. With an emulator, clients speak plain-text gRPC to that address with anonymous credentials
+(``api_endpoint`` alone would open TLS and fail against a plain-text server). Without one, clients use Google's
+regional endpoints and the credentials they are given (Application Default Credentials when None).
 
 Google libraries are imported inside the functions: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
+#: The Airflow connection extra that switches the emulator on (``host:port``).
 EMULATOR_HOST_EXTRA = "emulator_host"
 
 
 def emulator_host(override: str | None = None, extra: Mapping[str, Any] | None = None) -> str | None:
-    """The emulator address to use, or None for Google.
+    """The emulator address to use, or None for Google: ``override`` when given, else the ``emulator_host`` of an
+    Airflow connection's ``extra``. Nothing else (no environment variable) switches it on.
 
     Args:
         override: an explicit ``host:port``.
@@ -32,7 +30,7 @@ def emulator_host(override: str | None = None, extra: Mapping[str, Any] | None =
         return override
     if extra and extra.get(EMULATOR_HOST_EXTRA):
         return str(extra[EMULATOR_HOST_EXTRA])
-    return os.environ.get(EMULATOR_HOST_ENV) or None
+    return None
 
 
 def vertex_endpoint(region: str) -> str:
@@ -79,8 +77,8 @@ def vertex_job_async_client(region: str, *, credentials: Any = None, emulator: s
 
 
 #: The Cloud TPU API versions the provider calls: v2 for nodes and queued resources, v2alpha1 for what only it has
-#: (``Node.upcoming_maintenance``, ``SimulateMaintenanceEvent``, multislice ``multi_node_params``: the v2alpha1 API
-#: reference, https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.nodes).
+#: (``Node.upcoming_maintenance``, ``SimulateMaintenanceEvent``, multislice ``multi_node_params``; Google's Cloud
+#: TPU API reference, https://cloud.google.com/tpu/docs/reference/rest).
 TPU_VERSIONS = ("v2", "v2alpha1")
 
 

@@ -41,7 +41,8 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai",
                                                                        f"{PKG}.operators.vertex_ai_tuning",
-                                                                       f"{PKG}.operators.ai_platform"]},
+                                                                       f"{PKG}.operators.ai_platform",
+                                                                       f"{PKG}.operators.reconcile"]},
                       {"integration-name": TPU, "python-modules": [f"{PKG}.operators.tpu"]}],
         "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]},
                     {"integration-name": TPU, "python-modules": [f"{PKG}.sensors.tpu"]}],
@@ -52,4 +53,31 @@ def get_provider_info() -> dict[str, Any]:
         "extra-links": [f"{PKG}.links.vertex_ai.VertexAICustomJobLink",
                         f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink",
                         f"{PKG}.links.tpu.TPUNodeLink", f"{PKG}.links.tpu.TPUAuditLogLink"],
+        "config": {
+            "resilient": {
+                "description": (
+                    "The reconciler DAG that airflow_provider_resilient.reconcile.reconcile_dag() makes: it releases "
+                    "the Vertex AI jobs and Cloud TPU nodes whose task instance has finished or is gone."),
+                "options": {
+                    "reconcile_projects": _option(
+                        "Google Cloud project ids whose jobs and nodes the reconciler checks (separated by commas "
+                        "or spaces).", "my-project, my-other-project"),
+                    "reconcile_regions": _option(
+                        "Vertex AI regions the resilient tasks use, fallbacks included (separated by commas or "
+                        "spaces).", "us-central1, europe-west4"),
+                    "reconcile_zones": _option(
+                        "Cloud TPU zones the resilient tasks use, fallbacks included (separated by commas or "
+                        "spaces).", "us-central2-b"),
+                    "reconcile_schedule": _option(
+                        "How often the reconciler runs: seconds between runs, or a cron expression or preset "
+                        "such as @hourly.", "*/5 * * * *", default="300"),
+                },
+            },
+        },
     }
+
+
+def _option(description: str, example: str, *, default: str | None = None) -> dict[str, Any]:
+    """One option of the provider's configuration section, as Airflow's provider_info schema describes it."""
+    return {"description": description, "version_added": "0.1.0", "type": "string", "example": example,
+            "default": default}

@@ -1,18 +1,17 @@
-"""Cloud Logging clients for the provider, with the emulator override of :mod:`.clients`.
+"""Cloud Logging clients for the provider, with the emulator switch of :mod:`.clients`.
 
-The override, in order of precedence: the ``emulator`` argument, then the environment variable
-``RESILIENT_EMULATOR_HOST`` (``host:port``). When set, the clients speak plain-text gRPC to that address with
-anonymous credentials (no ``*_EMULATOR_HOST`` variable exists for Cloud Logging, and ``api_endpoint``
-alone would open TLS). When unset, they use ``logging.googleapis.com`` and the
-credentials they are given (Application Default Credentials when None).
+``emulator`` (``host:port``, what the hooks read from the connection's extra ``emulator_host``): the clients speak
+plain-text gRPC to that address with anonymous credentials (the Cloud Logging client libraries have no
+``*_EMULATOR_HOST`` variable, and ``api_endpoint`` alone would open TLS). None: they use
+``logging.googleapis.com`` and the credentials they are given (Application Default Credentials when None).
 
 * :func:`logging_gapic_client` -- the generated ``LoggingServiceV2Client`` (``list_log_entries`` with
   ``resource_names``, ``filter``, ``order_by``, ``page_size``; returns a pager of ``LogEntry``).
 * :func:`logging_client` -- the high-level ``google.cloud.logging.Client`` (``list_entries``,
   ``logger(name).log_struct`` ...). Its ``list_entries`` adds ``timestamp>="<now-24h>"`` when the filter has
-  no ``timestamp`` term; pass a timestamp term to look further back.
+  no ``timestamp`` term (the library's own default); pass a timestamp term to look further back.
 
-Audit-log entries (``protoPayload`` of type ``google.cloud.audit.AuditLog``) reach the high-level
+Audit-log entries (``protoPayload`` of type ``google.cloud.audit.AuditLog``, Cloud Audit Logs) reach the high-level
 client as a ``ProtobufEntry`` whose ``payload`` is a dict -- provided ``google.cloud.audit.audit_log_pb2`` is
 imported, which both functions do.
 

@@ -89,8 +89,8 @@ def patient_policy(scale: float) -> RetryPolicy:
 
 def last_interval(emulator: Emulator, outcome: Outcome, scale: float) -> str:
     """The interval the way's last attempt was handed, in platform seconds ("-": none)."""
-    from airflow_provider_resilient.clients import vertex_job_client
     from airflow_provider_resilient.specs.vertex import primary_env
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     if not outcome.history:
         return "-"
@@ -116,7 +116,7 @@ def one_seed(seed: int, a: argparse.Namespace) -> dict[str, Any]:
         emulator.ensure_bucket("bench")
         restart = config.latencies.restart_seconds + measure_restore(emulator, s)
         ceiling = goodput_ceiling(a.checkpoint_cost, restart, a.mtbf)
-        from airflow_provider_resilient.clients import vertex_job_client
+        from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
         vertex_job_client(PRIMARY).list_custom_jobs(parent=f"projects/{PROJECT}/locations/{PRIMARY}")  # warm
         emulator.reset()

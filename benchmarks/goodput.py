@@ -206,7 +206,7 @@ def record_ours(outcome: Outcome, op: Any, context: dict[str, Any], where: tuple
 def run_resubmitting(outcome: Outcome, args: list[str], way: str, delay: float, poll: float,
                      stop: threading.Event) -> None:
     """Submit, wait for the end, and on failure submit again after ``delay`` seconds, until success."""
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     client = vertex_job_client(PRIMARY)
     spec = {"display_name": f"goodput-{way}", "labels": {"bench-way": way},
@@ -250,7 +250,7 @@ def run_google_provider(outcome: Outcome, args: list[str], delay: float, poll: f
     from airflow.providers.google.cloud.hooks.vertex_ai.custom_job import CustomJobHook
     from airflow.providers.google.cloud.operators.vertex_ai.custom_job import CreateCustomJobOperator
 
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     class EmulatedCustomJobHook(CustomJobHook):
         def get_job_service_client(self, region: str | None = None) -> Any:  # plain-text gRPC to the emulator
@@ -502,7 +502,7 @@ def machine_seconds(way: str, scale: float) -> float:
     in both regions -- what a team pays, idle waits on a live job included."""
     from datetime import UTC, datetime
 
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     total = 0.0
     for region in (PRIMARY, FALLBACK):
@@ -821,8 +821,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             print(f"| {name} | {value} |")
         print(flush=True)
 
-        from airflow_provider_resilient.clients import vertex_job_client  # warm imports: a fair start
         from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator  # noqa: F401
+        from airflow_provider_resilient.testing.emulator_clients import vertex_job_client  # warm imports: a fair start
 
         vertex_job_client(PRIMARY).list_custom_jobs(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
         emulator.reset()  # the outage windows count from here

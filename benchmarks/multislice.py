@@ -70,7 +70,9 @@ def one_run(emulator: Any, slices: int, run: int, a: argparse.Namespace) -> dict
     attempts = result["attempts"]
     incident = attempts[0]["incidents"][0]
     failed_at, decided_at = incident["failure"]["timestamp"], incident["decision"]["decided_at"]
-    steps = ctx["task_state_store"].get(op.STEPS_KEY) or []
+    from airflow_provider_resilient.operators.base import steps_from_json
+
+    steps = [(r.time, r.step) for r in steps_from_json(ctx["task_state_store"].get(op.STEPS_KEY))]
     resumed = attempts[1].get("resumed_from_step") or 0  # (absent: from scratch)
     later = [t for t, _ in steps if t >= attempts[1]["started_at"]]
     running_again = min(later) if later else float("nan")

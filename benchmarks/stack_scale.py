@@ -2,7 +2,7 @@
 
     python benchmarks/stack_scale.py [--n 50 200 1000] [--poll 30] [--release-rate 0.5] [--quick] [--keep]
 
-Starts the native CeleryExecutor stack (testing/stack.py: PostgreSQL, Redis, the emulator, api-server, scheduler,
+Starts the native CeleryExecutor stack (devtools/stack.py: PostgreSQL, Redis, the emulator, api-server, scheduler,
 dag-processor, two Celery workers, two triggerers) with ``benchmarks/dags/stack_scale.py``: one DAG run maps N
 ``ResilientCustomJobOperator`` tasks (dynamic task mapping), each of which creates its CustomJob and defers; every
 job's replica waits on a FIFO of its own, so the benchmark says when each job ends. For each N, in one DAG run:
@@ -153,8 +153,8 @@ def task_instances(stack: Any, run_id: str) -> list[dict[str, Any]]:
 
 def jobs_ended(stack: Any, run_id: str) -> dict[int, float]:
     """map index -> the job's end_time (epoch seconds), for the run's ended jobs."""
-    from airflow_provider_resilient.clients import vertex_job_client
     from airflow_provider_resilient.specs.vertex import job_labels
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     label = job_labels(DAG_ID, TASK, run_id, 0, None)["airflow-run"]
     client = vertex_job_client(REGION, emulator=stack.emulator_env["RESILIENT_EMULATOR_HOST"])
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     window = args.window or 3 * args.poll
     os.environ["RESILIENT_SCALE_POLL_INTERVAL"] = repr(args.poll)  # the DAG reads it (the stack passes it on)
     sys.path.insert(0, str(HERE.parent))
-    from airflow_provider_resilient.testing.stack import NativeStack
+    from devtools.stack import NativeStack
 
     rows = []
     with NativeStack(executor="celery", dags=[HERE / "dags"], fault_plan=None, keep=args.keep) as stack:

@@ -147,7 +147,7 @@ def run_baseline(outcome: Outcome, way: str, accelerator: str, script: str, poll
     """A baseline's loop: create the node (again after ``create_retry`` seconds when the zone has no capacity),
     watch it every ``poll`` seconds until its workload reports exit 0; ``recreate``: a TERMINATED or PREEMPTED
     node or a non-zero exit is deleted and created again (the recreate loop), else waited on for ever (ssh)."""
-    from airflow_provider_resilient.clients import tpu_client
+    from airflow_provider_resilient.testing.emulator_clients import tpu_client
 
     client = tpu_client()
     parent = f"projects/{PROJECT}/locations/{PRIMARY}"
@@ -249,8 +249,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             print(f"| {name} | {value} |")
         print(flush=True)
 
-        from airflow_provider_resilient.clients import tpu_client
         from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator  # noqa: F401 (warm)
+        from airflow_provider_resilient.testing.emulator_clients import tpu_client
 
         tpu_client().list_nodes(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
         emulator.reset()  # the outage windows count from here

@@ -13,8 +13,8 @@ import argparse
 import os
 import time
 
-from airflow_provider_resilient.clients import vertex_job_client
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig, FaultPlan
+from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
 PARENT = "projects/demo-project/locations/us-central1"
 
@@ -27,8 +27,9 @@ def main() -> int:
     plan = FaultPlan.load(args.fault_plan) if args.fault_plan else None
 
     with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=args.time_scale)) as emulator:
-        os.environ.update(emulator.env())  # RESILIENT_EMULATOR_HOST: the provider's clients use the emulator
-        client = vertex_job_client("us-central1")
+        # The connection google_cloud_default with extra emulator_host: the provider's operators use the emulator.
+        os.environ.update(emulator.env())
+        client = vertex_job_client("us-central1", emulator=emulator.address)  # the real client, on the emulator
         job = client.create_custom_job(parent=PARENT, custom_job={
             "display_name": "quickstart",
             "job_spec": {"worker_pool_specs": [{

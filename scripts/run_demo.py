@@ -54,6 +54,10 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # The reconciler of dags/resilient_reconcile.py (parsed with the folder; `dags test` does not run it).
+        "AIRFLOW__RESILIENT__RECONCILE_PROJECTS": "resilient-demo",
+        "AIRFLOW__RESILIENT__RECONCILE_REGIONS": "us-central1,europe-west4",
+        "AIRFLOW__RESILIENT__RECONCILE_ZONES": "us-central2-b",
         "GRPC_VERBOSITY": "ERROR",
     }
 

@@ -14,7 +14,8 @@ import pytest
 
 from airflow_provider_resilient.testing.storage import StorageEmulator, patched_environ
 
-pytest_plugins = ["pytester"]
+#: The emulator's fixture (``resilient_emulator``) is opt-in: the plugin never loads itself.
+pytest_plugins = ["pytester", "airflow_provider_resilient.testing.emulator.pytest_plugin"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKPOINT_FIXTURES = FIXTURES / "checkpoints"

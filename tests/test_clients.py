@@ -1,26 +1,26 @@
-"""The endpoint override: argument, then connection extra, then RESILIENT_EMULATOR_HOST; else Google."""
+"""The endpoint switch: an explicit address, then a connection's extra ``emulator_host``; else Google. No
+environment variable switches a client of the provider to an emulator."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from airflow_provider_resilient.clients import EMULATOR_HOST_ENV, emulator_host, vertex_endpoint, vertex_job_client
+from airflow_provider_resilient.clients import emulator_host, vertex_endpoint, vertex_job_client
+from airflow_provider_resilient.testing.emulator_clients import EMULATOR_HOST_ENV
 
 
-def test_override_precedence(monkeypatch):
+def test_the_switch_is_an_argument_or_a_connection_extra_never_the_environment(monkeypatch):
     monkeypatch.setenv(EMULATOR_HOST_ENV, "127.0.0.1:1")
-    assert emulator_host() == "127.0.0.1:1"
+    assert emulator_host() is None and emulator_host(extra={}) is None  # the variable alone switches nothing
     assert emulator_host(extra={"emulator_host": "127.0.0.1:2"}) == "127.0.0.1:2"
     assert emulator_host("127.0.0.1:3", extra={"emulator_host": "127.0.0.1:2"}) == "127.0.0.1:3"
-    monkeypatch.delenv(EMULATOR_HOST_ENV)
-    assert emulator_host() is None and emulator_host(extra={}) is None
 
 
 def test_without_override_the_client_uses_the_regional_endpoint(monkeypatch):
     from google.auth.credentials import AnonymousCredentials
 
-    monkeypatch.delenv(EMULATOR_HOST_ENV, raising=False)
+    monkeypatch.setenv(EMULATOR_HOST_ENV, "127.0.0.1:1")  # ignored
     client = vertex_job_client("europe-west4", credentials=AnonymousCredentials())
     assert client.api_endpoint == vertex_endpoint("europe-west4") == "europe-west4-aiplatform.googleapis.com"
 

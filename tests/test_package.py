@@ -106,3 +106,43 @@ def test_operators_take_nothing_but_triggers_from_triggers():
             if ".triggers." in name and not name.rsplit(".", 1)[1].endswith("Trigger") and name.count(".") > 2:
                 wrong.append(f"{path.name} imports {name}")
     assert wrong == []
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_pytest_plugin_never_loads_itself():
+    """No ``pytest11`` entry point: the emulator's fixture loads only where a user opts in (``pytest_plugins`` or
+    ``-p``), never in every pytest session of an environment that has the provider installed."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "pytest11" not in project.get("entry-points", {})
+    from airflow_provider_resilient.testing.emulator import pytest_plugin
+
+    assert "-p airflow_provider_resilient.testing.emulator.pytest_plugin" in (pytest_plugin.__doc__ or "")
+
+
+def test_the_emulator_without_its_extra_is_an_import_error_naming_the_extra():
+    code = ("import sys; sys.modules['gcp_storage_emulator'] = None\n"
+            "try:\n    import airflow_provider_resilient.testing.emulator\n"
+            "except ImportError as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("ImportError ")  # not a bare ModuleNotFoundError of a dependency deep inside
+    assert "pip install 'airflow-provider-resilient[emulator]'" in out and "gcp-storage-emulator" in out
+
+
+def test_the_version_is_written_once_and_the_license_ships():
+    """One version string (``airflow_provider_resilient.__version__``, which pyproject.toml reads); LICENSE (the
+    Apache License 2.0) and NOTICE go into the wheel (``license-files``)."""
+    import tomllib
+
+    import airflow_provider_resilient
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "airflow_provider_resilient.__version__"}
+    assert get_provider_info()["versions"] == [airflow_provider_resilient.__version__]
+    assert project["project"]["license-files"] == ["LICENSE", "NOTICE"]
+    assert "Apache License\n                        Version 2.0, January 2004" in (REPO / "LICENSE").read_text()
+    assert set(project["project"]["urls"]) == {"Homepage", "Documentation", "Changelog", "Issues"}

@@ -1,4 +1,4 @@
-"""What every hook of the provider shares: credentials, the emulator override, and transient API errors
+"""What every hook of the provider shares: credentials, the emulator switch, and transient API errors
 retried (tenacity), for the sync hooks and the async ones the triggers use.
 
 Transient API errors -- UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, ABORTED, 429 / RESOURCE_EXHAUSTED on
@@ -6,11 +6,20 @@ reads, 5xx -- are retried with exponential backoff and jitter for up to ``api_re
 fail a task by themselves. RESOURCE_EXHAUSTED on create is quota or a stockout: it is raised, for the
 policy to classify.
 
-Credentials: none against the emulator; otherwise the Google provider's ``GoogleBaseHook`` when that
-provider is installed and the connection ``gcp_conn_id`` exists (it reads the connection and handles
-``impersonation_chain``), else Application Default Credentials with the ``cloud-platform`` scope,
-impersonated through google-auth when ``impersonation_chain`` is given (the last account is the target,
-the ones before it the delegation chain, as in the Google provider).
+The connection ``gcp_conn_id`` (default ``google_cloud_default``, the Google provider's) must exist: a name that
+is no Airflow connection is an error naming it and the fix, never a silent fall-back to whatever credentials the
+worker has. ``gcp_conn_id=None`` asks for Application Default Credentials and reads no connection.
+
+The emulator is used only when it is switched on explicitly: the connection's extra ``emulator_host``
+(``host:port``), or a hook's ``emulator`` argument. Then no credentials are used. No environment variable switches
+it on.
+
+Credentials otherwise: the Google provider's ``GoogleBaseHook`` when that provider is installed (it reads the
+connection's key and handles ``impersonation_chain``); without it, Application Default Credentials with the
+``cloud-platform`` scope -- refused when the connection holds a key, which only the Google provider reads --
+impersonated through google-auth when ``impersonation_chain`` is given (the last account is the target, the ones
+before it the delegation chain, as in the Google provider). See Google's "How Application Default Credentials
+works" (https://cloud.google.com/docs/authentication/application-default-credentials).
 """
 
 from __future__ import annotations
@@ -42,16 +51,60 @@ def is_transient(exc: BaseException, *, creating: bool = False) -> bool:
     return isinstance(exc, transient)
 
 
-def connection_extra(gcp_conn_id: str | None) -> dict[str, Any]:
-    """The extra of Airflow connection ``gcp_conn_id``, or {} when there is no such connection."""
-    if not gcp_conn_id:
-        return {}
-    try:
-        from airflow.sdk import BaseHook
+#: Connection extras that hold a key or credentials to use (the Google provider's ``google_cloud_platform``
+#: connection; each also as ``extra__google_cloud_platform__<name>``): only the Google provider reads them.
+KEY_EXTRAS = ("key_path", "keyfile_dict", "key_secret_name", "credential_config_file")
 
-        return dict(BaseHook.get_connection(gcp_conn_id).extra_dejson)
-    except Exception:  # no connection defined (offline runs, tests): fine, ADC or the env override apply
+
+def missing_connection_message(gcp_conn_id: str) -> str:
+    """What a task says when connection ``gcp_conn_id`` does not exist: the name and the two fixes."""
+    env = "AIRFLOW_CONN_" + gcp_conn_id.upper()
+    return (f"The Airflow connection {gcp_conn_id!r} (gcp_conn_id) does not exist. Create it -- e.g. `airflow "
+            f"connections add {gcp_conn_id} --conn-type google_cloud_platform`, or the environment variable "
+            f"{env}='{{\"conn_type\": \"google_cloud_platform\"}}'; its extra \"emulator_host\": \"host:port\" "
+            "points it at the emulator -- or pass gcp_conn_id=None to use Application Default Credentials.")
+
+
+def get_connection(gcp_conn_id: str) -> Any:
+    """Airflow connection ``gcp_conn_id`` (metadata database, secrets backends, ``AIRFLOW_CONN_*`` variables).
+
+    Raises:
+        AirflowNotFoundException: there is no such connection; the message names it and the fix
+            (:func:`missing_connection_message`).
+        Exception: whatever reading the connection raises otherwise (e.g. the API server is unreachable):
+            credentials and endpoints never change because a lookup failed.
+    """
+    from airflow.sdk import BaseHook
+
+    not_found = _not_found_exception()
+    try:
+        return BaseHook.get_connection(gcp_conn_id)
+    except not_found as exc:
+        raise not_found(missing_connection_message(gcp_conn_id)) from exc
+
+
+def _not_found_exception() -> type[Exception]:
+    """Airflow's ``AirflowNotFoundException`` (what ``BaseHook.get_connection`` raises for an unknown connection)."""
+    import importlib
+
+    for module in ("airflow.sdk.exceptions", "airflow.exceptions"):  # the task SDK's; older Airflow's
+        try:
+            not_found: type[Exception] = importlib.import_module(module).AirflowNotFoundException
+        except (ImportError, AttributeError):  # pragma: no cover - an Airflow release without it there
+            continue
+        return not_found
+    raise ImportError("no AirflowNotFoundException in airflow.sdk.exceptions or airflow.exceptions")
+
+
+def connection_extra(gcp_conn_id: str | None) -> dict[str, Any]:
+    """The extra of Airflow connection ``gcp_conn_id``; {} for ``gcp_conn_id=None`` (no connection).
+
+    Raises:
+        AirflowNotFoundException: there is no such connection (see :func:`get_connection`).
+    """
+    if gcp_conn_id is None:
         return {}
+    return dict(get_connection(gcp_conn_id).extra_dejson or {})
 
 
 def connection_exists(gcp_conn_id: str) -> bool:
@@ -61,18 +114,15 @@ def connection_exists(gcp_conn_id: str) -> bool:
         Exception: whatever reading the connection raises other than "not found" (e.g. the API server is
             unreachable): credentials must not silently change because a lookup failed.
     """
-    from airflow.sdk import BaseHook
-
-    try:  # not through ..compat: this runs in the triggerer's event loop, where only loaded modules may be imported
-        from airflow.sdk.exceptions import AirflowNotFoundException
-    except ImportError:  # Airflow 3.1
-        from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef]
-
     try:
-        BaseHook.get_connection(gcp_conn_id)
-    except AirflowNotFoundException:
+        get_connection(gcp_conn_id)
+    except _not_found_exception():
         return False
     return True
+
+
+def _key_extras(extra: dict[str, Any]) -> list[str]:
+    return [name for name in KEY_EXTRAS if extra.get(name) or extra.get(f"extra__google_cloud_platform__{name}")]
 
 
 def default_credentials(impersonation_chain: str | Sequence[str] | None) -> Any:
@@ -96,34 +146,56 @@ def default_credentials(impersonation_chain: str | Sequence[str] | None) -> Any:
 
 
 def google_credentials(gcp_conn_id: str | None, impersonation_chain: str | Sequence[str] | None) -> Any:
-    """Credentials for Google APIs: the Google provider's ``GoogleBaseHook(gcp_conn_id,
-    impersonation_chain).get_credentials()`` when the provider is installed and the connection exists,
-    else :func:`default_credentials` (as :func:`connection_extra` treats a missing connection).
+    """Credentials for Google APIs.
+
+    * ``gcp_conn_id=None``: :func:`default_credentials` (Application Default Credentials, impersonated for
+      ``impersonation_chain``).
+    * a connection, with the Google provider installed: ``GoogleBaseHook(gcp_conn_id,
+      impersonation_chain).get_credentials()`` (its key, or ADC when it holds none).
+    * a connection without the Google provider: :func:`default_credentials`, as the Google provider does for a
+      connection without a key; a connection that holds a key (:data:`KEY_EXTRAS`) is refused.
 
     Raises:
-        google.auth.exceptions.DefaultCredentialsError: ADC are needed and not set up; or what
-            ``GoogleBaseHook`` raises for a connection it cannot use.
+        AirflowNotFoundException: connection ``gcp_conn_id`` does not exist (the message names it and the fix).
+        ValueError: the connection holds a key and the Google provider is not installed (the message says to
+            install ``airflow-provider-resilient[google]`` or to use ``gcp_conn_id=None``).
+        google.auth.exceptions.DefaultCredentialsError: ADC are needed and not set up; or what ``GoogleBaseHook``
+            raises for a connection it cannot use.
     """
+    if gcp_conn_id is None:
+        return default_credentials(impersonation_chain)
+    extra = connection_extra(gcp_conn_id)  # raises, naming it, when there is no such connection
     try:
         from airflow.providers.google.common.hooks.base_google import GoogleBaseHook
     except ImportError:
         GoogleBaseHook = None
-    if GoogleBaseHook is not None and gcp_conn_id:
-        if connection_exists(gcp_conn_id):
-            return GoogleBaseHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_credentials()
-        log.info("No Airflow connection %r: using Application Default Credentials", gcp_conn_id)
+    if GoogleBaseHook is not None:
+        return GoogleBaseHook(gcp_conn_id=gcp_conn_id, impersonation_chain=impersonation_chain).get_credentials()
+    if keys := _key_extras(extra):
+        raise ValueError(
+            f"The Airflow connection {gcp_conn_id!r} holds a key ({', '.join(keys)}), which only the Google provider "
+            "reads, and it is not installed: pip install 'airflow-provider-resilient[google]' "
+            "(apache-airflow-providers-google), or remove the key and use Application Default Credentials "
+            "(gcp_conn_id=None).")
+    log.info("Connection %r holds no key and the Google provider is not installed: using Application Default "
+             "Credentials", gcp_conn_id)
     return default_credentials(impersonation_chain)
 
 
 class GoogleApiHook:
-    """What every hook of the provider shares: credentials, the emulator override, retried calls.
+    """What every hook of the provider shares: credentials, the emulator switch, retried calls.
 
     Args:
-        gcp_conn_id: Airflow connection for credentials; its extra ``emulator_host`` selects an emulator.
+        gcp_conn_id: Airflow connection for credentials (it must exist; see the module docstring); its extra
+            ``emulator_host`` (``host:port``) switches the emulator on. None: Application Default Credentials,
+            no connection.
         impersonation_chain: a service account email, or a chain of them, to impersonate.
-        emulator: ``host:port`` of an emulator (overrides the connection and ``RESILIENT_EMULATOR_HOST``).
+        emulator: ``host:port`` of an emulator (wins over the connection; a trigger gets its operator's).
         api_retry_seconds: how long transient API errors are retried before they are raised (seconds).
         sleep: how to wait between retries (injected in tests).
+
+    The connection is read when :attr:`emulator` or :attr:`credentials` is first asked for, which raises
+    ``AirflowNotFoundException`` (naming it and the fix) when it does not exist.
     """
 
     def __init__(self, gcp_conn_id: str | None = "google_cloud_default",
@@ -138,9 +210,29 @@ class GoogleApiHook:
 
     @cached_property
     def emulator(self) -> str | None:
-        """The emulator address in use, or None for Google."""
-        return emulator_host(self._emulator_override, connection_extra(self.gcp_conn_id)
-                             if not self._emulator_override else None)
+        """The emulator address in use (the ``emulator`` argument, else the connection's extra ``emulator_host``),
+        or None for Google.
+
+        Raises:
+            AirflowNotFoundException: connection ``gcp_conn_id`` does not exist.
+        """
+        if self._emulator_override:
+            return self._emulator_override
+        return emulator_host(None, connection_extra(self.gcp_conn_id))
+
+    def endpoint_summary(self) -> str:
+        """One line for the top of a task's log: where this hook's calls go and why -- ``Using the Google API
+        emulator at HOST (connection X)``, or Google Cloud with the connection's or the default credentials.
+
+        Raises:
+            AirflowNotFoundException: connection ``gcp_conn_id`` does not exist.
+        """
+        if self.emulator:
+            why = "emulator argument" if self._emulator_override else f"connection {self.gcp_conn_id}"
+            return f"Using the Google API emulator at {self.emulator} ({why}): no call reaches Google Cloud"
+        if self.gcp_conn_id is None:
+            return "Using Google Cloud APIs with Application Default Credentials (gcp_conn_id=None)"
+        return f"Using Google Cloud APIs with the credentials of connection {self.gcp_conn_id}"
 
     @cached_property
     def credentials(self) -> Any:
@@ -215,5 +307,6 @@ class AsyncGoogleApiHook:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["CLOUD_PLATFORM_SCOPE", "AsyncGoogleApiHook", "GoogleApiHook", "connection_exists", "connection_extra",
-           "default_credentials", "google_credentials", "is_transient"]
+__all__ = ["CLOUD_PLATFORM_SCOPE", "KEY_EXTRAS", "AsyncGoogleApiHook", "GoogleApiHook", "connection_exists",
+           "connection_extra", "default_credentials", "get_connection", "google_credentials", "is_transient",
+           "missing_connection_message"]

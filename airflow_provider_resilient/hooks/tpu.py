@@ -349,3 +349,6 @@ class AsyncResilientTPUHook(AsyncGoogleApiHook):
         for made in (client, alpha):
             if made is not None:
                 await made.transport.close()
+
+
+__all__ = ["GUEST_NAMESPACE", "AsyncResilientTPUHook", "AuditLogHook", "ResilientTPUHook", "audit_log_filter"]

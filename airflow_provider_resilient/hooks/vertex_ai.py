@@ -285,3 +285,6 @@ class AsyncResilientVertexAIHook(AsyncGoogleApiHook):
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.transport.close()
+
+
+__all__ = ["CHIEF_TASK", "AsyncResilientVertexAIHook", "ResilientVertexAIHook", "is_tuning_job", "region_of"]

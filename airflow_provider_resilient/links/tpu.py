@@ -30,3 +30,6 @@ def node_links(node_name: str) -> dict[str, str]:
 def push_node_links(context: Any, node_name: str) -> None:
     for key, url in node_links(node_name).items():
         context["ti"].xcom_push(key=key, value=url)
+
+
+__all__ = ["TPUAuditLogLink", "TPUNodeLink", "node_links", "push_node_links"]

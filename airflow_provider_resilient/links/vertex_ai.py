@@ -38,3 +38,6 @@ def push_links(context: Any, job_name: str) -> None:
     """Push the links of ``job_name`` for the running task instance."""
     for key, url in job_links(job_name).items():
         context["ti"].xcom_push(key=key, value=url)
+
+
+__all__ = ["VertexAICustomJobLink", "VertexAICustomJobLogsLink", "job_links", "push_links"]

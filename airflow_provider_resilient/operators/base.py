@@ -32,6 +32,7 @@ from ..supervisor import (
     RunState,
     Sleep,
     Started,
+    StateSchemaTooNew,
     Submit,
     SubmitFailed,
     Succeed,
@@ -41,6 +42,7 @@ from ..supervisor import (
     state_to_json,
     step,
 )
+from ..supervisor.machine import STATE_SCHEMA_VERSION, stored_schema_version
 from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
 from ..supervisor.reconcile import Owner, other_writers
 
@@ -125,6 +127,31 @@ def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
     return masked
 
 
+def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
+    """Step reports (``goodput.StepReport``) as the task state store keeps them (key ``STEPS_KEY``):
+    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the run's schema version,
+    :data:`~..supervisor.STATE_SCHEMA_VERSION`)."""
+    return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
+
+
+def steps_from_json(data: Any) -> list[Any]:
+    """The inverse of :func:`steps_to_json`; also reads version 1, a bare ``[[time, step], ...]`` list (what the
+    releases before ``schema_version`` wrote). None or empty: no reports.
+
+    Raises:
+        StateSchemaTooNew: written by a newer release of the provider.
+        TypeError, ValueError: not step reports.
+    """
+    from ..goodput import StepReport
+
+    if not data:
+        return []
+    if isinstance(data, dict):
+        stored_schema_version(data)
+        data = data.get("reports") or []
+    return [StepReport(float(t), int(s)) for t, s in data]
+
+
 #: How many of the newest complete checkpoints the run summary reads (one listing each): their steps join the
 #: goodput ledger's step reports; the newest :data:`ADVICE_SAVES` of them judge the checkpoint interval.
 LEDGER_SAVES = 100
@@ -168,7 +195,11 @@ class SupervisedOperator(BaseOperator):
         poll_interval: seconds between looks at the running attempt (> 0; default 30).
         rerun_after_success: when a successful task is cleared, train again (default: return the earlier
             result without creating anything).
-        gcp_conn_id: Airflow connection for credentials (its extra ``emulator_host`` selects an emulator).
+        gcp_conn_id: the Airflow connection for credentials (default ``google_cloud_default``, the Google
+            provider's); it must exist, else the task fails naming it and the fix. Its extra ``emulator_host``
+            (``host:port``) points every call at the emulator instead of Google Cloud. None: Application Default
+            Credentials, no connection. The first line the task logs says which (the emulator's address, or the
+            credentials used).
         impersonation_chain: service account(s) to impersonate.
         min_defer_seconds: the shortest deferral (see :data:`DEFAULT_MIN_DEFER_SECONDS`).
         checkpoint_interval_cap: the longest checkpoint interval handed to a new attempt (seconds; None: Vertex
@@ -208,7 +239,8 @@ class SupervisedOperator(BaseOperator):
                  fallbacks: Sequence[Fallback | Mapping[str, Any]] = (),
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  poll_interval: float = 30.0, rerun_after_success: bool = False,
-                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None,
                  min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
                  checkpoint_interval_cap: float | None = None, goodput_job_name: str | None = None,
                  goodput_logger_name: str | None = None, **kwargs: Any) -> None:
@@ -266,6 +298,16 @@ class SupervisedOperator(BaseOperator):
                                    not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
             raise ValueError(f"{name}: goodput_logger_name {logger!r} is not a Cloud Logging log ID: use letters, "
                              "digits and '/_-.', at most 512 characters")
+
+    def _log_endpoint(self, hook: Any) -> None:
+        """Say first, in the task's log, where the calls go: ``Using the Google API emulator at HOST (connection
+        X)``, or Google Cloud with which credentials (:meth:`~..hooks.base.GoogleApiHook.endpoint_summary`).
+
+        Raises:
+            AirflowNotFoundException: the connection ``gcp_conn_id`` does not exist (the message names it and the
+                fix), before anything is created.
+        """
+        self.log.info("%s", hook.endpoint_summary())
 
     def _fire_not_before(self) -> float:
         """Epoch seconds before which a trigger this task defers to must not fire (see
@@ -530,6 +572,8 @@ class SupervisedOperator(BaseOperator):
         self._load_steps(context)
         try:
             return state_from_json(store.get(self.STATE_KEY))
+        except StateSchemaTooNew as exc:  # a retry on an upgraded worker reads it: not a permanent failure
+            raise AirflowException(f"{self.STATE_KEY!r}: {exc}") from exc
         except ValueError as exc:
             raise AirflowFailException(f"the stored state under {self.STATE_KEY!r} is unreadable: {exc}") from exc
 
@@ -540,7 +584,7 @@ class SupervisedOperator(BaseOperator):
             store.set(self.STATE_KEY, state_to_json(state))
             steps = self._step_reports()
             if len(steps) != self.__dict__.get("_steps_stored", 0):  # only when there are new ones
-                store.set(self.STEPS_KEY, [[r.time, r.step] for r in steps[-self.MAX_STEP_REPORTS:]])
+                store.set(self.STEPS_KEY, steps_to_json(steps[-self.MAX_STEP_REPORTS:]))
                 self.__dict__["_steps_stored"] = len(steps)
 
     # ------------------------------------------------------------------ the observer
@@ -624,14 +668,16 @@ class SupervisedOperator(BaseOperator):
         store = run_state_store(context)
         if store is None or "_steps_seen" in self.__dict__:
             return
-        from ..goodput import StepReport
-
+        stored = store.get(self.STEPS_KEY)
         try:
-            saved = [StepReport(float(t), int(s)) for t, s in store.get(self.STEPS_KEY) or []]
+            saved = steps_from_json(stored)
+        except StateSchemaTooNew as exc:
+            raise AirflowException(f"{self.STEPS_KEY!r}: {exc}") from exc
         except (TypeError, ValueError):
             saved = []  # unreadable reports only cost the ledger its detail
         self.__dict__["_steps_seen"] = saved
-        self.__dict__["_steps_stored"] = len(saved)
+        current = not stored or (isinstance(stored, dict) and stored.get("schema_version") == STATE_SCHEMA_VERSION)
+        self.__dict__["_steps_stored"] = len(saved) if current else -1  # an older form is written anew at the next save
 
     def _workload_goodput(self) -> dict[str, Any]:
         """The workload's own goodput events (``goodput_job_name``), read with ml-goodput-measurement's calculator

@@ -4,7 +4,8 @@ Airflow 3.3 cleans up after a user's action only through ``on_kill`` -- the oper
 trigger's in the triggerer -- and calls neither when a task is marked failed or success before its trigger
 has started or while no triggerer runs, when its DAG run is deleted, or when its worker is killed with
 SIGKILL and the task is not retried. This operator closes those gaps. Schedule it in a small DAG of its
-own (``dags/resilient_reconcile.py`` is one to copy); each run:
+own: :func:`~..reconcile.reconcile_dag` makes that DAG in one line of your DAG folder, from the ``[resilient]``
+section of Airflow's configuration; each run:
 
 1. lists the live CustomJobs of ``project_id`` in ``regions`` that carry the provider's
    ``resilient-attempt`` label, and the TPU nodes in ``zones`` that carry it;
@@ -57,7 +58,7 @@ class ResilientReconcileOperator(BaseOperator):
     ui_color = "#e8e8e8"
 
     def __init__(self, *, project_id: str, regions: Sequence[str] = (), zones: Sequence[str] = (),
-                 dry_run: bool = False, gcp_conn_id: str = "google_cloud_default",
+                 dry_run: bool = False, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not regions and not zones:
@@ -70,6 +71,7 @@ class ResilientReconcileOperator(BaseOperator):
         self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self.log.info("%s", (self._vertex() if self.regions else self._tpu()).endpoint_summary())
         ti = context["ti"]
         return self.reconcile(lambda dag_id, run_ids: ti.get_task_states(dag_id=dag_id, run_ids=run_ids))
 

@@ -257,6 +257,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     def execute(self, context: Any) -> Any:
         self._validate()
         self._validate_goodput_names()
+        self._log_endpoint(self._tpu())
         return self._start(context)
 
     def execute_complete(self, context: Any, event: Any = None) -> Any:

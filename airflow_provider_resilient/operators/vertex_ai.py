@@ -232,6 +232,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def execute(self, context: Any) -> Any:
         self._validate()
         self._validate_goodput_names()
+        self._log_endpoint(self._hook())
         self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())
         return self._start(context)
 

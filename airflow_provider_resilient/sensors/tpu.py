@@ -24,7 +24,8 @@ class _DeferrablePollingSensor(BaseSensorOperator):
     """Pokes in the worker, or -- deferrable -- frees the worker slot between pokes (``DateTimeTrigger``)."""
 
     def __init__(self, *, deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 gcp_conn_id: str = "google_cloud_default", impersonation_chain: str | Sequence[str] | None = None,
+                 gcp_conn_id: str | None = "google_cloud_default",
+                 impersonation_chain: str | Sequence[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.deferrable = deferrable
@@ -32,6 +33,9 @@ class _DeferrablePollingSensor(BaseSensorOperator):
         self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Any) -> Any:
+        from ..hooks.base import GoogleApiHook
+
+        self.log.info("%s", GoogleApiHook(self.gcp_conn_id, self.impersonation_chain).endpoint_summary())
         if not self.deferrable:
             return super().execute(context)
         return self.execute_complete(context)
@@ -142,3 +146,6 @@ class TPUMaintenanceEventSensor(_DeferrablePollingSensor):
         if events:
             self.log.info("Maintenance/preemption events for %s: %s", self.node_name, events)
         return PokeReturnValue(is_done=bool(events), xcom_value=events)
+
+
+__all__ = ["TPUMaintenanceEventSensor", "TPUNodeHealthSensor"]

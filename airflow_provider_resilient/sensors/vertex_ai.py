@@ -20,7 +20,7 @@ class CustomJobStateSensor(BaseSensorOperator):
         target_states: JobState names that count as done (default: ``JOB_STATE_SUCCEEDED``).
         deferrable: wait in the triggerer (default ``[operators] default_deferrable``).
         poll_interval: seconds between reads in deferrable mode (``poke_interval`` otherwise).
-        gcp_conn_id, impersonation_chain: credentials, as for the operator.
+        gcp_conn_id, impersonation_chain: credentials and the emulator switch, as for the operator.
 
     Returns the job's final summary (name, state, error) as XCom.
 
@@ -32,7 +32,7 @@ class CustomJobStateSensor(BaseSensorOperator):
 
     def __init__(self, *, job_name: str, target_states: Sequence[str] = DEFAULT_TARGET_STATES,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 poll_interval: float = 30.0, gcp_conn_id: str = "google_cloud_default",
+                 poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
@@ -64,6 +64,7 @@ class CustomJobStateSensor(BaseSensorOperator):
         return self._judge(job_summary(self._hook().get_custom_job(self.job_name)))
 
     def execute(self, context: Any) -> Any:
+        self.log.info("%s", self._hook().endpoint_summary())
         if not self.deferrable:
             super().execute(context)
             return self._summary
@@ -82,3 +83,6 @@ class CustomJobStateSensor(BaseSensorOperator):
             raise AirflowException(f"the trigger could not watch {self.job_name}: {event}")
         self._judge(event["job"])
         return self._summary
+
+
+__all__ = ["DEFAULT_TARGET_STATES", "CustomJobStateSensor"]

@@ -564,12 +564,72 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY, se
 # ------------------------------------------------------------------------------------------ JSON
 
 
+#: The version of the stored form of a run (:func:`state_to_json`), written with every record as ``schema_version``.
+#: 1: the form of the releases before the field existed (no ``schema_version``); 2: the same fields, versioned.
+#: :func:`state_from_json` reads every version up to this one, upgrading older records (:data:`STATE_UPGRADES`), and
+#: refuses a newer one (:class:`StateSchemaTooNew`): a run stored by a newer release of the provider may mean what
+#: this release cannot know. A change of the stored form raises this number and adds its upgrade.
+STATE_SCHEMA_VERSION = 2
+
+
+class StateSchemaTooNew(ValueError):
+    """A stored run written by a newer release of the provider (its ``schema_version`` is above
+    :data:`STATE_SCHEMA_VERSION`). The fix is to upgrade the provider where the task runs (every worker and
+    triggerer), then retry or clear the task; the stored run is left as it is."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        super().__init__(
+            f"the stored run has schema_version {version}, written by a newer release of airflow-provider-resilient; "
+            f"this release reads versions up to {STATE_SCHEMA_VERSION}: upgrade the provider "
+            "(pip install -U airflow-provider-resilient) on every Airflow worker and triggerer, then retry the task")
+
+
+def _upgrade_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 holds the fields of version 1 unchanged and adds ``schema_version``."""
+    return {**data, "schema_version": 2}
+
+
+#: ``{version: upgrade}``: each turns a record of ``version`` into one of ``version + 1`` (pure, on the JSON data).
+STATE_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2}
+
+
+def stored_schema_version(data: dict[str, Any]) -> int:
+    """The ``schema_version`` of a stored record (1 when it has none: written before versions existed).
+
+    Raises:
+        ValueError: the version is not a whole number >= 1.
+        StateSchemaTooNew: it is above :data:`STATE_SCHEMA_VERSION`.
+    """
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"schema_version {version!r} is not a version (a whole number >= 1)")
+    if version > STATE_SCHEMA_VERSION:
+        raise StateSchemaTooNew(version)
+    return version
+
+
+def upgrade_state_json(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored record of any version up to :data:`STATE_SCHEMA_VERSION`, brought to the current version.
+
+    Raises:
+        ValueError: an unreadable ``schema_version``.
+        StateSchemaTooNew: a version above :data:`STATE_SCHEMA_VERSION`.
+    """
+    version = stored_schema_version(data)
+    while version < STATE_SCHEMA_VERSION:
+        data = STATE_UPGRADES[version](data)
+        version += 1
+    return data
+
+
 def state_to_json(state: RunState) -> dict[str, Any]:
-    """``state`` as JSON-compatible data without None values (Airflow's task state store takes no None)."""
+    """``state`` as JSON-compatible data without None values (Airflow's task state store takes no None), with
+    ``schema_version`` :data:`STATE_SCHEMA_VERSION`."""
     from ..policy import history_to_json
 
-    data: dict[str, Any] = {"phase": Phase(state.phase).value, "history": history_to_json(state.history),
-                            "segment_start": state.segment_start}
+    data: dict[str, Any] = {"schema_version": STATE_SCHEMA_VERSION, "phase": Phase(state.phase).value,
+                            "history": history_to_json(state.history), "segment_start": state.segment_start}
     if state.job_name:
         data["job_name"] = state.job_name
     if state.next_submit:
@@ -584,16 +644,21 @@ def state_to_json(state: RunState) -> dict[str, Any]:
 
 
 def state_from_json(data: Any) -> RunState:
-    """The inverse of :func:`state_to_json`; empty data gives a new state.
+    """The inverse of :func:`state_to_json`; empty data gives a new state. A record of an earlier schema version
+    (one without ``schema_version`` is version 1) is upgraded first (:func:`upgrade_state_json`).
 
     Raises:
+        StateSchemaTooNew: the record was written by a newer release of the provider (a ``ValueError``).
         ValueError: naming what is wrong when ``data`` is not a state written by :func:`state_to_json`.
     """
     from ..policy import history_from_json
 
     if not data:
         return RunState()
-    if not isinstance(data, dict) or "phase" not in data:
+    if not isinstance(data, dict):
+        raise ValueError(f"not a supervisor state: {str(data)[:200]}")
+    data = upgrade_state_json(data)  # first: a newer release's record is refused as such, whatever its fields
+    if "phase" not in data:
         raise ValueError(f"not a supervisor state: {str(data)[:200]}")
     try:
         phase = Phase(data["phase"])
@@ -613,8 +678,34 @@ def state_from_json(data: Any) -> RunState:
 
 
 __all__ = [
-    "TRANSITIONS", "Action", "EndAttempt", "Ended", "Event", "Fail", "IllegalTransition", "JobFailed", "JobSucceeded",
-    "MoveOff", "Phase", "RunState", "Sleep", "Started", "Step",
-    "Submit", "SubmitFailed", "Submitted", "Succeed", "Watch", "WokeUp", "demotion", "state_from_json", "state_to_json",
+    "STATE_SCHEMA_VERSION",
+    "STATE_UPGRADES",
+    "TRANSITIONS",
+    "Action",
+    "EndAttempt",
+    "Ended",
+    "Event",
+    "Fail",
+    "IllegalTransition",
+    "JobFailed",
+    "JobSucceeded",
+    "MoveOff",
+    "Phase",
+    "RunState",
+    "Sleep",
+    "Started",
+    "StateSchemaTooNew",
+    "Step",
+    "Submit",
+    "SubmitFailed",
+    "Submitted",
+    "Succeed",
+    "Watch",
+    "WokeUp",
+    "demotion",
+    "state_from_json",
+    "state_to_json",
     "step",
+    "stored_schema_version",
+    "upgrade_state_json",
 ]

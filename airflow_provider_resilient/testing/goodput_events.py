@@ -3,7 +3,7 @@
 The package's recorder builds ``google.cloud.logging.Client()`` itself, which reaches Google's endpoint with
 Application Default Credentials. A workload run on the emulator gets the same recorder -- the package's own
 entries, batching and background thread -- on a client the provider points at the emulator
-(:func:`..logging_clients.logging_client`, ``RESILIENT_EMULATOR_HOST``), so the operators read its events back
+(:func:`.emulator_clients.logging_client`, ``RESILIENT_EMULATOR_HOST``), so the operators read its events back
 as they would on Google Cloud (:mod:`..goodput.events`). On Google Cloud, build ``GoodputRecorder`` directly.
 """
 
@@ -37,16 +37,12 @@ def goodput_recorder(job_name: str, logger_name: str | None = None, *, project: 
 
     import google.cloud.logging
 
-    from ..clients import emulator_host
     from ..goodput.events import default_logger_name
-    from ..logging_clients import logging_client
+    from .emulator_clients import logging_client
 
-    host = emulator_host(emulator)
-    if not host:
-        raise RuntimeError("goodput_recorder writes to the emulator: set RESILIENT_EMULATOR_HOST or pass emulator")
+    client = logging_client(project, emulator=emulator)  # RuntimeError without an address
     from ml_goodput_measurement.src import goodput as package
 
-    client = logging_client(project, emulator=host)
     with _BUILDING, mock.patch.object(google.cloud.logging, "Client", lambda *args, **kwargs: client):
         return package.GoodputRecorder(job_name, logger_name or default_logger_name(job_name), logging_enabled=True,
                                        background_max_latency_s=max_latency_seconds)

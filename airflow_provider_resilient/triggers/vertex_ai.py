@@ -459,3 +459,5 @@ class CustomJobTrigger(BaseTrigger):
         return ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator,
                                      api_retry_seconds=api_retry_seconds)
 
+
+__all__ = ["CustomJobPoller", "CustomJobTrigger", "active_pollers", "poller_for"]

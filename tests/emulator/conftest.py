@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 PARENT = "projects/test-project/locations/us-central1"
+#: The emulator's pytest plugin, as a user opts into it (``-p``): it never loads itself.
+PLUGIN = "airflow_provider_resilient.testing.emulator.pytest_plugin"
 TERMINAL = ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"]
 
 
@@ -36,8 +38,8 @@ def custom_job(code: str = "print('ok')", *, display_name: str = "test-job", lab
 
 @pytest.fixture
 def client(resilient_emulator: Any) -> Any:
-    """The real ``JobServiceClient``, built by the provider's client factory (honours RESILIENT_EMULATOR_HOST)."""
-    from airflow_provider_resilient.clients import vertex_job_client
+    """The real ``JobServiceClient``, built by the provider's client factory on the fixture's emulator."""
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     return vertex_job_client("us-central1")
 

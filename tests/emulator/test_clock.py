@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_resilient.testing.emulator.clock import ManualClock, SystemClock
 
-from .conftest import custom_job
+from .conftest import PLUGIN, custom_job
 
 MANUAL = pytest.mark.resilient_emulator(clock="manual", time_scale=1.0)
 START = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)
@@ -110,5 +110,5 @@ def test_the_marker_refuses_an_unknown_clock(pytester):
         def test_it(resilient_emulator):
             pass
     """)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", PLUGIN)
     result.stdout.fnmatch_lines(["*clock=...*'real' or 'manual', got 'frozen'*"])

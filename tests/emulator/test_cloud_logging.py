@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.clients import EMULATOR_HOST_ENV
 from airflow_provider_resilient.logging_clients import logging_client, logging_gapic_client
 from airflow_provider_resilient.testing.emulator.calls import CallLog
 from airflow_provider_resilient.testing.emulator.cloud_logging import LogStore, logging_service_handler
 from airflow_provider_resilient.testing.emulator.errors import InvalidArgument
+from airflow_provider_resilient.testing.emulator_clients import EMULATOR_HOST_ENV
 
 PROJECT = "my-project"
 ZONE = "us-central2-b"
@@ -369,10 +369,21 @@ def test_a_bad_filter_raises_invalid_argument(served, gapic, client, which):
 
 
 # ---------------------------------------------------------------------- logging_clients
-def test_clients_follow_the_emulator_environment_variable(served, tpu_events, monkeypatch):
+def test_the_emulators_clients_follow_its_environment_variable_and_the_providers_do_not(served, tpu_events,
+                                                                                        monkeypatch):
+    from google.auth.credentials import AnonymousCredentials
+
+    from airflow_provider_resilient.testing import emulator_clients
+
     monkeypatch.setenv(EMULATOR_HOST_ENV, served.host)
-    assert len(list(logging_gapic_client().list_log_entries(resource_names=[f"projects/{PROJECT}"]))) == 3
-    assert len(list(logging_client(PROJECT).list_entries())) == 3
+    assert len(list(emulator_clients.logging_gapic_client().list_log_entries(
+        resource_names=[f"projects/{PROJECT}"]))) == 3
+    assert len(list(emulator_clients.logging_client(PROJECT).list_entries())) == 3
+    # The provider's own factory goes to Google unless told otherwise: the variable switches nothing there.
+    assert logging_gapic_client(credentials=AnonymousCredentials()).api_endpoint == "logging.googleapis.com"
+    monkeypatch.delenv(EMULATOR_HOST_ENV)
+    with pytest.raises(RuntimeError, match="no emulator"):
+        emulator_clients.logging_client(PROJECT)
 
 
 def test_without_override_the_generated_client_uses_google(monkeypatch):

@@ -11,7 +11,7 @@ from google.api_core import exceptions
 from google.cloud.aiplatform_v1.types import JobState
 from google.protobuf import empty_pb2
 
-from airflow_provider_resilient.clients import vertex_job_async_client
+from airflow_provider_resilient.testing.emulator_clients import vertex_job_async_client
 
 from .conftest import PARENT, TERMINAL, custom_job, pool
 

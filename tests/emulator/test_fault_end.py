@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from google.api_core import exceptions as gexc
 
-from airflow_provider_resilient.clients import vertex_job_client
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
+from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 from airflow_provider_resilient.testing.storage import patched_environ
 
 PARENT = "projects/test-project/locations/us-central1"

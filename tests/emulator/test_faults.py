@@ -10,8 +10,8 @@ import pytest
 from google.api_core import exceptions
 
 from airflow_provider_resilient.checkpoints import find_latest_checkpoint
-from airflow_provider_resilient.clients import vertex_job_client
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig, FaultPlan
+from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
 from ..platform_time import MANUAL, PlatformTime
 from .conftest import PARENT, PYTHON, custom_job

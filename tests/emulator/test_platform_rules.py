@@ -41,7 +41,7 @@ def test_success_goes_queued_pending_running_succeeded(submit, resilient_emulato
 def test_replica_output_is_in_cloud_logging_as_vertex_ai_ships_it(submit, resilient_emulator):
     """Each line a replica prints is an entry, found with the filter ``gcloud ai custom-jobs stream-logs`` uses;
     a platform retry's restart is not a line of the workload's (no emulator header reaches the log)."""
-    from airflow_provider_resilient.logging_clients import logging_client
+    from airflow_provider_resilient.testing.emulator_clients import logging_client
 
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "times": 1})
     job = submit(custom_job(pools=[pool("import time; print('step 1', flush=True); time.sleep(0.3); print('step 2')"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_resilient.clients import tpu_client, vertex_job_client
+from airflow_provider_resilient.testing.emulator_clients import tpu_client, vertex_job_client
 
-from .conftest import PARENT, custom_job
+from .conftest import PARENT, PLUGIN, custom_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +61,7 @@ def read_banner(proc: subprocess.Popen[str]) -> tuple[str | None, dict[str, str]
             control = line.split()[3]
         if line.strip().startswith("export "):
             key, value = line.strip()[7:].split("=", 1)
-            exports[key] = value
+            exports[key] = shlex.split(value)[0]
         if "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" in line:
             break
     return control, exports
@@ -75,7 +76,9 @@ def test_standalone_server_control_api_and_clean_shutdown(tmp_path: Path):
     try:
         control, exports = read_banner(proc)
         assert control and control.startswith("http://127.0.0.1:")
-        assert set(exports) >= {"RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"}
+        assert set(exports) >= {"RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"}
+        assert json.loads(exports["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"]) == {  # what points the operators at it
+            "conn_type": "google_cloud_platform", "extra": {"emulator_host": exports["RESILIENT_EMULATOR_HOST"]}}
         client = vertex_job_client("us-central1", emulator=exports["RESILIENT_EMULATOR_HOST"])
 
         with pytest.raises(Exception, match="quota"):
@@ -169,7 +172,7 @@ def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester
     pid_file = tmp_path / "pid"
     pytester.makepyfile(test_inner=textwrap.dedent(f"""
         import time
-        from airflow_provider_resilient.clients import vertex_job_client
+        from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
         def test_dies_mid_job(resilient_emulator):
             client = vertex_job_client("us-central1")
@@ -183,7 +186,8 @@ def test_no_replica_survives_a_test_that_fails_mid_job(pytester: pytest.Pytester
             open({str(pid_file)!r}, "w").write(str(resilient_emulator.processes()[0]))
             raise AssertionError("the test fails while the job runs")
     """))
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")  # the fixture's teardown is what is tested
+    # the fixture's teardown is what is tested
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", PLUGIN)
     result.assert_outcomes(failed=1)
     pid = int(pid_file.read_text())
     assert not alive(pid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 import time
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 from google.api_core import exceptions
 
-from airflow_provider_resilient.clients import tpu_async_client, tpu_client
 from airflow_provider_resilient.testing.emulator.tpu.topology import worker_count
+from airflow_provider_resilient.testing.emulator_clients import tpu_async_client, tpu_client
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 ZONE = "projects/test-project/locations/us-central2-b"
@@ -95,9 +96,14 @@ def test_the_emulator_imports_nothing_of_the_provider_outside_testing():
                     found.append(f"{path.relative_to(root)}:{node.lineno} {'.' * node.level}{name}")
     assert found == []
     from airflow_provider_resilient import clients
+    from airflow_provider_resilient.testing import emulator_clients
     from airflow_provider_resilient.testing.emulator import server
 
-    assert server.EMULATOR_HOST_ENV == clients.EMULATOR_HOST_ENV  # the one contract they share: a name
+    # What they share is names: the connection extra that switches the provider's operators to the emulator, and
+    # the variable the emulator's own tools read its address from.
+    connection = json.loads(server.emulator_connection("127.0.0.1:8470"))
+    assert connection["extra"] == {clients.EMULATOR_HOST_EXTRA: "127.0.0.1:8470"}
+    assert server.EMULATOR_HOST_ENV == emulator_clients.EMULATOR_HOST_ENV
 
 
 @MANUAL
@@ -320,7 +326,7 @@ def test_deleting_a_node_kills_commands_in_sessions_of_their_own(resilient_emula
 def test_unavailable_faults_strike_tpu_and_logging_calls(resilient_emulator):
     """``unavailable`` with ``service: tpu`` / ``service: logging``: the k-th matching call answers
     UNAVAILABLE (the hooks must retry through it); other services' calls are not counted."""
-    from airflow_provider_resilient.logging_clients import logging_gapic_client
+    from airflow_provider_resilient.testing.emulator_clients import logging_gapic_client
 
     name = _created_on_the_clock(resilient_emulator, "flaky", "v4-8")
     resilient_emulator.add_fault({"kind": "unavailable", "service": "tpu", "match": {"nth": 2}})

@@ -68,7 +68,7 @@ def test_the_providers_example_runs_through_seed_000_failures_and_resumes(resili
     sources = set(re.findall(r"trainer from (\S+)", logs))
     assert sources and all("/packages/" in s and str(TRAINER) not in s for s in sources), sources
     assert "TF_CONFIG task: chief 0" in logs  # runtime 2.1 and later: 'chief', as AI Platform said too
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     job = vertex_job_client("us-central1").get_custom_job(name=result["job_name"])
     assert job.display_name == "training-job-20260101T000000-digits" and job.labels["job_type"] == "training"

@@ -35,8 +35,8 @@ def train(**overrides: Any) -> ResilientCustomJobOperator:
 
 
 def attempt_env(job_name: str) -> dict[str, str]:
-    from airflow_provider_resilient.clients import vertex_job_client
     from airflow_provider_resilient.specs.vertex import primary_env
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     return primary_env(vertex_job_client("us-central1").get_custom_job(name=job_name))
 

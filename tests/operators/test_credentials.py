@@ -1,6 +1,7 @@
-"""Where the hooks' Google credentials come from (hooks/vertex_ai.py): the Google provider's GoogleBaseHook
-when that provider is installed and the connection exists, else Application Default Credentials with the
-cloud-platform scope, impersonated through google-auth for an ``impersonation_chain``; none against the
+"""Where the hooks' Google credentials come from (hooks/base.py): the connection ``gcp_conn_id`` must exist (a
+missing one is an error naming it); with the Google provider installed its ``GoogleBaseHook`` reads the connection;
+without it, Application Default Credentials with the cloud-platform scope (refused for a connection that holds a
+key), impersonated through google-auth for an ``impersonation_chain``; ``gcp_conn_id=None`` is ADC; none against the
 emulator.
 
 The Google provider is an optional extra: it is replaced here by a fake module in ``sys.modules`` (or
@@ -34,7 +35,6 @@ def adc(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return ADC, "adc-project"
 
     monkeypatch.setattr(google.auth, "default", default)
-    monkeypatch.delenv("RESILIENT_EMULATOR_HOST", raising=False)
     return calls
 
 
@@ -79,15 +79,45 @@ def google_provider(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return made
 
 
-def test_without_the_google_provider_adc_are_used_with_the_cloud_platform_scope(adc, no_google_provider):
-    assert google_credentials("google_cloud_default", None) is ADC
+KEYLESS = '{"conn_type": "google_cloud_platform", "extra": {"project": "p1"}}'
+
+
+def test_gcp_conn_id_none_is_adc_with_the_cloud_platform_scope(adc, no_google_provider):
+    assert google_credentials(None, None) is ADC
     assert adc == [{"scopes": [CLOUD_PLATFORM_SCOPE]}]
     assert CLOUD_PLATFORM_SCOPE == "https://www.googleapis.com/auth/cloud-platform"
 
 
-def test_the_hook_uses_adc_off_the_emulator_and_no_credentials_on_it(adc, no_google_provider):
-    assert ResilientVertexAIHook("no_such_connection").credentials is ADC
+def test_without_the_google_provider_a_keyless_connection_is_adc_and_a_key_is_refused(adc, no_google_provider,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_MY_GCP", KEYLESS)
+    assert google_credentials("my_gcp", None) is ADC  # what the Google provider does for a connection without a key
+    monkeypatch.setenv("AIRFLOW_CONN_MY_GCP", '{"conn_type": "google_cloud_platform", "extra": {"key_path": "/k"}}')
+    with pytest.raises(ValueError, match=r"'my_gcp' holds a key \(key_path\).*airflow-provider-resilient\[google\]"):
+        google_credentials("my_gcp", None)
+    assert len(adc) == 1
+
+
+@pytest.mark.parametrize("provider", ["with-the-google-provider", "without-it"])
+def test_a_connection_that_does_not_exist_is_refused_naming_it_and_the_fix(adc, request, provider):
+    from airflow_provider_resilient.compat import AirflowNotFoundException
+
+    made = request.getfixturevalue("google_provider") if provider == "with-the-google-provider" else \
+        request.getfixturevalue("no_google_provider")
+    for build in (lambda: google_credentials("no_such_connection", None),
+                  lambda: ResilientVertexAIHook("no_such_connection").credentials,
+                  lambda: ResilientVertexAIHook("no_such_connection").emulator):
+        with pytest.raises(AirflowNotFoundException) as raised:
+            build()
+        message = str(raised.value)
+        assert "'no_such_connection' (gcp_conn_id) does not exist" in message
+        assert "AIRFLOW_CONN_NO_SUCH_CONNECTION" in message and "gcp_conn_id=None" in message
+    assert adc == [] and not made  # never a silent fall-back to the worker's own credentials
+
+
+def test_the_hook_uses_no_credentials_on_the_emulator(adc, no_google_provider):
     assert ResilientVertexAIHook("no_such_connection", emulator="127.0.0.1:9").credentials is None
+    assert ResilientVertexAIHook(None).credentials is ADC
     assert len(adc) == 1  # the emulator needs none
 
 
@@ -113,13 +143,6 @@ def test_with_the_google_provider_the_connection_gives_the_credentials(adc, goog
     assert ResilientVertexAIHook("my_gcp").credentials == ("from-connection", "my_gcp")
 
 
-def test_with_the_google_provider_a_missing_connection_falls_back_to_adc(adc, impersonated, google_provider):
-    google_credentials("no_such_connection", "trainer@p.iam.gserviceaccount.com")
-    assert google_provider == []  # never asked for a connection that does not exist
-    assert adc == [{"scopes": [CLOUD_PLATFORM_SCOPE]}]
-    assert impersonated[0]["target_principal"] == "trainer@p.iam.gserviceaccount.com"
-
-
 def test_a_connection_lookup_that_fails_otherwise_is_not_taken_for_a_missing_one(adc, google_provider, monkeypatch):
     from airflow.sdk import BaseHook
 
@@ -129,5 +152,6 @@ def test_a_connection_lookup_that_fails_otherwise_is_not_taken_for_a_missing_one
     monkeypatch.setattr(BaseHook, "get_connection", unreachable)
     with pytest.raises(ConnectionError):
         google_credentials("my_gcp", None)
+    with pytest.raises(ConnectionError):  # nor for no emulator: the endpoint never changes because a lookup failed
+        hooks.connection_extra("my_gcp")
     assert adc == [] and google_provider == []
-    assert hooks.connection_extra("my_gcp") == {}  # the emulator lookup stays lenient

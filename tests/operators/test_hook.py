@@ -67,10 +67,10 @@ def test_classification_of_api_errors_and_names():
 
 
 def test_the_connection_extra_emulator_host_points_the_hook_at_the_emulator(resilient_emulator, monkeypatch):
-    """The endpoint override read from an Airflow connection's extra, with RESILIENT_EMULATOR_HOST unset."""
+    """The endpoint switch read from an Airflow connection's extra, with RESILIENT_EMULATOR_HOST unset."""
     import json
 
-    from airflow_provider_resilient.clients import EMULATOR_HOST_ENV
+    from airflow_provider_resilient.testing.emulator_clients import EMULATOR_HOST_ENV
 
     monkeypatch.delenv(EMULATOR_HOST_ENV, raising=False)
     monkeypatch.setenv("AIRFLOW_CONN_RESILIENT_EMU", json.dumps({
@@ -84,3 +84,16 @@ def test_the_connection_extra_emulator_host_points_the_hook_at_the_emulator(resi
     (listed,) = resilient_emulator.calls.list("ListCustomJobs")
     assert listed.code == "OK" and "labels.via=conn-extra" in listed.request
     assert [c.code for c in resilient_emulator.calls.list("CreateCustomJob")] == ["OK"]
+
+
+def test_the_emulator_variable_alone_points_no_hook_at_the_emulator(resilient_emulator, monkeypatch):
+    """RESILIENT_EMULATOR_HOST is exported (the fixture does) and the connection has no ``emulator_host``: the hook
+    goes to Google, with the connection's credentials."""
+    from airflow_provider_resilient.testing.emulator_clients import EMULATOR_HOST_ENV
+
+    assert __import__("os").environ[EMULATOR_HOST_ENV] == resilient_emulator.address
+    monkeypatch.setenv("AIRFLOW_CONN_PLAIN_GCP", '{"conn_type": "google_cloud_platform"}')
+    hook = ResilientVertexAIHook(gcp_conn_id="plain_gcp")
+    assert hook.emulator is None
+    assert hook.endpoint_summary() == "Using Google Cloud APIs with the credentials of connection plain_gcp"
+    assert ResilientVertexAIHook(gcp_conn_id=None).emulator is None

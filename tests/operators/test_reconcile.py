@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_resilient.clients import tpu_client, vertex_job_client
 from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.operators.reconcile import ResilientReconcileOperator, owner_states
 from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT
 from airflow_provider_resilient.supervisor.reconcile import GONE, Owner
+from airflow_provider_resilient.testing.emulator_clients import tpu_client, vertex_job_client
 
 from .test_tpu_operator import nodes_left, wait_until
 from .test_tpu_operator import operator as tpu_operator

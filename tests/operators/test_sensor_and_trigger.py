@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from airflow_provider_resilient.clients import vertex_job_client
 from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.sensors.vertex_ai import CustomJobStateSensor
+from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)

@@ -193,7 +193,7 @@ def test_a_multislice_group_recovers_whole_when_one_slice_fails(resilient_emulat
     """Two v4-8 slices through one queued resource (v2alpha1 multi_node_params); slice 1 of the first group is
     preempted once slice 0 has a complete checkpoint: the whole group is ended and a new one resumes from the
     latest complete checkpoint, every worker seeing the multislice environment; nothing is left behind."""
-    from airflow_provider_resilient.clients import tpu_client
+    from airflow_provider_resilient.testing.emulator_clients import tpu_client
 
     resilient_emulator.storage.create_bucket("tpu-ckpt")
     # Slice 1 is struck 5 s after the group is up; slice 0 writes the checkpoints (every 3 steps): the platform's

@@ -25,12 +25,12 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
 from airflow_provider_resilient.specs.tpu import node_id_for
+from airflow_provider_resilient.testing.emulator_clients import tpu_client
 
 from ..tpu_time import STEPPED, PlatformTime, stepped_emulator
 from .test_vertex_operator_unit import TI, Store

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.sensors.tpu import TPUMaintenanceEventSensor, TPUNodeHealthSensor
+from airflow_provider_resilient.testing.emulator_clients import tpu_client
 
 from ..tpu_time import STEPPED, PlatformTime
 

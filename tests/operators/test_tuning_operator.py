@@ -116,7 +116,7 @@ def test_bad_study_arguments_are_refused_when_the_dag_is_parsed(overrides, field
 def test_a_deferred_study_survives_a_crash_and_a_kill_cancels_the_tuning_job(resilient_emulator):
     """Deferred: the trigger (re-created from its serialization, as the triggerer does) watches the tuning job,
     and a fresh operator judges its trials; a user's kill of the deferred task cancels the tuning job."""
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     from .test_tpu_operator import Killed, run_deferred
 

@@ -290,7 +290,7 @@ def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted
     ctx = context()
     result = op.execute(ctx)
     assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
-    steps = {step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]}
+    steps = {step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]["reports"]}
     assert {30, 40} <= steps  # attempt 1's saves, noted before attempt 2 (only 50 and 60 are left at the end)
     ledger = ctx["ti"].xcom["goodput"]
     assert ledger["basis"] == "steps" and ledger["productive"] > ledger["wasted_progress"]
@@ -312,7 +312,7 @@ def test_a_workload_that_logs_its_steps_may_save_less_often_than_the_hang_timeou
     assert result["checkpoint"]["step"] == 120
     reads = [c for c in resilient_emulator.calls.list("ListLogEntries") if c.code == "OK"]
     assert 3 <= len(reads) <= 6 * 6 / 2.5 + 6  # one read per hang_timeout / 6 at most, over about 6 s
-    steps = [step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]]
+    steps = [step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]["reports"]]
     assert len(steps) > 2 and steps == sorted(steps)  # the ledger follows the logged steps, not the two saves
 
 
@@ -386,7 +386,7 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     assert first["incidents"][0]["failure"]["failure_class"] == "hang"
     assert second["resumed_from_step"] == 20
     assert ctx["ti"].xcom["goodput"]["basis"] == "steps"  # reports of both deferrals, kept in the store
-    assert len(ctx["task_state_store"].data["resilient_step_reports"]) >= 4
+    assert len(ctx["task_state_store"].data["resilient_step_reports"]["reports"]) >= 4
 
 
 # ---------------------------------------------------------------------------------------------- worker pools
@@ -697,9 +697,12 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
 
 
 
-def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger():
+def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger(monkeypatch):
     """The hang clock of an attempt goes on across deferrals: the trigger starts from the stored memory."""
     from airflow_provider_resilient.compat import TaskDeferred
+
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", '{"conn_type": "google_cloud_platform"}')
+
     from airflow_provider_resilient.supervisor import RunState
     from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, Clock, WatchMemory
 

@@ -1,4 +1,4 @@
-"""The native production stack for the tests marked ``stack`` (see airflow_provider_resilient/testing/stack.py).
+"""The native production stack for the tests marked ``stack`` (see devtools/stack.py).
 
 ``make test`` skips them; ``make stack-test`` runs them (``RESILIENT_STACK_TESTS=1 pytest -m stack tests/stack``).
 They need PostgreSQL (Debian's ``postgresql``; installed with apt-get when missing and running as root).
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_resilient.testing.stack import DEFAULT_DAGS_FOLDER, NativeStack
+from devtools.stack import DEFAULT_DAGS_FOLDER, NativeStack
 
 #: DAGs of the stack tests, served next to the repo's dags/ (the two folders are linked into one).
 TEST_DAGS = Path(__file__).parent / "dags"

@@ -1,4 +1,4 @@
-"""docker-compose.yaml and the native stack that runs it without docker (testing/stack.py) stay in step.
+"""docker-compose.yaml and the native stack that runs it without docker (devtools/stack.py) stay in step.
 
 Starts nothing: reads the compose file, checks it is a sound production topology (pinned images, healthchecks,
 start order, loopback-only ports, settings that agree across services), and checks that the native stack's plan
@@ -8,6 +8,7 @@ runs the same services with the same commands and environment, changed only by t
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airflow_provider_resilient.testing import stack as stack_module
-from airflow_provider_resilient.testing.stack import (
+from devtools import stack as stack_module
+from devtools.stack import (
     COMPOSE_FILE,
     LOCAL_ONLY_SETTINGS,
     NativeStack,
@@ -190,7 +191,10 @@ def test_emulator_settings_agree_with_the_emulator(common_env: dict[str, str], e
     assert option(emu_argv, "--advertise-host") == "emulator"
     ports = {o: option(emu_argv, o) for o in ("--port", "--control-port", "--storage-port")}
     assert all(p and p != "0" for p in ports.values()), ports
-    assert common_env["RESILIENT_EMULATOR_HOST"] == f"emulator:{ports['--port']}"
+    # The operators reach the emulator through their default connection's extra emulator_host, and only so.
+    assert json.loads(common_env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"]) == {
+        "conn_type": "google_cloud_platform", "extra": {"emulator_host": f"emulator:{ports['--port']}"}}
+    assert "RESILIENT_EMULATOR_HOST" not in common_env
     assert common_env["STORAGE_EMULATOR_HOST"] == f"http://emulator:{ports['--storage-port']}"
     assert common_env["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] == "false"
 
@@ -383,10 +387,11 @@ def test_unmapped_service_port_is_an_error(tmp_path: Path) -> None:
 
 
 def test_importing_the_stack_module_is_cheap() -> None:
-    code = ("import sys, airflow_provider_resilient.testing.stack; "
+    code = ("import sys, devtools.stack; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'yaml', 'grpc', 'gcsfs') "
             "or m.startswith('google.cloud.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=stack_module.REPO_ROOT).stdout
     assert out.strip() == "[]"
     assert stack_module.__doc__ and "NativeStack" in stack_module.__doc__
 

@@ -19,7 +19,7 @@ import pytest
 
 from airflow_provider_resilient.specs.tpu import node_id_for
 from airflow_provider_resilient.specs.vertex import job_labels
-from airflow_provider_resilient.testing.stack import NativeStack
+from devtools.stack import NativeStack
 
 from .test_ui_actions import history, states_until_done, wait_deferred_and_watched
 from .ui import TASK, created_per_attempt, holder, jobs_of, live, log_text, ti, tries, trigger, wait_for

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.testing.stack import (
+from devtools.stack import (
     DEFAULT_DAGS_FOLDER,
     HEALTH_COMPONENTS,
     NativeStack,

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from airflow_provider_resilient.specs.vertex import job_labels
-from airflow_provider_resilient.testing.stack import NativeStack
+from devtools.stack import NativeStack
 
 from .ui import (
     TASK,

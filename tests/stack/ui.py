@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_provider_resilient.specs.tpu import node_id_for
 from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT, job_labels
-from airflow_provider_resilient.testing.stack import NativeStack
+from devtools.stack import NativeStack
 
 #: A bound on every wait in these tests (seconds); never a measured figure.
 TIMEOUT = 240.0
@@ -118,7 +118,7 @@ def run_label(dag_id: str, run_id: str) -> str:
 
 def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
     """The run's CustomJobs (name, state, attempt label), oldest first."""
-    from airflow_provider_resilient.clients import vertex_job_client
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     label = run_label(dag_id, run_id)
     found = []

@@ -1,6 +1,6 @@
 """Run the provider's triggers in a fresh interpreter, as a triggerer's first triggers run, and report how
-long any callback of the event loop took (``python loop_probe.py JOB_NAME NODE_NAME``; the emulator's
-address comes from ``RESILIENT_EMULATOR_HOST``).
+long any callback of the event loop took (``python loop_probe.py JOB_NAME NODE_NAME``; the triggers reach the
+emulator through the connection ``google_cloud_default`` that ``Emulator.env()`` defines).
 
 Nothing Google is imported before the triggers run, so the first trigger pays the client libraries'
 import cost -- the case the triggerer warned about ("Triggerer's async thread was blocked for 4.61

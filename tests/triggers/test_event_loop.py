@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_resilient.clients import tpu_client, vertex_job_client
+from airflow_provider_resilient.testing.emulator_clients import tpu_client, vertex_job_client
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)  # the node and the job ready sooner
 PROBE = Path(__file__).with_name("loop_probe.py")

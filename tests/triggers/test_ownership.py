@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.clients import tpu_client, vertex_job_client
 from airflow_provider_resilient.supervisor.reconcile import (
     FINISHED_STATES,
     GONE,
@@ -25,6 +24,7 @@ from airflow_provider_resilient.supervisor.reconcile import (
     judge_trigger_cancel,
     owner_states,
 )
+from airflow_provider_resilient.testing.emulator_clients import tpu_client, vertex_job_client
 from airflow_provider_resilient.triggers import ownership
 from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
 from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger

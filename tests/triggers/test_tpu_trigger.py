@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from airflow_provider_resilient.backends.tpu import look_again_seconds
-from airflow_provider_resilient.clients import tpu_client
 from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.get_provider_info import get_provider_info
 from airflow_provider_resilient.goodput import Ledger
 from airflow_provider_resilient.hooks.tpu import ResilientTPUHook
 from airflow_provider_resilient.operators.tpu import STATE_KEY, ResilientTPUWorkloadOperator
 from airflow_provider_resilient.specs.tpu import startup_script
+from airflow_provider_resilient.testing.emulator_clients import tpu_client
 from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
 from airflow_provider_resilient.worker import runner_source
 
@@ -392,7 +392,7 @@ def test_a_deferred_runs_ledger_takes_its_wasted_progress_from_steps_as_a_polled
     # What the deferred run's ledger was built from: the triggers' step reports of both attempts, each
     # step once per attempt.
     second = deferred_result["attempts"][1]["started_at"]
-    reports = deferred_ctx["task_state_store"].data[ResilientTPUWorkloadOperator.STEPS_KEY]
+    reports = deferred_ctx["task_state_store"].data[ResilientTPUWorkloadOperator.STEPS_KEY]["reports"]
     by_attempt = [[s for t, s in reports if t < second], [s for t, s in reports if t >= second]]
     assert by_attempt[0][-1:] == [3] and by_attempt[1][-1:] == [5], reports
     for steps_seen in by_attempt:
@@ -419,7 +419,7 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
         event = {"status": "look_again", "node_name": name, "message": "no change", "steps": [list(s) for s in steps]}
         with pytest.raises(TaskDeferred):  # a quiet node: the look defers again and saves nothing itself
             platform_time.drive(operator(command, deferrable=True)).execute_complete(ctx, event)
-        return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]]
+        return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]["reports"]]
 
     now = platform_time.now()
     assert resume((now, 1), (now + 0.1, 2)) == [[now, 1], [now + 0.1, 2]]
@@ -472,7 +472,7 @@ def test_a_triggerer_outage_loses_the_triggers_steps_but_not_the_ledger(resilien
     assert before and second["resumed_from_step"] == max(s.step for s in before)
     # Of attempt 1 the store holds no report of the lost trigger's, only its complete checkpoints, which the
     # operator noted before attempt 2 (a workload that keeps only its newest saves would have deleted them).
-    stored = ctx["task_state_store"].data.get(Op.STEPS_KEY) or []
+    stored = (ctx["task_state_store"].data.get(Op.STEPS_KEY) or {}).get("reports", [])
     assert {(t, step) for t, step in stored if t < second["started_at"]} == {(s.completed_at, s.step) for s in before}
     ledger = ctx["ti"].xcom["goodput"]
     assert ledger["basis"] == "steps"

@@ -2,17 +2,32 @@
 
 * :class:`Emulator` -- Vertex AI JobService (CustomJob, HyperparameterTuningJob) over gRPC,
   ``google.longrunning.Operations``, Cloud Storage (gcp-storage-emulator), a lifecycle engine that runs
-  each replica's command as a local process and fails the way Google's training service pages say, and a
-  control API (Python and HTTP).
+  each replica's command as a local process and fails the way Google documents its jobs and nodes failing, and
+  a control API (Python and HTTP).
 * :class:`FaultPlan` / :class:`Fault` -- declarative fault injection (:mod:`.faults`).
 * :class:`EmulatorConfig` -- latencies, time scale, platform retry rules, error codes, seed.
 
 Start it standalone with ``python -m airflow_provider_resilient.testing.emulator`` (or
-``resilient-emulator``), or in tests with the ``resilient_emulator`` pytest fixture.
+``resilient-emulator``), or in tests with the ``resilient_emulator`` fixture of the pytest plugin
+:mod:`.pytest_plugin` (opt in: ``pytest_plugins = ["airflow_provider_resilient.testing.emulator.pytest_plugin"]``
+in your ``conftest.py``). Installing: ``pip install 'airflow-provider-resilient[emulator]'``; without that extra,
+importing this package raises ImportError naming it.
 """
 
-from .config import EmulatorConfig, Latencies, PlatformRules, RpcCodes
-from .faults import Fault, FaultPlan, Match
-from .server import Emulator
+import importlib.util
+
+#: What the emulator needs beyond the provider's runtime dependencies (the ``emulator`` extra): the emulated Cloud
+#: Storage. Checked before anything is imported, so that a missing extra is one clear ImportError.
+EXTRA_MODULES = {"gcp_storage_emulator": "gcp-storage-emulator"}
+
+_missing = [dist for module, dist in EXTRA_MODULES.items() if importlib.util.find_spec(module) is None]
+if _missing:
+    raise ImportError(
+        f"airflow_provider_resilient.testing.emulator needs the 'emulator' extra ({', '.join(_missing)} is not "
+        "installed): pip install 'airflow-provider-resilient[emulator]'")
+
+from .config import EmulatorConfig, Latencies, PlatformRules, RpcCodes  # noqa: E402
+from .faults import Fault, FaultPlan, Match  # noqa: E402
+from .server import Emulator  # noqa: E402
 
 __all__ = ["Emulator", "EmulatorConfig", "Fault", "FaultPlan", "Latencies", "Match", "PlatformRules", "RpcCodes"]

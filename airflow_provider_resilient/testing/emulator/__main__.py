@@ -11,6 +11,7 @@ exports (and the replicas' environment) then name ``emulator``.
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 import threading
@@ -69,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), "
               '/faults/end ({"index": i}), /reset')
         print(f"Replica logs:                {emulator.work_dir}")
-        print("Point the provider and gcsfs at it:")
+        print("Point the provider's operators (Airflow connection google_cloud_default) and gcsfs at it:")
         for key, value in emulator.env().items():
-            print(f"  export {key}={value}")
+            print(f"  export {key}={shlex.quote(value)}")
         sys.stdout.flush()
         stop.wait()
     return 0

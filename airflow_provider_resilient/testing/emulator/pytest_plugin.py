@@ -1,8 +1,16 @@
-"""pytest plugin (registered through the ``pytest11`` entry point): the ``resilient_emulator`` fixture.
+"""pytest plugin: the ``resilient_emulator`` fixture. It never loads itself: opt in from your ``conftest.py``
+(the top-level one of your test directory)::
+
+    pytest_plugins = ["airflow_provider_resilient.testing.emulator.pytest_plugin"]
+
+or on the command line, ``pytest -p airflow_provider_resilient.testing.emulator.pytest_plugin``. It needs the
+``emulator`` extra (``pip install 'airflow-provider-resilient[emulator]'``).
 
 ``resilient_emulator`` starts an :class:`~.server.Emulator` in process on free ports with a compressed
-time scale, exports its environment (``RESILIENT_EMULATOR_HOST``, ``STORAGE_EMULATOR_HOST``) for the
-test, and stops it afterwards -- killing every replica process, also when the test failed mid-job.
+time scale, exports its environment for the test (:meth:`~.server.Emulator.env`: the Airflow connection
+``google_cloud_default`` with the extra ``emulator_host``, which is what points the provider's operators at the
+emulator, and ``STORAGE_EMULATOR_HOST`` for Cloud Storage), and stops it afterwards -- killing every replica
+process, also when the test failed mid-job.
 Configure it with the marker ``@pytest.mark.resilient_emulator(time_scale=..., fault_plan=..., seed=...)``;
 other keyword arguments are :class:`~.config.EmulatorConfig` fields (``latencies={...}``, ``rpc_codes={...}``).
 ``seed`` seeds fault draws and wins over the plan's seed; without it the plan's seed applies (0 without one).
@@ -18,8 +26,7 @@ when a maintenance event strikes instead of guessing how fast the machine is::
         ...
         resilient_emulator.advance(60)      # the node is REPAIRING now, not "soon"
 
-This module imports nothing heavy at import time: pytest loads it in every session of a user who has
-the provider installed.
+This module imports nothing heavy at import time (the emulator is imported when the fixture is first used).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The in-process pytest fixture, the standalone command and the demo all use :class:`Emulator`::
 
     with Emulator(fault_plan=FaultPlan.load("faults.yaml"), config=EmulatorConfig(time_scale=0.01)) as emu:
-        os.environ.update(emu.env())          # RESILIENT_EMULATOR_HOST, STORAGE_EMULATOR_HOST, ...
-        client = vertex_job_client("us-central1")   # the real JobServiceClient, wired to the emulator
-        ...
+        os.environ.update(emu.env())          # AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT (emulator_host), STORAGE_EMULATOR_HOST
+        client = vertex_job_client("us-central1", emulator=emu.address)   # the real JobServiceClient, on it
+        ...                                   # operators with gcp_conn_id="google_cloud_default" use it too
         emu.calls.list("CreateCustomJob")     # the record of every API call
 
 Stopping it kills every replica process it started.
@@ -34,12 +34,23 @@ from .config import EmulatorConfig
 from .faults import Fault, FaultBook, FaultPlan
 from .operations import OperationStore
 
-#: Where the provider's clients find the emulator's gRPC services (``host:port``). The provider reads the same
-#: variable (``clients.EMULATOR_HOST_ENV``); the emulator names it itself, importing nothing of the provider.
+#: The emulator's gRPC address (``host:port``) in :meth:`Emulator.env`: for the emulator's own tools and workloads
+#: (``testing.emulator_clients``, ``testing.goodput_events``). The provider's operators and hooks never read it:
+#: they use an emulator only when their Airflow connection says so (:data:`CONNECTION_ENV`).
 EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
+#: The Airflow connection :meth:`Emulator.env` defines (``google_cloud_default``, the operators' default
+#: ``gcp_conn_id``), whose extra ``emulator_host`` points the provider's operators at the emulator.
+DEFAULT_CONN_ID = "google_cloud_default"
+CONNECTION_ENV = "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"
 ADVANCE_STEP_SECONDS = 1.0  # the longest span of manual time the platform goes without a look (Emulator.advance)
 
 log = logging.getLogger(__name__)
+
+
+def emulator_connection(address: str) -> str:
+    """An Airflow connection (JSON, the value of an ``AIRFLOW_CONN_<ID>`` variable) whose extra ``emulator_host``
+    points the provider's operators at the emulator at ``address`` (``host:port``)."""
+    return json.dumps({"conn_type": "google_cloud_platform", "extra": {"emulator_host": address}})
 
 #: Bind addresses meaning "every interface": a client cannot dial them, so they are not advertised.
 _WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
@@ -224,7 +235,7 @@ class Emulator:
     # ------------------------------------------------------------------ addresses and environment
     @property
     def address(self) -> str:
-        """``host:port`` of the gRPC services (the value of ``RESILIENT_EMULATOR_HOST``), with the advertised host."""
+        """``host:port`` of the gRPC services (a connection's ``emulator_host``), with the advertised host."""
         return f"{self.advertise_host}:{self.port}"
 
     @property
@@ -240,9 +251,21 @@ class Emulator:
             return None
         return f"http://{self.advertise_host}:{self.storage.port}"
 
+    def connection(self) -> str:
+        """The Airflow connection (JSON, the value of an ``AIRFLOW_CONN_<ID>`` variable) that points the provider's
+        operators, sensors, triggers and hooks at this emulator: ``{"conn_type": "google_cloud_platform", "extra":
+        {"emulator_host": "<address>"}}``."""
+        return emulator_connection(self.address)
+
+    def connection_env(self, conn_id: str = DEFAULT_CONN_ID) -> dict[str, str]:
+        """``{"AIRFLOW_CONN_<CONN_ID>": connection()}``: exported, Airflow knows the connection ``conn_id``."""
+        return {"AIRFLOW_CONN_" + conn_id.upper(): self.connection()}
+
     def env(self) -> dict[str, str]:
-        """What a process exports to use this emulator through the provider's clients and gcsfs."""
-        env = {EMULATOR_HOST_ENV: self.address}
+        """What a process exports to use this emulator: the Airflow connection ``google_cloud_default`` on it
+        (:meth:`connection_env`, what switches the provider's operators to it), ``STORAGE_EMULATOR_HOST`` and the
+        gcsfs settings for Cloud Storage, and :data:`EMULATOR_HOST_ENV` for the emulator's own tools."""
+        env = {EMULATOR_HOST_ENV: self.address, **self.connection_env()}
         if self.storage is not None:
             env.update(self.storage.env())
             env["STORAGE_EMULATOR_HOST"] = str(self.storage_url)

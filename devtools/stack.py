@@ -34,7 +34,7 @@ reads the shell's; ``AIRFLOW_*`` variables of the calling environment are not pa
 
 Use::
 
-    from airflow_provider_resilient.testing.stack import NativeStack
+    from devtools.stack import NativeStack
 
     with NativeStack(fault_plan=None) as stack:        # starts everything; about 30 s
         status, dags = stack.api("GET", "/api/v2/dags")
@@ -44,7 +44,7 @@ Use::
 
 or from a shell (``make stack``)::
 
-    python -m airflow_provider_resilient.testing.stack [--dags DIR ...] [--keep] [--fault-plan PATH|none]
+    python -m devtools.stack [--dags DIR ...] [--keep] [--fault-plan PATH|none]
         [--time-scale X]
 
 Each process's output goes to ``<work_dir>/logs/<service>.log`` (``postgres``, ``emulator``, ``airflow-init``,
@@ -80,7 +80,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: This module's importable name, also when it runs as ``python -m devtools.stack`` (``__name__`` is then
+#: ``__main__``): what the stack's processes import (``[core] hostname_callable``, the guardian), with
+#: :data:`REPO_ROOT` on their ``PYTHONPATH``.
+MODULE = "devtools.stack"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yaml"
 DEFAULT_DAGS_FOLDER = REPO_ROOT / "dags"
 
@@ -114,7 +118,10 @@ LOCAL_ONLY_SETTINGS = ("AIRFLOW_HOME", "AIRFLOW__API__HOST", "AIRFLOW__API__PORT
 #: container has an address of its own; here :func:`service_hostname` answers the component's own loopback address
 #: (127.0.1.N), which the api-server can reach -- a log server listens on all of the machine's addresses.
 HOSTNAME_ENV = "RESILIENT_STACK_HOSTNAME"
+#: What a client in the calling process needs to reach the stack's emulator (:attr:`NativeStack.emulator_env`).
 EMULATOR_CLIENT_ENV = ("RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
+#: The compose file's connection that points the operators at the emulator (its extra ``emulator_host``).
+EMULATOR_CONNECTION_ENV = "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"
 
 SESSIONS_FILE = "sessions.json"  #: in the work dir: the sessions of the stack's processes, for the guardian
 _COMPOSE_DEFAULT: Any = object()  # fault_plan / time_scale not given: what the compose file says
@@ -457,7 +464,7 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
         "AIRFLOW__API__PORT": str(ports.api),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports.worker_log_server),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports.trigger_log_server),
-        "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.service_hostname",
+        "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{MODULE}.service_hostname",
     }
     return StackPlan(ports=ports, dags_folder=dags_folder, work_dir=work_dir, postgres=postgres,
                      emulator=emulator, init=airflow_service(INIT_SERVICE), components=components,
@@ -940,7 +947,7 @@ class NativeStack:
                       logs=self.tails, every=0.5)
 
     def _start_guardian(self) -> None:
-        code = ("import sys; from airflow_provider_resilient.testing.stack import _guard; "
+        code = (f"import sys; from {MODULE} import _guard; "
                 "_guard(int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == '1')")
         env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
         env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -951,10 +958,12 @@ class NativeStack:
 
     def _base_env(self) -> dict[str, str]:
         """The calling environment without Airflow's variables (a container has none), the interpreter's bin
-        directory first on PATH, and the stack's marker."""
+        directory first on PATH, the repository root first on PYTHONPATH (every Airflow process imports this module
+        for ``[core] hostname_callable``), and the stack's marker."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("AIRFLOW_", "AIRFLOW__", "_AIRFLOW")) and k != MARKER_ENV}
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "/usr/bin:/bin")])
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env[MARKER_ENV] = self.id
         return env
 
@@ -1379,9 +1388,13 @@ class NativeStack:
 
     @property
     def emulator_env(self) -> dict[str, str]:
-        """RESILIENT_EMULATOR_HOST, STORAGE_EMULATOR_HOST and GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT: what a client
-        in the test process needs to reach the stack's emulator."""
-        env = self._plan().environment
+        """RESILIENT_EMULATOR_HOST (the emulator's address, from the compose file's connection
+        :data:`EMULATOR_CONNECTION_ENV`), STORAGE_EMULATOR_HOST and GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT: what a client
+        in the test process needs to reach the stack's emulator (``testing.emulator_clients``, gcsfs)."""
+        env = dict(self._plan().environment)
+        connection = json.loads(env.get(EMULATOR_CONNECTION_ENV) or "{}")
+        if (extra := connection.get("extra")) and extra.get("emulator_host"):
+            env["RESILIENT_EMULATOR_HOST"] = str(extra["emulator_host"])
         return {k: env[k] for k in EMULATOR_CLIENT_ENV if k in env}
 
     @property
@@ -1423,7 +1436,7 @@ def _http(method: str, url: str, body: Any = None, *, accept: str = "application
 # ---------------------------------------------------------------------------------------------- CLI
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m airflow_provider_resilient.testing.stack",
+        prog="python -m devtools.stack",
         description="Run docker-compose.yaml's services (PostgreSQL, the emulator, Airflow's api-server, scheduler, "
                     "dag-processor and triggerer, each its own process) natively on loopback until Ctrl-C/SIGTERM.")
     parser.add_argument("--dags", action="append", type=Path,
