@@ -122,8 +122,14 @@ def wait(what: str, condition: Callable[[], Any], timeout: float, every: float =
 
 
 def count(stack: Any, run_id: str, state: str) -> int:
-    status, body = stack.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?task_id={TASK}"
-                                    f"&state={state}&limit=1")
+    """How many of the run's tasks are in ``state``; 0 when the API server does not answer within its timeout
+    (launching 1,000 tasks on 2 cores keeps it busy: the next look asks again)."""
+    try:
+        status, body = stack.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?task_id={TASK}"
+                                        f"&state={state}&limit=1")
+    except (TimeoutError, OSError) as exc:
+        print(f"  (the API server did not answer: {exc}; asking again)", file=sys.stderr, flush=True)
+        return 0
     return int(body["total_entries"]) if status == 200 else 0
 
 
@@ -143,8 +149,14 @@ def launched(stack: Any, run_id: str, n: int) -> bool:
 def task_instances(stack: Any, run_id: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     while True:
-        status, body = stack.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?task_id={TASK}"
-                                        f"&limit=100&offset={len(found)}")
+        path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances?task_id={TASK}&limit=100&offset={len(found)}"
+        for tries_left in range(4, -1, -1):  # a busy API server: ask again, up to 5 times
+            try:
+                status, body = stack.api("GET", path, timeout=60.0)
+                break
+            except (TimeoutError, OSError):
+                if not tries_left:
+                    raise
         assert status == 200, body
         found += body["task_instances"]
         if len(found) >= body["total_entries"] or not body["task_instances"]:
@@ -227,6 +239,7 @@ def one_run(stack: Any, n: int, *, poll: float, window: float, rate: float) -> d
     ended = jobs_ended(stack, run_id)
     tis = task_instances(stack, run_id)
     failed = [t["map_index"] for t in tis if t["state"] != "success"]
+    retried = [t["map_index"] for t in tis if int(t.get("try_number") or 1) > 1]
     lag = [datetime.fromisoformat(t["end_date"]).timestamp() - ended[t["map_index"]]
            for t in tis if t["state"] == "success" and t["map_index"] in ended]
     trig_cpu, trig_rss = sampler.between(w0, w1, "triggerer")
@@ -235,7 +248,7 @@ def one_run(stack: Any, n: int, *, poll: float, window: float, rate: float) -> d
     minutes = (w1 - w0) / 60
     lists = [c for c in calls if w0 <= c["time"] <= w1 and c["method"] == "ListCustomJobs"]
     return {
-        "n": n, "failed": failed, "launch_s": t_deferred - t_trigger, "window_s": w1 - w0,
+        "n": n, "failed": failed, "retried": retried, "launch_s": t_deferred - t_trigger, "window_s": w1 - w0,
         "reads_per_min": per_minute(calls, w0, w1, READ_PREFIXES),
         "writes_per_min": per_minute(calls, w0, w1, WRITE_PREFIXES),
         "lists_per_min": len(lists) / minutes,
@@ -273,6 +286,14 @@ def projection(rows: list[dict[str, Any]], poll: float, jobs: int = 10_000) -> l
     ]
 
 
+def row(r: dict[str, Any]) -> str:
+    """One N's line of the Markdown table."""
+    return (f"| {r['n']} | {r['reads_per_min']:.1f} | {r['writes_per_min']:.1f} | {r['lists_per_min']:.1f} | "
+            f"{r['p50']:.1f} / {r['p99']:.1f} | {r['trig_cpu_ms_per_job_min']:.2f} | "
+            f"{r['trig_rss_mib']:.0f} / {r['trig_rss_kib_per_job']:.0f} | {r['sched_cpu_per_min']:.1f} | "
+            f"{r['launch_s']:.0f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, nargs="+", default=[50, 200, 1000], help="numbers of mapped tasks")
@@ -297,18 +318,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{window:g} s, jobs end at {args.release_rate:g}/s\n", flush=True)
         for n in args.n:
             rows.append(one_run(stack, n, poll=args.poll, window=window, rate=args.release_rate))
-            r = rows[-1]
+            r = rows[-1]  # its row printed now: kept if a later N fails
             print(f"N = {n}: launched in {r['launch_s']:.0f} s, ended in {r['end_s']:.0f} s, "
-                  f"{len(r['failed'])} failed", flush=True)
+                  f"{len(r['failed'])} failed, {len(r['retried'])} retried; row: {row(r)}", flush=True)
     print("\n| N | reads/min | writes/min | list calls/min | job end -> task success p50 / p99 (s) | "
           "triggerer CPU ms per job-minute | triggerer RSS (MiB) / per job (KiB) | scheduler CPU s/min | "
           "launch (s) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['n']} | {r['reads_per_min']:.1f} | {r['writes_per_min']:.1f} | {r['lists_per_min']:.1f} | "
-              f"{r['p50']:.1f} / {r['p99']:.1f} | {r['trig_cpu_ms_per_job_min']:.2f} | "
-              f"{r['trig_rss_mib']:.0f} / {r['trig_rss_kib_per_job']:.0f} | {r['sched_cpu_per_min']:.1f} | "
-              f"{r['launch_s']:.0f} |")
+        print(row(r))
     low, high = min(rows, key=lambda r: r["n"]), max(rows, key=lambda r: r["n"])
     bound = 2 * args.poll + 15
     if high["n"] > low["n"]:  # what one more watched job costs, without the fixed cost of a triggerer's imports

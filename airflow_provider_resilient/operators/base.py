@@ -161,6 +161,17 @@ ADVICE_SAVES = 20
 TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 
 
+#: Seconds ``on_kill`` waits for Airflow to tell the task instance's state before it keeps the job or node.
+KILL_STATE_SECONDS = 10.0
+
+
+def _in_task_runner() -> bool:
+    """Whether this process runs a task under Airflow's supervisor (the task SDK's channel to it is set up)."""
+    import sys
+
+    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
+    return runner is not None and getattr(runner, "SUPERVISOR_COMMS", None) is not None
+
 class _OnlyTornCheckpoints(Exception):
     """A checkpoint directory holds saves but none complete, and the user asked to fail then."""
 
@@ -354,6 +365,36 @@ class SupervisedOperator(BaseOperator):
         that was emptied (``[state_store] clear_on_success``, its retention, its REST API). A subclass that
         can see the resources it created may rebuild the run from them; the default starts afresh."""
         return state
+
+    # ------------------------------------------------------------------ kills
+    def _judge_kill(self) -> Any:
+        """Whether ``on_kill`` should release this task's job or node: :func:`~..supervisor.reconcile.judge_task_kill`
+        of the task instance's state, read from Airflow through the task process's supervisor in a thread bounded
+        by :data:`KILL_STATE_SECONDS` (``on_kill`` may run in a signal handler that interrupted a call to the
+        supervisor: then the read times out, and the state is unknown). Outside Airflow's task runner (no
+        supervisor: ``on_kill`` called directly, a unit test) the kill is taken as asked. Never raises.
+
+        Returns:
+            a :class:`~..supervisor.reconcile.CancelJudgement`.
+        """
+        import concurrent.futures
+
+        from ..supervisor.reconcile import UNKNOWN, CancelJudgement, judge_task_kill, owner_states
+        from ..triggers.ownership import airflow_task_states
+
+        owner = self.__dict__.get("_owner")
+        reader = self.__dict__.get("_task_states") or airflow_task_states
+        if owner is None or (reader is airflow_task_states and not _in_task_runner()):
+            return CancelJudgement(True, "on_kill was called outside Airflow's task runner")
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="resilient-kill-state")
+        try:
+            state = pool.submit(owner_states, [owner], reader).result(timeout=KILL_STATE_SECONDS)[owner]
+        except Exception as exc:  # the API server down or busy, the supervisor's channel held: decide nothing
+            self.log.warning("Cannot read the state of task instance %s: %s", owner, exc or type(exc).__name__)
+            state = UNKNOWN
+        finally:
+            pool.shutdown(wait=False)
+        return judge_task_kill(state)
 
     # ------------------------------------------------------------------ the commands, carried out by the backend
     def _task_instance(self, context: Any) -> Owner:
@@ -564,6 +605,7 @@ class SupervisedOperator(BaseOperator):
         return -1 if value is None else int(value)  # 0 is a map index; None / -1: not mapped
 
     def _load(self, context: Any) -> RunState:
+        self.__dict__["_owner"] = self._task_instance(context)  # what on_kill asks Airflow about
         store = run_state_store(context)
         if store is None:
             self.log.warning("No task state store and no task instance in the context: a retried task finds its "

@@ -275,7 +275,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
 
     def on_kill(self) -> None:
-        """The task is being killed in its worker: release what the supervisor's kill rule says
+        """The task is being killed in its worker: when its task instance is really over (:meth:`_judge_kill`, as
+        for the CustomJob operator), release what the supervisor's kill rule says
         (:func:`~..supervisor.reconcile.releases_on_kill`: the queued resource -- also while it still waits
         for capacity -- and the node, unless ``keep_node``), through :func:`~..backends.tpu.release_all`.
 
@@ -291,6 +292,10 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         if not todo:
             if live:
                 self.log.info("Task killed; keeping %s (keep_node=True): delete it yourself", live[-1].name)
+            return
+        judgement = self._judge_kill()
+        if not judgement.kill:
+            self.log.info("Task process stopped; leaving %s: %s", live[-1].name, judgement.why)
             return
         from ..hooks.tpu import ResilientTPUHook
 

@@ -265,13 +265,22 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return self._drive(context, state, self._outcome(summary))
 
     def on_kill(self) -> None:
-        """The task is being killed in its worker: release what the supervisor's kill rule says
+        """The task is being killed in its worker: when its task instance is really over -- read from Airflow
+        (:meth:`_judge_kill`: marked failed or success, cleared, deleted, or this try timing out; not a try taken
+        for dead and retried, whose next try reattaches) -- release what the supervisor's kill rule says
         (:func:`~..supervisor.reconcile.releases_on_kill`: the live job, with ``cancel_on_kill``) through
         :func:`~..backends.vertex.release_all` -- the cancel is requested, the platform ends the job."""
         from ..backends.vertex import live_resources, release_all
         from ..supervisor.reconcile import releases_on_kill
 
-        release_all(self._hook(), releases_on_kill(live_resources(self._live_job, self.cancel_on_kill)))
+        todo = releases_on_kill(live_resources(self._live_job, self.cancel_on_kill))
+        if not todo:
+            return
+        judgement = self._judge_kill()
+        if not judgement.kill:
+            self.log.info("Task process stopped; leaving %s running: %s", self._live_job, judgement.why)
+            return
+        release_all(self._hook(), todo)
 
     # ------------------------------------------------------------------ the shell
     def _backend(self) -> Any:

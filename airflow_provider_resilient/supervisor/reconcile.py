@@ -231,6 +231,41 @@ def judge_trigger_cancel(state: str | None) -> CancelJudgement:
     return CancelJudgement(True, f"its task instance was cleared (state {state or 'none'})")
 
 
+def judge_task_kill(state: str | None) -> CancelJudgement:
+    """Whether a kill of the task in its worker -- Airflow's SIGTERM to the task process, or its
+    ``execution_timeout`` -- means the task is over, so that ``on_kill`` releases its job or node; judged by the
+    task instance's state read from Airflow when ``on_kill`` runs.
+
+    Airflow's supervisor also stops a task process when the API server says the try should no longer run, and that
+    is not always a person's action: a worker whose heartbeats did not reach the API server within
+    ``[scheduler] task_instance_heartbeat_timeout`` (a loaded machine, a network blip) is taken for dead, its try
+    marked for retry, and the next try reattaches to the same job -- which the old try's ``on_kill`` must not cancel
+    (seen at 1,000 tasks on two cores: a healthy CustomJob cancelled, its task failed with ``cancelled``). So:
+
+    ==============================================================  =======  =========================================
+    task instance state                                             kill?    because
+    ==============================================================  =======  =========================================
+    running                                                         yes      this try itself is ending: its
+                                                                             ``execution_timeout``, or its worker
+                                                                             stopping it
+    up_for_retry, up_for_reschedule, scheduled, queued, deferred    no       another try owns the job or node now:
+                                                                             it reattaches
+    unknown (:data:`UNKNOWN`)                                       no       the reconciler releases it once the task
+                                                                             instance has finished
+    anything else                                                   as :func:`judge_trigger_cancel`: marked
+                                                                    failed or success, cleared, or deleted
+    ==============================================================  =======  =========================================
+
+    Args:
+        state: the task instance's state (``None``: no state), :data:`GONE` or :data:`UNKNOWN`.
+    """
+    if state == "running":
+        return CancelJudgement(True, "its try is ending (its execution_timeout, or its worker stopping it)")
+    if state in OWNED_STATES:
+        return CancelJudgement(False, f"its task instance is {state}: the next try reattaches to it")
+    return judge_trigger_cancel(state)
+
+
 def owner_states(owners: Iterable[Owner],
                  task_states: Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]) -> dict[Owner, str | None]:
     """Each owner's task instance state (None: no state), or :data:`GONE` when its DAG run or task instance
@@ -256,5 +291,5 @@ def owner_states(owners: Iterable[Owner],
 
 
 __all__ = ["FINISHED_STATES", "GONE", "OWNED_STATES", "OWNER_KEYS", "UNKNOWN", "CancelJudgement", "OwnedResource",
-           "Owner", "Release", "judge_trigger_cancel", "other_writers", "owner_env", "owner_from", "owner_states",
-           "releases", "releases_on_kill"]
+           "Owner", "Release", "judge_task_kill", "judge_trigger_cancel", "other_writers", "owner_env", "owner_from",
+           "owner_states", "releases", "releases_on_kill"]

@@ -11,6 +11,7 @@ environment of the stack's processes (it is not a templated argument).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from airflow.sdk import DAG, Param, task
 
@@ -30,5 +31,8 @@ with DAG("stack_scale", schedule=None, catchup=False, max_active_tasks=64, tags=
     ResilientCustomJobOperator.partial(
         task_id="train", project_id="resilient-bench", region="us-central1", display_name="scale",
         base_output_dir="gs://resilient-bench/scale/{{ run_id }}/{{ ti.map_index }}",  # its own checkpoints each
-        poll_interval=float(os.environ.get("RESILIENT_SCALE_POLL_INTERVAL", "30")), deferrable=True, retries=0,
+        poll_interval=float(os.environ.get("RESILIENT_SCALE_POLL_INTERVAL", "30")), deferrable=True,
+        # as in production: a try lost to the machine (a worker's heartbeat missed under the launch's load) is
+        # retried and reattaches to its job; the benchmark counts such tasks
+        retries=2, retry_delay=timedelta(seconds=10),
     ).expand(worker_pool_specs=pools())

@@ -104,6 +104,29 @@ def test_a_retried_task_continues_from_the_task_state_store(resilient_emulator, 
     assert ctx["task_state_store"].data[STATE_KEY]["phase"] == "succeeded"
 
 
+@pytest.mark.parametrize(("state", "cancelled"), [("up_for_retry", False), ("failed", True)])
+def test_a_killed_task_process_cancels_its_job_only_when_its_task_instance_is_over(resilient_emulator, tmp_path,
+                                                                                  state, cancelled):
+    """Airflow stops a task process whose heartbeats did not reach the API server in time and retries the task:
+    the old try's on_kill must leave the job to the next try (up_for_retry), and cancel it when the task instance
+    was marked failed."""
+    ctx, asked = context(), []
+    op = operator(runs_until(tmp_path / "go"))
+
+    def task_states(dag_id: str, run_ids: list[str]) -> dict:
+        asked.append((dag_id, run_ids))
+        return {run_ids[0]: {"train": state}}
+
+    op.__dict__["_task_states"] = task_states  # what Airflow's API server answers (RuntimeTaskInstance)
+    op._sleep = dies_at_poll(3)
+    with pytest.raises(Killed):
+        op.execute(ctx)
+    op.on_kill()
+    (tmp_path / "go").touch()
+    assert asked == [("adhoc_airflow", [ctx["run_id"]])]
+    assert resilient_emulator.calls.count("CancelCustomJob") == int(cancelled)
+
+
 def test_a_cleared_successful_task_reruns_nothing_unless_asked(resilient_emulator):
     ctx = context()
     operator().execute(ctx)

@@ -21,6 +21,7 @@ from airflow_provider_resilient.supervisor.reconcile import (
     OWNED_STATES,
     UNKNOWN,
     Owner,
+    judge_task_kill,
     judge_trigger_cancel,
     owner_states,
 )
@@ -45,6 +46,16 @@ def test_a_task_that_still_owns_its_resource_is_not_killed(state):
 @pytest.mark.parametrize("state", [*sorted(FINISHED_STATES), None, "restarting", GONE])
 def test_a_marked_cleared_or_deleted_task_instance_is_a_kill(state):
     assert judge_trigger_cancel(state).kill is True
+
+
+@pytest.mark.parametrize(("state", "kill"), [
+    ("running", True), ("up_for_retry", False), ("up_for_reschedule", False), ("queued", False),
+    ("scheduled", False), ("deferred", False), (UNKNOWN, False), ("failed", True), ("success", True), (None, True),
+    ("restarting", True), (GONE, True)])
+def test_a_task_process_stopped_releases_only_when_its_task_instance_is_over(state, kill):
+    """The worker-side rule (an operator's on_kill): a try taken for dead and retried keeps its job for the next
+    try; this try ending by itself (running: its execution_timeout) or a person's action releases it."""
+    assert judge_task_kill(state).kill is kill
 
 
 def test_an_unreadable_state_keeps_the_resource_for_the_reconciler():
