@@ -42,7 +42,8 @@ def system_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
         yield env
         return
     with Emulator(config=EmulatorConfig(time_scale=0.002)) as emulator:
-        yield {**env, **emulator.env()}
+        yield {**env, **emulator.env(), "SYSTEM_TESTS_POLL_SECONDS": "0.5",
+               "SYSTEM_TESTS_MIN_DEFER_SECONDS": "0"}
 
 
 @pytest.mark.parametrize("dag_file", sorted(p.name for p in DAGS.glob("example_system_*.py")))

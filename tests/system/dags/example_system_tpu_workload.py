@@ -10,7 +10,17 @@ or so of creating, running and deleting it (Cloud TPU pricing: a few US dollars 
 from __future__ import annotations
 
 from airflow.sdk import DAG
-from system_common import GCP_CONN_ID, PROJECT_ID, TPU_ZONE, bucket_name, create_bucket, delete_bucket, nothing_left
+from system_common import (
+    GCP_CONN_ID,
+    MIN_DEFER_SECONDS,
+    POLL_SECONDS,
+    PROJECT_ID,
+    TPU_ZONE,
+    bucket_name,
+    create_bucket,
+    delete_bucket,
+    nothing_left,
+)
 
 from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
@@ -21,9 +31,10 @@ with DAG(DAG_ID, schedule=None, catchup=False, tags=["system", "tpu"]) as dag:
     train = ResilientTPUWorkloadOperator(
         task_id="train", project_id=PROJECT_ID, zone=TPU_ZONE, gcp_conn_id=GCP_CONN_ID,
         accelerator_type="v2-8", runtime_version="tpu-ubuntu2204-base",
-        command='for step in 1 2 3; do echo "step $step"; sleep 1; done',
+        command='for step in 1 2 3; do echo "step $step"; done',
         checkpoint_dir=f"gs://{bucket_name(DAG_ID)}/{{{{ run_id }}}}/checkpoints",
-        deferrable=True, poll_interval=15.0,
+        deferrable=True,
+        poll_interval=POLL_SECONDS, min_defer_seconds=MIN_DEFER_SECONDS,
     )
     check = nothing_left(DAG_ID, zones=[TPU_ZONE], run_id="{{ run_id }}")
     bucket >> train >> check >> delete_bucket(bucket)

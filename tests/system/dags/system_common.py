@@ -16,12 +16,17 @@ import contextlib
 import os
 from typing import Any
 
-from airflow.sdk import task
+from airflow.sdk import setup, task, teardown
 
 PROJECT_ID = os.environ.get("SYSTEM_TESTS_GCP_PROJECT") or "resilient-system-tests"
 ENV_ID = os.environ.get("SYSTEM_TESTS_ENV_ID", "local").lower()
 REGION = os.environ.get("SYSTEM_TESTS_GCP_REGION", "us-central1")
 TPU_ZONE = os.environ.get("SYSTEM_TESTS_GCP_TPU_ZONE", "us-central1-b")
+#: The operators' poll_interval (seconds): 15 on a real project; the emulator's test run sets 0.5.
+POLL_SECONDS = float(os.environ.get("SYSTEM_TESTS_POLL_SECONDS", "15"))
+#: The operators' min_defer_seconds: their default on a real project; 0 in the emulator's test run (``dag.test()``
+#: has no executor to race with).
+MIN_DEFER_SECONDS = float(os.environ.get("SYSTEM_TESTS_MIN_DEFER_SECONDS", "10"))
 _CONN = os.environ.get("SYSTEM_TESTS_GCP_CONN_ID", "google_cloud_default")
 #: The operators' gcp_conn_id: the connection, or None (``SYSTEM_TESTS_GCP_CONN_ID=none``) for Application Default
 #: Credentials.
@@ -46,7 +51,7 @@ def _storage() -> Any:
     return storage.Client(project=PROJECT_ID, credentials=hook.credentials)
 
 
-@task.setup
+@setup
 def create_bucket(name: str) -> str:
     """Create the bucket the run writes its checkpoints to (an existing one is used as it is)."""
     from google.api_core.exceptions import Conflict
@@ -57,8 +62,13 @@ def create_bucket(name: str) -> str:
     return name
 
 
-@task.teardown
-def delete_bucket(name: str) -> None:
+def delete_bucket(name: Any) -> Any:
+    """The teardown task deleting the bucket ``name`` and everything in it (a new decorated task per DAG: a teardown
+    decorator keeps the trigger rule it set on its first call, so one object cannot serve two DAGs)."""
+    return teardown(_delete_bucket).override(task_id="delete_bucket")(name)
+
+
+def _delete_bucket(name: str) -> None:
     """Delete the bucket and everything in it."""
     from google.api_core.exceptions import NotFound
 
@@ -72,7 +82,7 @@ def delete_bucket(name: str) -> None:
     bucket.delete()
 
 
-@task.teardown
+@task(trigger_rule="all_done")  # also after a failed training: what it left is what matters most then
 def nothing_left(dag_id: str, regions: list[str] | None = None, zones: list[str] | None = None,
                  run_id: str | None = None) -> None:
     """Fail when a job or node this DAG run created is still live after its tasks ended (the provider's promise:
