@@ -165,6 +165,14 @@ TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 KILL_STATE_SECONDS = 10.0
 
 
+def _airflow_task_states(dag_id: str, run_ids: list[str]) -> Any:
+    """``RuntimeTaskInstance.get_task_states``: the DAG's task instance states in ``run_ids``, asked of the API
+    server through the task process's supervisor (blocks)."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    return RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=run_ids)
+
+
 def _in_task_runner() -> bool:
     """Whether this process runs a task under Airflow's supervisor (the task SDK's channel to it is set up)."""
     import sys
@@ -380,11 +388,10 @@ class SupervisedOperator(BaseOperator):
         import concurrent.futures
 
         from ..supervisor.reconcile import UNKNOWN, CancelJudgement, judge_task_kill, owner_states
-        from ..triggers.ownership import airflow_task_states
 
         owner = self.__dict__.get("_owner")
-        reader = self.__dict__.get("_task_states") or airflow_task_states
-        if owner is None or (reader is airflow_task_states and not _in_task_runner()):
+        reader = self.__dict__.get("_task_states") or _airflow_task_states
+        if owner is None or (reader is _airflow_task_states and not _in_task_runner()):
             return CancelJudgement(True, "on_kill was called outside Airflow's task runner")
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="resilient-kill-state")
         try:
