@@ -115,4 +115,19 @@ def task_instance(dag_id: str, task_id: str, run_id: str, map_index: Any) -> Own
     return Owner(dag_id, task_id, run_id, index if index >= 0 else -1)
 
 
-__all__ = ["AttemptSpec", "Backend", "Judge", "LookResult", "task_instance"]
+def airflow_task_states(dag_id: str, run_ids: list[str]) -> Mapping[str, Mapping[str, Any]]:
+    """``RuntimeTaskInstance.get_task_states`` of the task SDK: the states of the DAG's task instances in
+    ``run_ids`` (``{run_id: {task_key: state}}``), asked of Airflow's API server through the process's supervisor
+    (in a worker: the task's; in the triggerer: the triggerer's own). Blocks: call it in a worker thread. What an
+    operator's and a trigger's ``on_kill`` read before they release anything.
+
+    Raises:
+        Exception: whatever the task SDK raises when there is no supervisor to ask or the API server refused.
+    """
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    states: Mapping[str, Mapping[str, Any]] = RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=run_ids)
+    return states
+
+
+__all__ = ["AttemptSpec", "Backend", "Judge", "LookResult", "airflow_task_states", "task_instance"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..backends.base import AttemptSpec, Backend, task_instance
+from ..backends.base import AttemptSpec, Backend, airflow_task_states, task_instance
 from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf, run_state_store
 from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
 from ..supervisor import (
@@ -165,14 +165,6 @@ TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 KILL_STATE_SECONDS = 10.0
 
 
-def _airflow_task_states(dag_id: str, run_ids: list[str]) -> Any:
-    """``RuntimeTaskInstance.get_task_states``: the DAG's task instance states in ``run_ids``, asked of the API
-    server through the task process's supervisor (blocks)."""
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-    return RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=run_ids)
-
-
 def _in_task_runner() -> bool:
     """Whether this process runs a task under Airflow's supervisor (the task SDK's channel to it is set up)."""
     import sys
@@ -248,6 +240,9 @@ class SupervisedOperator(BaseOperator):
     #: :attr:`MAX_STEP_REPORTS`), so that the ledger of a deferred or retried run sees all of them.
     STEPS_KEY = "resilient_step_reports"
     MAX_STEP_REPORTS = 2000
+    #: How ``on_kill`` reads task instance states (``(dag_id, run_ids) -> {run_id: {task_key: state}}``): Airflow's
+    #: API server through the task's supervisor; a test replaces it on an instance.
+    read_task_states = staticmethod(airflow_task_states)
     resilience_policy: RetryPolicy
     deferrable: bool
     rerun_after_success: bool
@@ -390,8 +385,8 @@ class SupervisedOperator(BaseOperator):
         from ..supervisor.reconcile import UNKNOWN, CancelJudgement, judge_task_kill, owner_states
 
         owner = self.__dict__.get("_owner")
-        reader = self.__dict__.get("_task_states") or _airflow_task_states
-        if owner is None or (reader is _airflow_task_states and not _in_task_runner()):
+        reader = self.read_task_states
+        if owner is None or (reader is airflow_task_states and not _in_task_runner()):
             return CancelJudgement(True, "on_kill was called outside Airflow's task runner")
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="resilient-kill-state")
         try:

@@ -20,26 +20,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..backends.base import airflow_task_states
 from ..supervisor.reconcile import UNKNOWN, CancelJudgement, Owner, judge_trigger_cancel, owner_states
 
 log = logging.getLogger(__name__)
 
 #: ``(dag_id, run_ids) -> {run_id: {task_key: state}}``: how a task instance's state is read.
 TaskStates = Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]
-
-
-def airflow_task_states(dag_id: str, run_ids: list[str]) -> Mapping[str, Mapping[str, Any]]:
-    """``RuntimeTaskInstance.get_task_states`` of the task SDK: the states of the DAG's task instances in
-    ``run_ids``, asked of Airflow's API server through the process's supervisor (in the triggerer: the
-    triggerer's own). Blocks: call it in a worker thread.
-
-    Raises:
-        Exception: whatever the task SDK raises when there is no supervisor to ask or the API server refused.
-    """
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-    states: Mapping[str, Mapping[str, Any]] = RuntimeTaskInstance.get_task_states(dag_id=dag_id, run_ids=run_ids)
-    return states
 
 
 def owner_of(trigger: Any) -> Owner | None:

@@ -117,7 +117,7 @@ def test_a_killed_task_process_cancels_its_job_only_when_its_task_instance_is_ov
         asked.append((dag_id, run_ids))
         return {run_ids[0]: {"train": state}}
 
-    op.__dict__["_task_states"] = task_states  # what Airflow's API server answers (RuntimeTaskInstance)
+    op.read_task_states = task_states  # what Airflow's API server answers (RuntimeTaskInstance)
     op._sleep = dies_at_poll(3)
     with pytest.raises(Killed):
         op.execute(ctx)
