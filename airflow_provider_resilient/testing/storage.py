@@ -94,8 +94,19 @@ class StorageEmulator:
         }
 
     def start(self) -> StorageEmulator:
-        self._server.start()
-        httpd = self._server._api._httpd
+        """Bind and serve in a thread.
+
+        Raises:
+            OSError: the port could not be bound (e.g. taken by another process). ``gcp-storage-emulator``'s own
+                ``Server.start`` would wait forever then: its thread dies before it signals that it runs.
+        """
+        api = self._server._api
+        api.start()
+        while not api.is_running.wait(0.05):
+            if not api.is_alive():
+                raise OSError(f"the Cloud Storage emulator could not bind {self._host}:{api._port} "
+                              "(is the port taken?); its thread printed why above")
+        httpd = api._httpd
         if httpd is not None:
             default = httpd.handle_error
 

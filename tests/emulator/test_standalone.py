@@ -120,6 +120,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread that died binding
+def test_the_storage_emulator_refuses_a_taken_port_instead_of_waiting_forever():
+    """gcp-storage-emulator's ``Server.start`` waits for a thread that died binding; ours raises."""
+    from airflow_provider_resilient.testing.storage import StorageEmulator
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        emulator = StorageEmulator(port=taken.getsockname()[1])
+        with pytest.raises(OSError, match=r"could not bind 127\.0\.0\.1"):
+            emulator.start()
+
+
 #: A workload that uploads an object through the Cloud Storage endpoint its environment names.
 UPLOAD = ("import os, urllib.request; url = os.environ['STORAGE_EMULATOR_HOST'] + "
           "'/upload/storage/v1/b/shared/o?uploadType=media&name=hello.txt'; "
@@ -139,13 +152,17 @@ def test_standalone_binds_every_interface_on_fixed_ports_and_advertises_a_host(t
             pytest.skip("127.0.0.2 is not a loopback address here (macOS configures 127.0.0.1 only)")
     assert build(["--host", "0.0.0.0"]).advertise_host == "127.0.0.1"  # a wildcard is never advertised
     assert build([]).advertise_host == "127.0.0.1"
-    port, control_port, storage_port = free_port(), free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_provider_resilient.testing.emulator", "--host", "0.0.0.0",
-                             "--advertise-host", "127.0.0.2", "--port", str(port), "--control-port",
-                             str(control_port), "--storage-port", str(storage_port), "--time-scale", "0.002",
-                             "--work-dir", str(tmp_path / "work")], stdout=subprocess.PIPE, text=True)
-    try:
+    for _ in range(3):  # a port free_port() found can be taken by another process before the emulator binds it
+        port, control_port, storage_port = free_port(), free_port(), free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "airflow_provider_resilient.testing.emulator", "--host",
+                                 "0.0.0.0", "--advertise-host", "127.0.0.2", "--port", str(port), "--control-port",
+                                 str(control_port), "--storage-port", str(storage_port), "--time-scale", "0.002",
+                                 "--work-dir", str(tmp_path / "work")], stdout=subprocess.PIPE, text=True)
         control, exports = read_banner(proc)
+        if control is not None:
+            break
+        assert proc.wait(timeout=30) != 0  # no banner: it exited with an error (a port was taken)
+    try:
         assert control == f"http://127.0.0.2:{control_port}"
         assert exports["RESILIENT_EMULATOR_HOST"] == f"127.0.0.2:{port}"
         assert exports["STORAGE_EMULATOR_HOST"] == f"http://127.0.0.2:{storage_port}"
