@@ -17,6 +17,15 @@ STAMP := $(VENV)/.installed
 #: The Airflow release each older minor version is tested on (its latest patch).
 AIRFLOW_PATCH_3.1 := 3.1.8
 AIRFLOW_PATCH_3.2 := 3.2.2
+#: Pins an older version needs beyond its Airflow release (space-separated requirements), each a break found by the
+#: compat tier on the newest release of a dependency that the Airflow release allows:
+#: * FastAPI 0.165 cannot build Airflow 3.2.2's Execution API (its callable discriminator: "Model
+#:   'TITerminalStatePayload' needs a discriminator field"); 0.136.3 is what Airflow 3.3's constraints pin.
+#: * svcs 26.2's lifespan takes its registry off app.state when it exits, and Airflow 3.2.2's in-process Execution
+#:   API (dag.test()) lets its lifespan be collected right after start: every task then fails ("'State' object has no
+#:   attribute 'svcs_registry'"). Airflow 3.3 keeps the lifespan open.
+AIRFLOW_PINS_3.1 :=
+AIRFLOW_PINS_3.2 := fastapi==0.136.3 svcs<26.2
 
 .PHONY: demo test lint typecheck check bench clean constraints docs
 
@@ -100,6 +109,7 @@ constraints:
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres --extra celery pyproject.toml -o constraints.txt
 	$(BIN)/uv pip compile --quiet --python-version 3.11 --extra demo --extra bench pyproject.toml -o constraints-bench.txt
 	for v in 3.1 3.2; do p=$$(sed -n "s/^AIRFLOW_PATCH_$$v := //p" Makefile); echo "apache-airflow==$$p" > /tmp/airflow-pin.txt; \
+		for pin in $$(sed -n "s/^AIRFLOW_PINS_$$v := //p" Makefile); do echo "$$pin" >> /tmp/airflow-pin.txt; done; \
 		$(BIN)/uv pip compile --quiet --python-version 3.11 --extra test --extra demo --extra postgres --extra celery \
 		-c /tmp/airflow-pin.txt pyproject.toml -o constraints/airflow-$$v.txt; done
 

@@ -1,7 +1,7 @@
 """ResilientCustomJobOperator end to end: real Airflow, real clients, the emulator, injected faults.
 
 An Airflow start costs about 9 s, a scenario 1-8 s: the scenarios that are independent of one another run as
-the independent tasks of three ``dag.test()`` runs (module-scoped fixtures, each under the suite's 30 s a test),
+the independent tasks of four ``dag.test()`` runs (module-scoped fixtures, each under the suite's 30 s a test),
 each in its own region (or, for the two queue-timeout tasks in us-central1, by its task's label) so that its
 faults and its calls are its own, and each test checks the facts of one scenario. The reattach scenario's second
 run is the first of them: its first, a process of its own with only that task, is killed with SIGKILL while its job
@@ -73,7 +73,8 @@ DAY = "2026-03-03"  # the reattach DagRun's logical date (and run_after): both r
 #: queue timeouts, on an emulator that holds us-central1's jobs, and a stockout's failover).
 #: The reattach run is the reattach task alone, in both its processes: Airflow 3.1 and 3.2 keep the tasks a DAG run
 #: was created with, so the run's second process cannot bring tasks of its own.
-TRANSIENT_RUN = ("unavailable_get", "unavailable_list", "quota", "permanent_sync", "permanent_deferrable")
+TRANSIENT_RUN = ("unavailable_get", "unavailable_list", "quota")
+PERMANENT_RUN = ("permanent_sync", "permanent_deferrable")
 WAITING_RUN = ("queued_deferrable_fallback", "queued_sync_no_fallback", "stockout")
 
 
@@ -160,6 +161,11 @@ def transient_run(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emula
 
 
 @pytest.fixture(scope="module")
+def permanent_run(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
+    yield from scenarios_run(airflow_env, PERMANENT_RUN, "2026-03-06")
+
+
+@pytest.fixture(scope="module")
 def waiting_run(airflow_env: dict[str, str]) -> Iterator[tuple[TaskRuns, Emulator]]:
     yield from scenarios_run(airflow_env, WAITING_RUN, "2026-03-05", **HELD_IN_US_CENTRAL1)
 
@@ -176,8 +182,8 @@ def calls_in(emulator: Emulator, method: str, region: str) -> list[str]:
 
 
 @pytest.mark.parametrize("task", ["permanent_sync", "permanent_deferrable"])
-def test_permanent_error_fails_at_once_without_resubmitting(transient_run, task):
-    runs, emulator = transient_run
+def test_permanent_error_fails_at_once_without_resubmitting(permanent_run, task):
+    runs, emulator = permanent_run
     assert runs.states[task] == "failed"
     assert calls_in(emulator, "CreateCustomJob", SCENARIOS[task]["region"]) == ["OK"]
     log = runs.task_log(task)
@@ -213,9 +219,10 @@ def test_a_quota_refusal_on_create_waits_and_retries(transient_run):
     assert "quota aiplatform.googleapis.com/custom_model_training_cpus" in runs.task_log("quota")
 
 
-def test_the_scenarios_ran_as_independent_tasks_of_one_run(reattach_run, transient_run, waiting_run):
+def test_the_scenarios_ran_as_independent_tasks_of_one_run(reattach_run, transient_run, permanent_run, waiting_run):
     """Each run's own verdict: failed, for its failed tasks only."""
     for runs, tasks in ((reattach_run[0], {"reattach"}), (transient_run[0], set(TRANSIENT_RUN)),
+                        (permanent_run[0], set(PERMANENT_RUN)),
                         (waiting_run[0], set(WAITING_RUN))):
         assert set(runs.states) == tasks and (runs.returncode != 0) == bool(FAILED & tasks)
         assert {t for t, state in runs.states.items() if state != "success"} == FAILED & tasks

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_resilient.compat import TRIGGER_ON_KILL
 from airflow_provider_resilient.specs.tpu import node_id_for
 from airflow_provider_resilient.specs.vertex import job_labels
 from devtools.stack import NativeStack
@@ -137,16 +138,19 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
         stack.resume_component(first)
     stalled = time.monotonic() - stalled_at
     # A wakes, finds the triggers assigned elsewhere and cancels its copies through the user-action path (the
-    # triggerer's line in the task's log, from A's trigger log file).
-    for dag_id, run_id in runs:
-        wait_for(f"{first} cancels its copy of {dag_id}'s trigger",
-                 lambda d=dag_id, r=run_id: "invoking on_kill" in log_text(stack, d, r, 1))
+    # triggerer's line in the task's log, from A's trigger log file). Before Airflow 3.3 triggers have no on_kill:
+    # A's cancellation runs none of our code, and the outcome below is all there is to check.
+    if TRIGGER_ON_KILL:
+        for dag_id, run_id in runs:
+            wait_for(f"{first} cancels its copy of {dag_id}'s trigger",
+                     lambda d=dag_id, r=run_id: "invoking on_kill" in log_text(stack, d, r, 1))
     holds.release(runs)
     outcomes = {dag_id: outcome(stack, dag_id, run_id) for dag_id, run_id in runs}
     report(f"stalled triggerer ({stalled:.0f} s frozen)", outcomes)
     for dag_id, run_id in runs:
         assert_one_clean_attempt(dag_id, outcomes[dag_id])
-        assert "the trigger was moved" in log_text(stack, dag_id, run_id, 1)  # what A's on_kill said
+        if TRIGGER_ON_KILL:
+            assert "the trigger was moved" in log_text(stack, dag_id, run_id, 1)  # what A's on_kill said
 
 
 # ------------------------------------------------------------------ a graceful triggerer restart
