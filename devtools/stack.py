@@ -823,6 +823,7 @@ class NativeStack:
         self._started = False
         self._stopping = False
         self._lock = threading.RLock()
+        self._token: str | None = None  # the api-server's JWT, on Airflow versions that want one (api())
         self.start_seconds: float | None = None  #: start() to healthy, once started
         self.stop_seconds: float | None = None  #: how long stop() took, once stopped
 
@@ -1337,8 +1338,9 @@ class NativeStack:
     def api(self, method: str, path: str, body: Any = None, *, accept: str = "application/json",
             timeout: float = 30.0) -> tuple[int, Any]:
         """One request to the api-server, as the UI makes it: ``path`` such as ``/api/v2/dags?limit=100``,
-        ``body`` sent as JSON. No Authorization header: with ``simple_auth_manager_all_admins`` the server
-        acts as admin by itself (a header of ours would win and be rejected).
+        ``body`` sent as JSON. With ``simple_auth_manager_all_admins`` Airflow 3.3 acts as admin on a request
+        without an Authorization header (a header of ours would win and be rejected); Airflow 3.1 answers 401, and
+        then every request carries the token that an all-admins server's ``GET /auth/token`` gives.
 
         Returns:
             (HTTP status, the parsed JSON body, or the text when it is not JSON).
@@ -1346,7 +1348,14 @@ class NativeStack:
         Raises:
             OSError: the api-server does not answer (connection refused, timeout).
         """
-        return _http(method, self.api_url + path, body, accept=accept, timeout=timeout)
+        status, got = _http(method, self.api_url + path, body, accept=accept, timeout=timeout, token=self._token)
+        if status == 401:  # no token yet, or an expired one
+            token_status, token = _http("GET", self.api_url + "/auth/token", timeout=timeout)
+            if token_status in (200, 201) and isinstance(token, dict) and token.get("access_token"):
+                self._token = str(token["access_token"])
+                status, got = _http(method, self.api_url + path, body, accept=accept, timeout=timeout,
+                                    token=self._token)
+        return status, got
 
     def emulator_get(self, path: str) -> Any:
         """GET on the emulator's control API (``/calls?method=CreateCustomJob``, ``/jobs``, ``/faults``,
@@ -1416,9 +1425,11 @@ class NativeStack:
 
 
 def _http(method: str, url: str, body: Any = None, *, accept: str = "application/json",
-          timeout: float = 30.0) -> tuple[int, Any]:
+          timeout: float = 30.0, token: str | None = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Accept": accept})
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:

@@ -21,7 +21,10 @@ from airflow_provider_resilient.specs.vertex import job_labels
 from devtools.stack import NativeStack
 
 from .ui import (
+    AIRFLOW_MINOR,
     TASK,
+    TASK_STATE_STORE,
+    airflow_version,
     chromium,
     clear,
     created_per_attempt,
@@ -157,7 +160,7 @@ def test_a_deferrable_run_trains_through_the_demo_faults_and_a_triggerer_killed_
 def test_a_clear_of_a_failed_task_resumes_from_the_latest_checkpoint_keeping_the_history(stack):
     runs = [(dag_id, "clear_failed") for dag_id in PLATFORMS]
     for dag_id, run_id in runs:
-        trigger(stack, dag_id, run_id, fail_first_attempt_at=9)
+        trigger(stack, dag_id, run_id, fail_first_try_at=9)
     for dag_id, run_id in runs:
         wait_state(stack, dag_id, run_id, ["failed"])
         # A person clears once the run shows failed. Clearing in the moment between the task's failure and
@@ -168,11 +171,23 @@ def test_a_clear_of_a_failed_task_resumes_from_the_latest_checkpoint_keeping_the
         clear(stack, dag_id, run_id)
     for dag_id, run_id in runs:
         wait_state(stack, dag_id, run_id, ["success"])
-        first, second = history(stack, dag_id, run_id)
-        assert first["incidents"][-1]["failure"]["failure_class"] == "permanent_user_error"
-        assert second["resumed_from_step"] >= 9, second
+        attempts = history(stack, dag_id, run_id)
         assert [t[1] for t in tries(stack, dag_id, run_id)] == ["failed", "success"]
-        assert created_per_attempt(stack, dag_id, run_id) == {"1": 1, "2": 1} and not live(stack, dag_id, run_id)
+        assert attempts[-1]["resumed_from_step"] >= 9, attempts  # from the first try's latest checkpoint
+        assert not live(stack, dag_id, run_id)
+        if TASK_STATE_STORE:  # the history survived the Clear
+            first, _ = attempts
+            assert first["incidents"][-1]["failure"]["failure_class"] == "permanent_user_error"
+            assert created_per_attempt(stack, dag_id, run_id) == {"1": 1, "2": 1}
+        else:
+            # Airflow 3.1, 3.2: the cleared try rebuilt its run from the platform (docs/compatibility.md). The
+            # failed CustomJob is still listed, so the try trains as attempt 2; the failed attempt's TPU node was
+            # deleted when it ended, so the try finds none and numbers its attempt 1 again. The first try's
+            # judgement is in its own log.
+            assert not attempts[0].get("incidents"), attempts
+            assert "not retried (rule permanent-user-error)" in log_text(stack, dag_id, run_id, 1)
+            expected = {"1": 1, "2": 1} if dag_id == "stack_vertex" else {"1": 2}
+            assert created_per_attempt(stack, dag_id, run_id) == expected
 
 
 def test_a_clear_of_a_running_task_ends_its_attempt_and_continues_cleanly(stack):
@@ -287,6 +302,10 @@ def test_the_task_page_shows_links_to_the_final_attempt_and_the_history_as_a_tab
     table = text.split("Attempt history:", 1)[1].strip().splitlines()
     assert table[0].split()[:3] == ["attempt", "resource", "fallback"], table[:3]
 
+    if AIRFLOW_MINOR < (3, 3):
+        pytest.skip("the links and the history checked through the REST API; the pages themselves need a login on "
+                    f"Airflow {airflow_version} (its all-admins mode sets a cookie headless Chromium cannot carry "
+                    "over to the task page)")
     # What a person sees: the task's Details tab lists the extra links (pointing at the final attempt's job),
     # its Logs tab the history table. Screenshots go to RESILIENT_SCREENSHOTS (docs/ for the README) or tmp.
     shots = Path(os.environ.get("RESILIENT_SCREENSHOTS") or stack.work_dir / "screenshots")

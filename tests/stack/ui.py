@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from airflow import __version__ as airflow_version
+
 from airflow_provider_resilient.specs.tpu import node_id_for
 from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT, job_labels
 from devtools.stack import NativeStack
@@ -21,6 +23,11 @@ TIMEOUT = 240.0
 #: How often a bounded wait asks the REST API again (seconds): a poll, not a guess of how long anything takes.
 POLL_SECONDS = 0.5
 TASK = "train"
+#: The Airflow the stack runs (the tests' own venv): its (major, minor).
+AIRFLOW_MINOR: tuple[int, int] = tuple(int(part) for part in airflow_version.split(".")[:2])  # type: ignore[assignment]
+#: Whether a task's stored run state survives a new try (the task state store, Airflow 3.3): without it a cleared
+#: or retried task rebuilds its run from the platform's labels, without the earlier attempts' incidents.
+TASK_STATE_STORE = AIRFLOW_MINOR >= (3, 3)
 
 
 def ok(reply: tuple[int, Any], *expected: int) -> Any:

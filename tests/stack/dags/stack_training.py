@@ -4,7 +4,7 @@ no task retry (``stack_<platform>[_polling]``) and with one (``..._retried``: a 
 and reattaches).
 
 ``dag_run.conf`` (or the params' defaults): ``epochs`` and ``epoch_seconds`` of the workload -- a test that
-clicks while the training runs asks for a long one --, ``fail_first_attempt_at`` and ``hold_file`` (see
+clicks while the training runs asks for a long one --, ``fail_first_try_at`` and ``hold_file`` (see
 :func:`train`).
 """
 
@@ -28,21 +28,21 @@ POLICY = RetryPolicy(backoff=FAST, failover_backoff=FAST,
                               "maintenance_wait": Budget(max_seconds=120, backoff=FAST),
                               "quota_wait": Budget(max_seconds=600, backoff=FAST)})
 PARAMS = {"epochs": Param(24, type="integer"), "epoch_seconds": Param(0.2, type="number"),
-          "fail_first_attempt_at": Param(0, type="integer"), "hold_file": Param("", type="string")}
+          "fail_first_try_at": Param(0, type="integer"), "hold_file": Param("", type="string")}
 
 
 def train(extra: str = "") -> str:
-    """The workload's command line; with ``fail_first_attempt_at`` N > 0, attempt 1 trains N epochs and then
-    exits 1 (a permanent user error: the task fails), and later attempts train to the end. With ``hold_file`` (a
+    """The workload's command line; with ``fail_first_try_at`` N > 0, the task's first try trains N epochs and
+    then exits 1 (a permanent user error: the task fails), and later tries train to the end (keyed by the try,
+    not the attempt: on Airflow 3.1 and 3.2 a cleared TPU task numbers its attempts from 1 again). With ``hold_file`` (a
     path on the machine, which the emulator's replicas share with the test), the training, once done, waits until
     that file exists before it exits: the test says when the job ends, not a guessed length of training."""
     run = (f"python3 {WORKLOAD} --checkpoint-every 3 --epoch-seconds {{{{ params.epoch_seconds }}}}{extra}"
            " --epochs")
     hold = ('{% if params.hold_file %}; rc=$?; while [ ! -e "{{ params.hold_file }}" ]; do sleep 0.2; done; '
             "exit $rc{% endif %}")
-    return ('{% if params.fail_first_attempt_at %}if [ "$RESILIENT_ATTEMPT" = 1 ]; then '
-            f"{run} {{{{ params.fail_first_attempt_at }}}} && exit 1; fi; {{% endif %}}{run} {{{{ params.epochs }}}}"
-            + hold)
+    return ("{% if params.fail_first_try_at and ti.try_number == 1 %}"
+            f"{run} {{{{ params.fail_first_try_at }}}} && exit 1; {{% endif %}}{run} {{{{ params.epochs }}}}" + hold)
 
 
 TRAIN = train()
