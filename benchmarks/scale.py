@@ -114,7 +114,7 @@ class Triggerer:
 # ---------------------------------------------------------------------------------------------- the bench
 def create_jobs(emulator: Any, n: int) -> list[str]:
     """N CustomJobs of one location carrying the operator's labels (one task each), left QUEUED."""
-    from airflow_provider_resilient.specs.vertex import job_labels
+    from airflow_provider_resilient.specs.common import job_labels
     from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     client = vertex_job_client(REGION, emulator=emulator.address)

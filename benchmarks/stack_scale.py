@@ -165,7 +165,7 @@ def task_instances(stack: Any, run_id: str) -> list[dict[str, Any]]:
 
 def jobs_ended(stack: Any, run_id: str) -> dict[int, float]:
     """map index -> the job's end_time (epoch seconds), for the run's ended jobs."""
-    from airflow_provider_resilient.specs.vertex import job_labels
+    from airflow_provider_resilient.specs.common import job_labels
     from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     label = job_labels(DAG_ID, TASK, run_id, 0, None)["airflow-run"]

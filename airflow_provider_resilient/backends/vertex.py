@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..hooks.vertex_ai import TERMINAL_STATES
 from ..policy import Attempt, Failure, FailureClass, Fallback, Platform
 from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, SubmitFailed, Submitted
 from ..supervisor.observe import CHECKPOINTS, LOGGED, Limits, Look
@@ -21,8 +22,6 @@ from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
 
-TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
 #: Keys of a trigger's event (and of the operator's job summary) when the job was cancelled for a reason:
 #: a queue timeout (the failure's message, the state it waited in, when it was decided) or a hang (why,
 #: since when).
@@ -493,7 +492,6 @@ __all__ = [
     "CANCEL_POLL_SECONDS",
     "CANCEL_WAIT_SECONDS",
     "STOP_KEYS",
-    "TERMINAL_STATES",
     "VertexCustomJobBackend",
     "attempt_of",
     "job_event",

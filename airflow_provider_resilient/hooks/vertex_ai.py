@@ -14,18 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from ..clients import vertex_job_async_client, vertex_job_client
-from .base import (  # noqa: F401 -- importable from here as before
-    CLOUD_PLATFORM_SCOPE,
-    AsyncGoogleApiHook,
-    GoogleApiHook,
-    connection_exists,
-    connection_extra,
-    default_credentials,
-    google_credentials,
-    is_transient,
-)
+from .base import AsyncGoogleApiHook, GoogleApiHook
 
 log = logging.getLogger(__name__)
+
+#: The JobState values after which a CustomJob or HyperparameterTuningJob never changes again (Vertex AI API
+#: reference, "JobState": https://cloud.google.com/vertex-ai/docs/reference/rest/v1/JobState).
+TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
 
 #: What the async Vertex AI hook imports off the event loop (hooks/loading.py).
 VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
@@ -164,8 +160,6 @@ class ResilientVertexAIHook(GoogleApiHook):
             concurrent.futures.TimeoutError: it is still not terminal after ``timeout`` seconds.
         """
         from concurrent.futures import TimeoutError as FutureTimeout
-
-        from ..backends.vertex import TERMINAL_STATES
 
         deadline = time.monotonic() + timeout
         while True:

@@ -42,9 +42,9 @@ from ..backends.base import AttemptSpec
 from ..compat import AirflowException, AirflowFailException
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import history_to_json
+from ..specs.common import SpecError
 from ..specs.preflight import Preflight, preflight_of
 from ..specs.vertex import (
-    SpecError,
     build_custom_job,
     env_entries,
     preflight_problems,
@@ -253,8 +253,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         status = event.get("status") if isinstance(event, dict) else None
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:
-            # The trigger judged the live job (a trigger of the previous release also cancelled it): the
-            # supervisor commands its end (EndAttempt) before anything follows.
+            # The trigger judged the live job: the supervisor commands its end (EndAttempt) before anything follows.
             from ..backends.vertex import STOP_KEYS
 
             summary = {**summary, **{k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}}

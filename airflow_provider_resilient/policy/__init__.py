@@ -7,9 +7,6 @@ documentation's "Failure policy" page lists them as a table.
 """
 
 from .classify import (
-    PREFLIGHT_EXIT_CODE,
-    START_ERROR_EXIT_CODES,
-    TRANSIENT_EXIT_CODES,
     classify_ai_platform_job,
     classify_create_error,
     classify_error_message,
@@ -45,9 +42,6 @@ __all__ = [
     "DEFAULT_QUEUE_TIMEOUT_SECONDS",
     "DEFAULT_RULES",
     "PERMANENT_CLASSES",
-    "PREFLIGHT_EXIT_CODE",
-    "START_ERROR_EXIT_CODES",
-    "TRANSIENT_EXIT_CODES",
     "Attempt",
     "Backoff",
     "Budget",

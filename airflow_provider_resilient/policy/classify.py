@@ -43,26 +43,15 @@ from ..worker.runner import KEY_HARDWARE as HARDWARE_KEY
 from ..worker.runner import KEY_PREFLIGHT as PREFLIGHT_KEY
 from ..worker.runner import KEY_RESTARTS as RESTARTS_KEY
 from ..worker.runner import KEY_STATUS as STATUS_KEY
-from ..worker.runner import STATUS_FAILED, STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED
+from ..worker.runner import (  # the exit-status tables and rule, written once (the runner applies them on the VM)
+    PREFLIGHT_EXIT_CODE,
+    STATUS_FAILED,
+    STATUS_PREFLIGHT,
+    STATUS_PREFLIGHT_FAILED,
+)
+from ..worker.runner import classify_exit_status as exit_status_class
+from ..worker.runner import exit_code_signal as _exit_code_signal
 from .failures import Failure, FailureClass, Platform
-
-#: The "potentially transient" exit codes the platform retries the job for (Vertex AI, "Understand the custom
-#: training service").
-#: SIGABRT as ExitCode 6 (or 134 = 128 + 6 in custom containers), SIGSEGV as 11 (or 139).
-TRANSIENT_EXIT_CODES: frozenset[int] = frozenset({6, 134, 11, 139})
-#: Signals behind the transient exit codes.
-TRANSIENT_SIGNALS: frozenset[int] = frozenset({6, 11})
-#: Exit codes meaning the container or command never started: 126 not executable, 127 not found,
-#: 128 invalid exit argument / runtime start failure.
-START_ERROR_EXIT_CODES: frozenset[int] = frozenset({126, 127, 128})
-#: SIGKILL (137 = 128 + 9): the kernel's OOM killer or the infrastructure stopping the VM.
-SIGKILL = 9
-#: SIGTERM (143 = 128 + 15): a graceful stop, e.g. ahead of maintenance or preemption.
-SIGTERM = 15
-#: The exit code our worker runner uses when its preflight checks fail (the environment pre-check of ModelArts'
-#: "Training Fault Tolerance Check"). 78 is ``EX_CONFIG`` of sysexits.h: "something was found in an unconfigured or
-#: misconfigured state".
-PREFLIGHT_EXIT_CODE = 78
 
 _EXIT_RE = re.compile(
     r"The replica (?P<replica>.+?) exited with a non-zero status of (?P<code>-?\d+)"
@@ -206,16 +195,7 @@ def exit_code_signal(exit_code: int | None) -> int | None:
     the "ExitCode 6" / "ExitCode 11" forms of SIGABRT and SIGSEGV that Google's training service pages
     name.
     """
-    exit_code = _as_int(exit_code)
-    if exit_code is None:
-        return None
-    if exit_code < 0:
-        return -exit_code
-    if 129 <= exit_code <= 192:
-        return exit_code - 128
-    if exit_code in TRANSIENT_SIGNALS:
-        return exit_code
-    return None
+    return _exit_code_signal(_as_int(exit_code))
 
 
 def classify_exit_status(
@@ -242,27 +222,19 @@ def classify_exit_status(
         6/134/11/139 -> TRANSIENT_CRASH; the preflight code -> PREFLIGHT_FAILURE;
         126/127/128 -> CONTAINER_START_ERROR; SIGKILL (137) and SIGTERM (143) -> WORKER_FAILURE (the
         infrastructure or the OOM killer; an explicit "ran out of memory" text is needed for
-        OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR.
+        OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR. The rule is the worker runner's
+        (:func:`..worker.runner.classify_exit_status`): one copy, applied on the VM and here alike.
     """
     exit_code, signal = _as_int(exit_code), _as_int(signal) or None  # signal 0 is no signal
     sig = signal if signal is not None else exit_code_signal(exit_code)
-    if (exit_code is None or exit_code == 0) and sig is None:
+    name = exit_status_class(exit_code, sig, preflight_exit_code)
+    if name is None:
         return None
     common: dict[str, Any] = {
         "platform": platform, "exit_code": exit_code, "signal": sig, "worker_id": worker_id,
         "worker_restarts": _as_int(worker_restarts), "message": _as_text(message), "timestamp": timestamp,
     }
-    if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
-        cls = FailureClass.TRANSIENT_CRASH
-    elif exit_code == preflight_exit_code:
-        cls = FailureClass.PREFLIGHT_FAILURE
-    elif exit_code in START_ERROR_EXIT_CODES:
-        cls = FailureClass.CONTAINER_START_ERROR
-    elif sig in (SIGKILL, SIGTERM):
-        cls = FailureClass.WORKER_FAILURE
-    else:
-        cls = FailureClass.PERMANENT_USER_ERROR
-    return Failure(failure_class=cls, **common)
+    return Failure(failure_class=FailureClass(name), **common)
 
 
 def classify_worker_report(

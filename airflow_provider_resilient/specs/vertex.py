@@ -17,31 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..policy import Fallback
-from .common import (  # noqa: F401 -- shared by every platform; importable from here as before
-    ENV_ATTEMPT,
-    ENV_CHECKPOINT_DIR,
-    ENV_FAILURE_CLASS,
-    ENV_RESUME_FROM,
-    ENV_RESUME_STEP,
-    LABEL_ATTEMPT,
-    LABEL_DAG,
-    LABEL_KEEP,
-    LABEL_KEY_RE,
-    LABEL_MAP_INDEX,
-    LABEL_RUN,
-    LABEL_TASK,
-    LABEL_VALUE_RE,
-    MAX_LABELS,
-    OUR_LABELS,
-    PROJECT_RE,
-    SpecError,
-    checkpoint_dir_problems,
-    job_labels,
-    label_problems,
-    label_value,
-    location_problems,
-    resume_env,
-)
+from .common import PROJECT_RE, SpecError, checkpoint_dir_problems, label_problems, location_problems
 from .preflight import Preflight, preflight_of, wrap_container_command
 from .vertex_pools import ACCELERATOR_TYPES, MACHINE_TYPE_RE, check_worker_pools
 

@@ -398,7 +398,8 @@ class CustomJobTrigger(BaseTrigger):
     @staticmethod
     def _judge(job: Any) -> dict[str, Any] | None:
         """The terminal event's payload when ``job`` is in a terminal state, else None."""
-        from ..backends.vertex import TERMINAL_STATES, job_summary
+        from ..backends.vertex import job_summary
+        from ..hooks.vertex_ai import TERMINAL_STATES
 
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 

@@ -138,8 +138,9 @@ from typing import IO
 
 # -- exit codes ---------------------------------------------------------------------------------------
 
-#: The runner's exit code when its preflight checks fail (sysexits.h ``EX_CONFIG``). Equal to
-#: ``airflow_provider_resilient.policy.classify.PREFLIGHT_EXIT_CODE``.
+#: The runner's exit code when its preflight checks fail: 78 is sysexits.h's ``EX_CONFIG``, "something was found
+#: in an unconfigured or misconfigured state" (the environment pre-check of ModelArts' "Training Fault Tolerance
+#: Check").
 PREFLIGHT_EXIT_CODE = 78
 #: The runner's exit code after SIGTERM (128 + 15).
 TERMINATED_EXIT_CODE = 143
@@ -150,7 +151,7 @@ NOT_EXECUTABLE_EXIT_CODE = 126
 NOT_FOUND_EXIT_CODE = 127
 START_FAILED_EXIT_CODE = 128
 
-# -- classification tables (mirror policy/classify.py; a test compares every exit code) ----------------
+# -- classification tables: the one copy (policy/classify.py builds its Failure from classify_exit_status) ---
 
 #: The "potentially transient" codes of Vertex AI's "Understand the custom training service": SIGABRT as 6 or 134,
 #: SIGSEGV as 11 or 139.
@@ -249,19 +250,27 @@ def exit_code_signal(exit_code: int | None) -> int | None:
     return None
 
 
-def classify_exit_status(exit_code: int | None) -> str | None:
-    """The failure class of an exit status, as the policy's ``classify_exit_status`` gives it.
+def classify_exit_status(exit_code: int | None, signal_number: int | None = None,
+                         preflight_exit_code: int = PREFLIGHT_EXIT_CODE) -> str | None:
+    """The failure class of an exit status: the rule the runner restarts by and the policy judges by.
 
-    Returns ``None`` for 0, else one of :data:`TRANSIENT_CRASH`, :data:`PREFLIGHT_FAILURE`,
-    :data:`CONTAINER_START_ERROR`, :data:`WORKER_FAILURE`, :data:`PERMANENT_USER_ERROR` (checked in that
-    order, like the policy).
+    Args:
+        exit_code: ``0`` success; ``6``/``11`` raw signal numbers; ``134``/``139`` (``128 + n``); negative ``-n``
+            as Python's ``subprocess`` reports signal ``n``; None when unknown.
+        signal_number: the killing signal when known apart from the code; else the one the code gives.
+        preflight_exit_code: the code meaning that the preflight checks failed.
+
+    Returns ``None`` for a clean exit (0 and no signal), else one of :data:`TRANSIENT_CRASH` (6/134/11/139,
+    Vertex AI's "potentially transient" codes), :data:`PREFLIGHT_FAILURE`, :data:`CONTAINER_START_ERROR`
+    (126/127/128), :data:`WORKER_FAILURE` (SIGKILL, SIGTERM), :data:`PERMANENT_USER_ERROR` (checked in that
+    order) -- the values of the policy's ``FailureClass``.
     """
-    sig = exit_code_signal(exit_code)
+    sig = signal_number if signal_number is not None else exit_code_signal(exit_code)
     if (exit_code is None or exit_code == 0) and sig is None:
         return None
     if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
         return TRANSIENT_CRASH
-    if exit_code == PREFLIGHT_EXIT_CODE:
+    if exit_code == preflight_exit_code:
         return PREFLIGHT_FAILURE
     if exit_code in START_ERROR_EXIT_CODES:
         return CONTAINER_START_ERROR

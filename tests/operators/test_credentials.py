@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.hooks import vertex_ai as hooks
-from airflow_provider_resilient.hooks.vertex_ai import CLOUD_PLATFORM_SCOPE, ResilientVertexAIHook, google_credentials
+from airflow_provider_resilient.hooks.base import CLOUD_PLATFORM_SCOPE, connection_extra, google_credentials
+from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook
 
 PROVIDER_MODULE = "airflow.providers.google.common.hooks.base_google"
 ADC = object()  # what google.auth.default returns here
@@ -153,5 +153,5 @@ def test_a_connection_lookup_that_fails_otherwise_is_not_taken_for_a_missing_one
     with pytest.raises(ConnectionError):
         google_credentials("my_gcp", None)
     with pytest.raises(ConnectionError):  # nor for no emulator: the endpoint never changes because a lookup failed
-        hooks.connection_extra("my_gcp")
+        connection_extra("my_gcp")
     assert adc == [] and google_provider == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from google.api_core import exceptions
 
-from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook, is_transient, region_of
-from airflow_provider_resilient.specs.vertex import job_labels, labels_filter
+from airflow_provider_resilient.hooks.base import is_transient
+from airflow_provider_resilient.hooks.vertex_ai import ResilientVertexAIHook, region_of
+from airflow_provider_resilient.specs.common import job_labels
+from airflow_provider_resilient.specs.vertex import labels_filter
 
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 JOB = {"display_name": "hooked", "job_spec": {"worker_pool_specs": [{

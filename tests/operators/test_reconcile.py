@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.operators.reconcile import ResilientReconcileOperator, owner_states
-from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT
+from airflow_provider_resilient.specs.common import LABEL_ATTEMPT
 from airflow_provider_resilient.supervisor.reconcile import GONE, Owner
 from airflow_provider_resilient.testing.emulator_clients import tpu_client, vertex_job_client
 

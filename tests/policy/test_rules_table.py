@@ -11,7 +11,6 @@ import pytest
 
 from airflow_provider_resilient.policy import (
     DEFAULT_POLICY,
-    PREFLIGHT_EXIT_CODE,
     Attempt,
     DecisionAction,
     Failure,
@@ -28,6 +27,7 @@ from airflow_provider_resilient.policy import (
     classify_vertex_job,
     decide,
 )
+from airflow_provider_resilient.worker import PREFLIGHT_EXIT_CODE
 
 from .sim import repeat, run
 

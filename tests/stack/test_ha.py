@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_resilient.compat import TRIGGER_ON_KILL
+from airflow_provider_resilient.specs.common import job_labels
 from airflow_provider_resilient.specs.tpu import node_id_for
-from airflow_provider_resilient.specs.vertex import job_labels
 from devtools.stack import NativeStack
 
 from .test_ui_actions import history, states_until_done, wait_deferred_and_watched

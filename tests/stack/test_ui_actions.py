@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_provider_resilient.specs.vertex import job_labels
+from airflow_provider_resilient.specs.common import job_labels
 from devtools.stack import NativeStack
 
 from .ui import (

@@ -14,8 +14,8 @@ from typing import Any
 
 from airflow import __version__ as airflow_version
 
+from airflow_provider_resilient.specs.common import LABEL_ATTEMPT, job_labels
 from airflow_provider_resilient.specs.tpu import node_id_for
-from airflow_provider_resilient.specs.vertex import LABEL_ATTEMPT, job_labels
 from devtools.stack import NativeStack
 
 #: A bound on every wait in these tests (seconds); never a measured figure.

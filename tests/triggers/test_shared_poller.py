@@ -12,7 +12,7 @@ from google.api_core import exceptions as gexc
 
 from airflow_provider_resilient.backends.vertex import list_filter
 from airflow_provider_resilient.hooks.vertex_ai import AsyncResilientVertexAIHook
-from airflow_provider_resilient.specs.vertex import job_labels
+from airflow_provider_resilient.specs.common import job_labels
 from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger, active_pollers
 

@@ -115,7 +115,7 @@ class VertexBackend:
         if self.faults.on_call(GET_KINDS, display_name, labels, key, name) is not None:
             raise Unavailable("The service is currently unavailable.")
 
-    def _make_run(self, job: Any, region: str, *, extra_args: list[str] | None = None,
+    def make_run(self, job: Any, region: str, *, extra_args: list[str] | None = None,
                   trial_id: str | None = None, log_dir: Path | None = None) -> JobRun:
         job_id = job.name.rsplit("/", 1)[-1]
         base = job.job_spec.base_output_directory.output_uri_prefix
@@ -181,7 +181,7 @@ class VertexBackend:
             for output_only in ("state", "start_time", "end_time", "error"):
                 if output_only in job:
                     delattr(job, output_only)
-            run = self._make_run(job, region)
+            run = self.make_run(job, region)
             self.runs[job.name] = run
             self.faults.job_created(job.name, job.display_name, dict(job.labels))
             run.start(self.clock.monotonic())

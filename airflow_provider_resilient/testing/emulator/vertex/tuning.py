@@ -5,13 +5,31 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..clock import Clock
+from ..config import EmulatorConfig
 from ..errors import FailedPrecondition
+from ..faults import FaultBook
 from .runs import JobRun
 
-if TYPE_CHECKING:
-    from .backend import VertexBackend
+
+class TrialHost(Protocol):
+    """What a tuning job needs of the service that runs its trials (the emulator's Vertex AI backend)."""
+
+    config: EmulatorConfig
+    clock: Clock
+    faults: FaultBook
+
+    def log_dir(self, name: str) -> Path:
+        """Where the replica logs of job ``name`` go."""
+        ...
+
+    def make_run(self, job: Any, region: str, *, extra_args: list[str] | None = None,
+                 trial_id: str | None = None, log_dir: Path | None = None) -> JobRun:
+        """A :class:`~.runs.JobRun` of CustomJob ``job`` (a trial's: with its ``trial_id`` and arguments), not yet
+        started."""
+        ...
 
 TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
                       "JOB_STATE_PARTIALLY_SUCCEEDED"})
@@ -48,7 +66,7 @@ class TuningRun:
     no cancelled state), with ``infeasible_reason`` saying it was stopped by the cancel.
     """
 
-    def __init__(self, backend: VertexBackend, job: Any, region: str) -> None:
+    def __init__(self, backend: TrialHost, job: Any, region: str) -> None:
         self.backend = backend
         self.job = job
         self.region = region
@@ -139,7 +157,7 @@ class TuningRun:
         job = types.CustomJob(display_name=f"{self.job.display_name}-trial-{trial_id}", name=job_name,
                               job_spec=self.job.trial_job_spec, labels=dict(self.job.labels))
         log_dir = self.backend.log_dir(self.job.name) / f"trial-{trial_id}"
-        run = self.backend._make_run(job, self.region, extra_args=[f"--{k}={v}" for k, v in params],
+        run = self.backend.make_run(job, self.region, extra_args=[f"--{k}={v}" for k, v in params],
                                      trial_id=trial_id, log_dir=log_dir)
         metric_file = log_dir / "hypertune.metrics"
         for plan_index, plan in enumerate(run.plans):
