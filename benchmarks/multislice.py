@@ -70,7 +70,7 @@ def one_run(emulator: Any, slices: int, run: int, a: argparse.Namespace) -> dict
     attempts = result["attempts"]
     incident = attempts[0]["incidents"][0]
     failed_at, decided_at = incident["failure"]["timestamp"], incident["decision"]["decided_at"]
-    from airflow_provider_resilient.operators.base import steps_from_json
+    from airflow_provider_resilient.operators.run_store import steps_from_json
 
     steps = [(r.time, r.step) for r in steps_from_json(ctx["task_state_store"].get(op.STEPS_KEY))]
     resumed = attempts[1].get("resumed_from_step") or 0  # (absent: from scratch)

@@ -22,7 +22,7 @@ from ..compat import AirflowFailException
 from ..specs.common import SpecError
 from ..specs.legacy import LegacyTranslation, translate_training_input
 from ..supervisor.reconcile import Owner
-from .base import has_template
+from .arguments import has_template
 from .vertex_ai import STATE_KEY as CUSTOM_JOB_STATE_KEY
 from .vertex_ai import ResilientCustomJobOperator
 from .vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
@@ -199,11 +199,10 @@ class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOpe
             return {"state": "DRY_RUN", "custom_job": job}
         return super().execute(context)
 
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
-        """Resume after a deferral in a fresh operator: translate the (rendered) arguments again first -- a
-        templated job was never translated in this process, and the next attempt is built from the pools."""
+    def _prepare_resume(self) -> None:
+        """A resumed process is a fresh operator: translate the (rendered) arguments again first -- a templated
+        job was never translated in this process, and the next attempt is built from the pools."""
         self._validate()
-        return super().execute_complete(context, event)
 
 
 __all__ = ["LEGACY_ARGUMENTS", "MODES", "ResilientAIPlatformTrainingJobOperator"]

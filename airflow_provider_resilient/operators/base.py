@@ -23,8 +23,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from ..backends.base import AttemptSpec, Backend, airflow_task_states, task_instance
-from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf, run_state_store
-from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
+from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf
+from ..policy import Failure, FailureClass, Fallback, RetryPolicy
+from ..specs.common import SpecError
 from ..supervisor import (
     EndAttempt,
     Fail,
@@ -32,46 +33,18 @@ from ..supervisor import (
     RunState,
     Sleep,
     Started,
-    StateSchemaTooNew,
     Submit,
     SubmitFailed,
     Succeed,
     Watch,
     WokeUp,
-    state_from_json,
-    state_to_json,
     step,
 )
-from ..supervisor.machine import STATE_SCHEMA_VERSION, stored_schema_version
 from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
-from ..supervisor.reconcile import Owner, other_writers
-
-
-def policy_with_fallbacks(policy: RetryPolicy | None,
-                          fallbacks: Sequence[Fallback | Mapping[str, Any]]) -> RetryPolicy:
-    """``policy`` (default: the default rules) with ``fallbacks`` (Fallback objects or dicts) appended.
-
-    Raises:
-        TypeError: when ``policy`` is not a :class:`~..policy.RetryPolicy`.
-        ValueError: when a fallback dict is not a valid :class:`~..policy.Fallback`.
-    """
-    if policy is not None and not isinstance(policy, RetryPolicy):
-        raise TypeError(f"resilience_policy must be an airflow_provider_resilient.policy.RetryPolicy, got "
-                        f"{type(policy).__name__}")
-    policy = policy or RetryPolicy()
-    extra = []
-    for value in fallbacks:
-        if isinstance(value, Fallback):
-            extra.append(value)
-            continue
-        data = dict(value)
-        if "on" in data:
-            data["on"] = frozenset(FailureClass(c) for c in data["on"])
-        extra.append(Fallback(**data))
-    if not extra:
-        return policy
-    return replace(policy, fallbacks=policy.fallbacks + tuple(extra))
-
+from ..supervisor.reconcile import OwnedResource, Owner, other_writers
+from . import report
+from .arguments import common_problems, policy_with_fallbacks
+from .run_store import STEPS_KEY, RunStore
 
 #: The shortest deferral, in seconds. Airflow 3.3 can fail a task whose trigger fires within seconds of
 #: its deferral: the executor's late "success" for the process that deferred is processed after the resumed
@@ -97,68 +70,6 @@ def first_try_after_clear(context: Any, retries: int | None) -> bool:
     if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number <= 1:
         return False
     return try_number == max_tries - (retries or 0) + 1
-
-
-def has_template(value: Any) -> bool:
-    """Whether ``value`` (a string, or lists / tuples / dicts of them, keys included) holds a Jinja expression
-    or statement: such an argument is checked after Airflow renders it, not when the DAG is parsed."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, Mapping):
-        return any(has_template(k) or has_template(v) for k, v in value.items())
-    if isinstance(value, list | tuple | set):
-        return any(has_template(v) for v in value)
-    return False
-
-
-def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
-    """Register with Airflow's secrets masker (``mask_secret``) the value of each ``(name, value)`` whose name
-    Airflow deems sensitive -- its own rule for the keys of a dict it redacts (``[core] sensitive_var_conn_names``
-    extends it) -- so that the task log and the rendered fields shown in the UI hold ``***`` instead. Returns
-    the names masked."""
-    from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
-    from airflow.sdk.log import mask_secret
-
-    masked = []
-    for name, value in entries:
-        if value and should_hide_value_for_key(name):
-            mask_secret(value, name)
-            masked.append(name)
-    return masked
-
-
-def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
-    """Step reports (``goodput.StepReport``) as the task state store keeps them (key ``STEPS_KEY``):
-    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the run's schema version,
-    :data:`~..supervisor.STATE_SCHEMA_VERSION`)."""
-    return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
-
-
-def steps_from_json(data: Any) -> list[Any]:
-    """The inverse of :func:`steps_to_json`; also reads version 1, a bare ``[[time, step], ...]`` list (what the
-    releases before ``schema_version`` wrote). None or empty: no reports.
-
-    Raises:
-        StateSchemaTooNew: written by a newer release of the provider.
-        TypeError, ValueError: not step reports.
-    """
-    from ..goodput import StepReport
-
-    if not data:
-        return []
-    if isinstance(data, dict):
-        stored_schema_version(data)
-        data = data.get("reports") or []
-    return [StepReport(float(t), int(s)) for t, s in data]
-
-
-#: How many of the newest complete checkpoints the run summary reads (one listing each): their steps join the
-#: goodput ledger's step reports; the newest :data:`ADVICE_SAVES` of them judge the checkpoint interval.
-LEDGER_SAVES = 100
-ADVICE_SAVES = 20
-
-#: The values of ``torn_checkpoints`` (see :class:`SupervisedOperator`).
-TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 
 
 #: Seconds ``on_kill`` waits for Airflow to tell the task instance's state before it keeps the job or node.
@@ -229,17 +140,25 @@ class SupervisedOperator(BaseOperator):
             ``goodput_<goodput_job_name>``, as MaxText names it).
 
     Raises:
-        ValueError: ``poll_interval`` <= 0, ``min_defer_seconds`` < 0, ``torn_checkpoints`` not one of
-            :data:`TORN_CHECKPOINT_CHOICES`, or a ``goodput_logger_name`` without a ``goodput_job_name`` or not a
-            log ID (at DAG parse time).
-        TypeError: ``resilience_policy`` is not a :class:`~..policy.RetryPolicy`.
+        AirflowFailException: as the DAG is parsed (templated arguments: once rendered, in ``execute``), one line
+            per bad argument naming it and the fix (:func:`~.arguments.common_problems` and the platform's own
+            checks): a duration that is not a positive number (``poll_interval``, ``min_defer_seconds`` >= 0,
+            ``checkpoint_interval_cap``), a flag that is not a bool, ``torn_checkpoints`` not one of
+            :data:`~.arguments.TORN_CHECKPOINT_CHOICES`, ``resilience_policy`` not a :class:`~..policy.RetryPolicy`,
+            a fallback that is not a Fallback or a dict of its fields (an unknown key, an unknown failure class
+            in ``on``), a ``goodput_logger_name`` without a ``goodput_job_name`` or not a log ID.
+
+    The one ``execute_complete`` (every deferral of every platform comes back to it) and the one ``on_kill`` (a
+    kill in the worker: :func:`~..backends.kill.release_on_kill` within :func:`~..backends.kill.kill_budget`) are
+    this class's; a subclass says what a trigger's event means (:meth:`_resumed`) and what a kill releases
+    (:meth:`_live_resources`).
     """
 
     STATE_KEY = "resilient_state"
-    #: Task-state-store key of the step reports seen so far ([[time, step], ...], the newest
-    #: :attr:`MAX_STEP_REPORTS`), so that the ledger of a deferred or retried run sees all of them.
-    STEPS_KEY = "resilient_step_reports"
-    MAX_STEP_REPORTS = 2000
+    #: Task-state-store key of the step reports seen so far (:class:`~.run_store.RunStore`).
+    STEPS_KEY = STEPS_KEY
+    #: The platform whose resources a kill releases (:func:`~..backends.kill.release_on_kill`).
+    PLATFORM = ""
     #: How ``on_kill`` reads task instance states (``(dag_id, run_ids) -> {run_id: {task_key: state}}``): Airflow's
     #: API server through the task's supervisor; a test replaces it on an instance.
     read_task_states = staticmethod(airflow_task_states)
@@ -261,18 +180,15 @@ class SupervisedOperator(BaseOperator):
         super().__init__(**kwargs)
         self.goodput_job_name = goodput_job_name
         self.goodput_logger_name = goodput_logger_name
-        self._validate_goodput_names()
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
-        if checkpoint_interval_cap is not None and not checkpoint_interval_cap > 0:
-            raise ValueError(f"{type(self).__name__}: checkpoint_interval_cap must be > 0 seconds, got "
-                             f"{checkpoint_interval_cap}")
         self.checkpoint_interval_cap = checkpoint_interval_cap
-        if torn_checkpoints not in TORN_CHECKPOINT_CHOICES:
-            raise ValueError(f"{type(self).__name__}: torn_checkpoints must be one of "
-                             f"{', '.join(map(repr, TORN_CHECKPOINT_CHOICES))}, got {torn_checkpoints!r}")
         self.torn_checkpoints = torn_checkpoints
-        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+        try:
+            self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+            #: Problems of ``resilience_policy`` / ``fallbacks``, reported with the others (:meth:`_refuse`).
+            self._policy_problems: list[SpecError] = []
+        except SpecError as exc:
+            self.resilience_policy = RetryPolicy()
+            self._policy_problems = exc.errors
         self.project_id = project_id
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_marker = checkpoint_marker
@@ -285,33 +201,34 @@ class SupervisedOperator(BaseOperator):
         self.rerun_after_success = rerun_after_success
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
-        if min_defer_seconds < 0:
-            raise ValueError(f"{type(self).__name__}: min_defer_seconds must be >= 0 seconds, got {min_defer_seconds}")
         #: See :data:`DEFAULT_MIN_DEFER_SECONDS`.
-        self.min_defer_seconds = float(min_defer_seconds)
+        self.min_defer_seconds = min_defer_seconds
         self._sleep: Callable[[float], Any] = time.sleep
         self._clock: Callable[[], float] = time.time
+        # What this task process holds of its run (none of it is an argument or serialized with the DAG):
+        #: the run state and step reports in the task state store;
+        self._store = RunStore(self.STATE_KEY)
+        #: the task instance (what on_kill asks Airflow about), known once the run is loaded;
+        self._owner: Owner | None = None
+        #: the observer's memory of the newest look, not yet folded into the run state;
+        self._observed: WatchMemory | None = None
+        #: the platform's backend, built at first use (:meth:`_backend`).
+        self._backend_built: Backend | None = None
 
-    def _validate_goodput_names(self) -> None:
-        """``goodput_job_name`` / ``goodput_logger_name`` as given (a templated one is checked once rendered).
+    def _common_problems(self) -> list[SpecError]:
+        """Problems of the arguments this class takes (:func:`~.arguments.common_problems`, the policy's)."""
+        return [*self._policy_problems, *common_problems(self)]
+
+    def _refuse(self, problems: list[SpecError], skip: Collection[str] = ()) -> None:
+        """Raise the arguments' problems, those of ``skip`` (templated arguments, judged after rendering) left
+        out.
 
         Raises:
-            ValueError: a logger name without a job name, a name that is not a non-empty string, or a logger name
-                that is not a Cloud Logging log ID.
+            AirflowFailException: one line per problem, naming the field, the value and the fix.
         """
-        from ..goodput.events import LOG_ID_RE
-
-        job, logger = self.goodput_job_name, self.goodput_logger_name
-        name = type(self).__name__
-        if logger is not None and job is None:
-            raise ValueError(f"{name}: goodput_logger_name {logger!r} needs goodput_job_name (the job_name the "
-                             "workload gives GoodputRecorder)")
-        if job is not None and (not isinstance(job, str) or not job.strip()):
-            raise ValueError(f"{name}: goodput_job_name must be a non-empty string, got {job!r}")
-        if logger is not None and (not isinstance(logger, str) or
-                                   not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
-            raise ValueError(f"{name}: goodput_logger_name {logger!r} is not a Cloud Logging log ID: use letters, "
-                             "digits and '/_-.', at most 512 characters")
+        left = SpecError.of_many(problems).without(skip) if problems else None
+        if left is not None:
+            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
 
     def _log_endpoint(self, hook: Any) -> None:
         """Say first, in the task's log, where the calls go: ``Using the Google API emulator at HOST (connection
@@ -329,10 +246,30 @@ class SupervisedOperator(BaseOperator):
         return self._clock() + self.min_defer_seconds
 
     # ------------------------------------------------------------------ subclass interface
-    def _backend(self) -> Backend:
-        """The platform's backend (:mod:`..backends`), built once from the operator's arguments: every side
-        effect on a cloud resource goes through it, as the execution of a supervisor command."""
+    def _backend(self) -> Any:
+        """The platform's backend (:mod:`..backends`), built once from the operator's arguments
+        (:meth:`_make_backend`): every side effect on a cloud resource goes through it, as the execution of a
+        supervisor command."""
+        if self._backend_built is None:
+            self._backend_built = self._make_backend()
+        return self._backend_built
+
+    def _make_backend(self) -> Backend:
         raise NotImplementedError
+
+    def _live_resources(self) -> list[OwnedResource]:
+        """What this process knows to be live of the run, as the kill rule reads it (``keep`` for what the user
+        keeps); a kill releases it (:meth:`on_kill`)."""
+        raise NotImplementedError
+
+    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
+        """The supervisor event a trigger's ``event`` (its payload, a dict) brings for the watched attempt of
+        ``state`` (phase RUNNING): the platform's trigger protocol."""
+        raise NotImplementedError
+
+    def _prepare_resume(self) -> None:
+        """Before a resumed process goes on (:meth:`execute_complete`): what ``execute`` prepares from the
+        rendered arguments besides checking them (default: nothing)."""
 
     def _begin_watch(self, context: Any, state: RunState, job_name: str) -> None:
         """Before the first look at ``job_name``: links, what ``on_kill`` must end; may defer at once."""
@@ -369,6 +306,52 @@ class SupervisedOperator(BaseOperator):
         can see the resources it created may rebuild the run from them; the default starts afresh."""
         return state
 
+    # ------------------------------------------------------------------ Airflow entry points
+    def execute_complete(self, context: Any, event: Any = None) -> Any:
+        """Continue after a deferral: a backoff's ``DateTimeTrigger`` (phase SLEEPING), or the platform's trigger
+        (phase RUNNING: its event means what :meth:`_resumed` says). The state comes from the task state store
+        (``airflow dags test`` drops the defer kwargs); the step reports the trigger saw go to the ledger first.
+
+        Raises:
+            AirflowException: resumed in a phase that waits for no trigger.
+        """
+        self._prepare_resume()
+        payload = event if isinstance(event, dict) else {}
+        if payload.get("message"):
+            self.log.info("Trigger (%s): %s", payload.get("status"), payload["message"])
+        state = self._load(context)
+        self._note_trigger_steps(context, state, payload)
+        if state.phase == Phase.SLEEPING:
+            return self._drive(context, state, WokeUp(self._clock()))
+        if state.phase != Phase.RUNNING or not state.job_name:
+            raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
+        return self._drive(context, state, self._resumed(context, state, payload))
+
+    def on_kill(self) -> None:
+        """The task is being killed in its worker: when its task instance is really over -- read from Airflow
+        (:meth:`_judge_kill`: marked failed or success, cleared, deleted, or this try timing out; not a try taken
+        for dead and retried, whose next try reattaches) -- release what the supervisor's kill rule says
+        (:func:`~..supervisor.reconcile.releases_on_kill` of :meth:`_live_resources`) through
+        :func:`~..backends.kill.release_on_kill`, with a client of its own (Airflow calls it from a signal handler,
+        perhaps in the middle of a call on the operator's client) within :func:`~..backends.kill.kill_budget`
+        (``"worker"``). A release requested but not confirmed in time still happens at Google."""
+        from ..backends.kill import kill_budget, release_on_kill
+        from ..supervisor.reconcile import releases_on_kill
+
+        live = self._live_resources()
+        todo = releases_on_kill(live)
+        if not todo:
+            if live:
+                self.log.info("Task killed; keeping %s (as asked): end it yourself", live[-1].name)
+            return
+        names = " and ".join(r.resource.name for r in todo)
+        judgement = self._judge_kill()
+        if not judgement.kill:
+            self.log.info("Task process stopped; leaving %s: %s", names, judgement.why)
+            return
+        release_on_kill(self.PLATFORM, todo, kill_budget("worker", conf), gcp_conn_id=self.gcp_conn_id,
+                        impersonation_chain=self.impersonation_chain)
+
     # ------------------------------------------------------------------ kills
     def _judge_kill(self) -> Any:
         """Whether ``on_kill`` should release this task's job or node: :func:`~..supervisor.reconcile.judge_task_kill`
@@ -384,7 +367,7 @@ class SupervisedOperator(BaseOperator):
 
         from ..supervisor.reconcile import UNKNOWN, CancelJudgement, judge_task_kill, owner_states
 
-        owner = self.__dict__.get("_owner")
+        owner = self._owner
         reader = self.read_task_states
         if owner is None or (reader is airflow_task_states and not _in_task_runner()):
             return CancelJudgement(True, "on_kill was called outside Airflow's task runner")
@@ -441,45 +424,12 @@ class SupervisedOperator(BaseOperator):
         uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
         saves = self._checkpoint_saves() if location and action.attempt > 1 and state.history else None
         if saves:
-            self._note_saves(state, saves)
+            report.note_saves(self._store, state, saves)
+        interval = report.handed_interval(state, action.attempt, saves, cap=self.checkpoint_interval_cap,
+                                          now=self._clock(), log=self.log)
         resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
-                            failure_class=action.failure_class, demoted=state.demoted,
-                            checkpoint_interval=self._handed_interval(state, action.attempt, saves))
+                            failure_class=action.failure_class, demoted=state.demoted, checkpoint_interval=interval)
         return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
-
-    def _note_saves(self, state: RunState, saves: Sequence[Any]) -> None:
-        """Note the run's complete checkpoints (``checkpoints.CheckpointSave``) as step reports for the goodput
-        ledger, before a new attempt starts: a workload that keeps only its newest saves (Orbax
-        ``max_to_keep``, a step-folder rotation) deletes the proof of an earlier attempt's progress, and the
-        ledger would count that attempt's work as lost. Saves from before the run's first start and steps
-        already noted at that time are left out; the reports are kept with the task state."""
-        from ..goodput import StepReport
-
-        started = [a.started_at for a in state.history if a.started_at is not None]
-        if not started:
-            return
-        seen = {(r.time, r.step) for r in self._step_reports()}
-        new = [StepReport(s.completed_at, s.step) for s in saves
-               if s.completed_at >= min(started) and (s.completed_at, s.step) not in seen]
-        if new:
-            self.__dict__["_steps_seen"] = sorted([*self._step_reports(), *new], key=lambda r: r.time)
-
-    def _handed_interval(self, state: RunState, attempt: int, saves: Sequence[Any] | None) -> float | None:
-        """The checkpoint interval handed to attempt ``attempt`` (:func:`~..goodput.handed_interval` of the run's
-        history and ``saves``, its newest complete checkpoints), logged with why; None for a first attempt,
-        before an interruption, or when the saves could not be listed."""
-        if attempt <= 1 or not state.history:
-            return None
-        from ..goodput import advise_checkpointing, handed_interval
-
-        if not saves:
-            return None
-        advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=self._clock())
-        interval = handed_interval(advice, self.checkpoint_interval_cap)
-        if interval is not None:
-            self.log.info("Attempt %d: checkpoint every %.3g s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS) -- %s",
-                          attempt, interval, advice.summary())
-        return interval
 
     def _latest_checkpoint(self, location: str, demoted: Collection[int] = ()) -> Any:
         """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`) that is not
@@ -555,7 +505,8 @@ class SupervisedOperator(BaseOperator):
     def _drive(self, context: Any, state: RunState, event: Any) -> Any:
         seed = f"{self.dag_id}/{self.task_id}/{context['run_id']}/{self._map_index(context)}"
         while True:
-            if (memory := self.__dict__.pop("_observed", None)) is not None:
+            if (memory := self._observed) is not None:
+                self._observed = None
                 state = state.observed(memory)  # what the last action's looks remembered
             before = sum(len(a.incidents) for a in state.history)
             state, action = step(state, event, self.resilience_policy, seed)
@@ -580,14 +531,14 @@ class SupervisedOperator(BaseOperator):
                 self._sleep(action.seconds)
                 event = WokeUp(self._clock())
             elif isinstance(action, Succeed):
-                self._log_history(state)
+                report.log_history(state, self.log)
                 if action.end:
                     self._end_last(context, state, action.job_name)
                 result = self._finish(context, state, action.job_name)
                 self._push_history(context, state)
                 return result
             elif isinstance(action, Fail):
-                self._log_history(state)
+                report.log_history(state, self.log)
                 self._push_history(context, state)
                 if action.end:
                     self._end_last(context, state, action.end)
@@ -607,36 +558,26 @@ class SupervisedOperator(BaseOperator):
         return -1 if value is None else int(value)  # 0 is a map index; None / -1: not mapped
 
     def _load(self, context: Any) -> RunState:
-        self.__dict__["_owner"] = self._task_instance(context)  # what on_kill asks Airflow about
-        store = run_state_store(context)
-        if store is None:
+        """The run of this task instance from the task state store (:class:`~.run_store.RunStore`).
+
+        Raises:
+            AirflowException: stored by a newer release of the provider.
+            AirflowFailException: the stored state is unreadable.
+        """
+        self._owner = self._task_instance(context)  # what on_kill asks Airflow about
+        if not self._store.available(context):
             self.log.warning("No task state store and no task instance in the context: a retried task finds its "
                              "run only from the platform")
-            return getattr(self, "_memory_state", RunState())
-        self._load_steps(context)
-        try:
-            return state_from_json(store.get(self.STATE_KEY))
-        except StateSchemaTooNew as exc:  # a retry on an upgraded worker reads it: not a permanent failure
-            raise AirflowException(f"{self.STATE_KEY!r}: {exc}") from exc
-        except ValueError as exc:
-            raise AirflowFailException(f"the stored state under {self.STATE_KEY!r} is unreadable: {exc}") from exc
+        return self._store.load(context)
 
     def _save(self, context: Any, state: RunState) -> None:
-        self._memory_state = state
-        store = run_state_store(context)
-        if store is not None:
-            store.set(self.STATE_KEY, state_to_json(state))
-            steps = self._step_reports()
-            if len(steps) != self.__dict__.get("_steps_stored", 0):  # only when there are new ones
-                store.set(self.STEPS_KEY, steps_to_json(steps[-self.MAX_STEP_REPORTS:]))
-                self.__dict__["_steps_stored"] = len(steps)
+        self._store.save(context, state)
 
     # ------------------------------------------------------------------ the observer
     def _watch_memory(self, state: RunState) -> WatchMemory:
         """What the observer remembers of the watched attempt: the newest of this process's looks, else the
         stored state's (a deferral or a task retry continues the clocks)."""
-        memory: WatchMemory = self.__dict__.get("_observed", state.watch)
-        return memory
+        return self._observed if self._observed is not None else state.watch
 
     def _observe(self, context: Any, state: RunState, look: Look, limits: Limits) -> Verdict:
         """Judge one look with the pure observer (:func:`~..supervisor.observe.observe`) and keep its memory
@@ -644,104 +585,29 @@ class SupervisedOperator(BaseOperator):
         go to the goodput ledger."""
         before = self._watch_memory(state)
         memory, verdict = observe(before, look, self._clock(), limits)
-        self.__dict__["_observed"] = memory
+        self._observed = memory
         if memory != before:  # one write per change, not per look (each is a call to Airflow's API server)
             self._save(context, state.observed(memory))
         for at, step_ in ledger_steps(verdict, memory):  # the run's lead (worker 0, the logged steps)
-            self._note_step(at, step_)
+            self._store.note(at, step_)
         return verdict
 
-    def _log_history(self, state: RunState) -> None:
-        """The attempt history as one aligned table block in the task log (readable in the UI's log view)."""
-        self.log.info("Attempt history:\n%s", "\n".join(history_table(state.history)))
-
-    def _note_step(self, time_: float, step_: int) -> None:
-        """Record that the workload was at ``step_`` at ``time_`` (seconds since the epoch), for the ledger."""
-        from ..goodput import StepReport
-
-        self.__dict__.setdefault("_steps_seen", []).append(StepReport(time_, step_))
-
-    def _note_trigger_steps(self, context: Any, state: RunState, event: Any) -> None:
-        """Note the step reports a trigger's event carries (``event["steps"]``, ``[[time, step], ...]``) for
-        the goodput ledger, as a polling operator notes the step of each look, and save them at once (a
-        resumed look that defers again saves nothing). A step equal to the last one noted in the same attempt
-        is not noted again: it is no new progress (a new trigger records the step it first sees, often the
-        one its predecessor saw last), and the ledger would count the time between the two sightings as a
-        stall. An unreadable report only costs the ledger a point."""
-        reported = event.get("steps") if isinstance(event, dict) else None
-        if not reported:
-            return
+    def _note_trigger_steps(self, context: Any, state: RunState, event: Mapping[str, Any]) -> None:
+        """Note the step reports a trigger's event carries (``event["steps"]``, ``[[time, step], ...]``) for the
+        goodput ledger, as a polling operator notes the step of each look
+        (:meth:`~.run_store.RunStore.note_reported`), and save them at once (a resumed look that defers again
+        saves nothing)."""
         started = state.history[-1].started_at if state.history else None
-        seen = self._step_reports()
-        last = (seen[-1].time, seen[-1].step) if seen else None
-        noted = 0
-        for item in reported:
-            try:
-                at, step_ = float(item[0]), int(item[1])
-            except (TypeError, ValueError, IndexError):
-                continue
-            if last is not None and last[1] == step_ and (started is None or last[0] >= started):
-                continue
-            self._note_step(at, step_)
-            last, noted = (at, step_), noted + 1
-        if noted:
+        if self._store.note_reported(event.get("steps"), started):
             self._save(context, state)
 
     def _checkpoint_saves(self) -> list[Any] | None:
-        """The newest :data:`LEDGER_SAVES` complete checkpoints (``checkpoints.CheckpointSave``, oldest first),
-        or None without a checkpoint location or when they cannot be listed (the summary is a nicety: a failed
-        listing must not fail the task)."""
-        location = self._checkpoint_location()
-        if not location:
-            return None
-        from ..checkpoints import list_checkpoint_saves
-
-        try:
-            return list_checkpoint_saves(location, marker=getattr(self, "checkpoint_marker", None),
-                                         max_saves=LEDGER_SAVES)
-        except Exception as exc:
-            self.log.warning("Could not list the checkpoints for the ledger and the interval advice: %s", exc)
-            return None
+        """The run's newest complete checkpoints (:func:`~.report.checkpoint_saves`), or None."""
+        return report.checkpoint_saves(self._checkpoint_location(), self.checkpoint_marker, self.log)
 
     def _step_reports(self) -> list[Any]:
         """Step observations made while watching (``goodput.StepReport``), this run's, oldest first."""
-        return list(self.__dict__.get("_steps_seen", []))
-
-    def _load_steps(self, context: Any) -> None:
-        """Bring back the step reports of earlier processes of this task (deferrals, task retries)."""
-        store = run_state_store(context)
-        if store is None or "_steps_seen" in self.__dict__:
-            return
-        stored = store.get(self.STEPS_KEY)
-        try:
-            saved = steps_from_json(stored)
-        except StateSchemaTooNew as exc:
-            raise AirflowException(f"{self.STEPS_KEY!r}: {exc}") from exc
-        except (TypeError, ValueError):
-            saved = []  # unreadable reports only cost the ledger its detail
-        self.__dict__["_steps_seen"] = saved
-        current = not stored or (isinstance(stored, dict) and stored.get("schema_version") == STATE_SCHEMA_VERSION)
-        self.__dict__["_steps_stored"] = len(saved) if current else -1  # an older form is written anew at the next save
-
-    def _workload_goodput(self) -> dict[str, Any]:
-        """The workload's own goodput events (``goodput_job_name``), read with ml-goodput-measurement's calculator
-        through the connection's Cloud Logging client: ``{"workload_events": {...}}`` (logged), or
-        ``{"workload_events_error": "..."}`` when they cannot be read (a warning: the estimate stands)."""
-        from ..goodput.events import read_workload_goodput
-        from ..hooks.base import GoogleApiHook
-        from ..logging_clients import logging_client
-
-        job, logger = str(self.goodput_job_name), self.goodput_logger_name
-        try:
-            hook = GoogleApiHook(self.gcp_conn_id, self.impersonation_chain)
-            client = logging_client(self.project_id, credentials=hook.credentials, emulator=hook.emulator)
-            figures = read_workload_goodput(client, job, logger)
-        except Exception as exc:  # the run's outcome stands; only this report is missing
-            self.log.warning("Could not read the workload's goodput events (goodput_job_name %r): %s; the goodput "
-                             "above is estimated from checkpoints", job, exc)
-            return {"workload_events_error": f"{type(exc).__name__}: {exc}"}
-        self.log.info("Goodput from the workload's ml-goodput-measurement events: %s", figures.summary())
-        return {"workload_events": figures.as_dict()}
+        return self._store.steps
 
     def _checkpoint_location(self) -> str | None:
         """Where the workload writes its checkpoints: every new attempt resumes from the latest complete one
@@ -749,23 +615,15 @@ class SupervisedOperator(BaseOperator):
         return None
 
     def _push_history(self, context: Any, state: RunState) -> None:
-        """Push the attempt history and the run's goodput ledger (with the checkpoint-interval advice) to
-        XCom, and log both as the run's summary."""
-        from ..goodput import advise_checkpointing, goodput_ledger
-
-        context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
-        if any(a.started_at is not None for a in state.history):
-            now = self._clock()
-            saves = self._checkpoint_saves()
-            ledger = goodput_ledger(state.history, self._step_reports(), end=now, saves=saves or ())
-            summary: dict[str, Any] = dict(ledger.as_dict())
-            self.log.info("Goodput: %s", ledger.summary())
-            self.log.info("Badput as ml-goodput-measurement names it (%% of the run): %s", ", ".join(
-                f"{kind} {share:.1f}" for kind, share in ledger.badput_breakdown().items()))
-            if saves is not None:
-                advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
-                self.log.info("Checkpointing: %s", advice.summary())
-                summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
-            if self.goodput_job_name:
-                summary.update(self._workload_goodput())
-            context["ti"].xcom_push(key="goodput", value=summary)
+        """Push the attempt history and the run's goodput ledger (with the checkpoint-interval advice) to XCom and
+        log both as the run's summary (:func:`~.report.push_summary`)."""
+        workload = None
+        if self.goodput_job_name:
+            def workload() -> dict[str, Any]:
+                return report.workload_goodput(
+                    project_id=self.project_id, job_name=str(self.goodput_job_name),
+                    logger_name=self.goodput_logger_name, gcp_conn_id=self.gcp_conn_id,
+                    impersonation_chain=self.impersonation_chain, log=self.log)
+        saves = self._checkpoint_saves() if any(a.started_at is not None for a in state.history) else None
+        report.push_summary(context, state, self._step_reports(), saves, now=self._clock(), log=self.log,
+                            workload=workload)

@@ -29,15 +29,14 @@ What the looks must remember between two processes -- the audit entries already 
 last step and since when (hang detection), the step reports of the ledger -- is kept in the task state
 store.
 
-Kills while the task runs in a worker (:meth:`ResilientTPUWorkloadOperator.on_kill`) delete the queued
-resource by name -- also while it still waits for capacity -- and the node, with a fresh client and at
-most :data:`KILL_TIMEOUT_SECONDS` seconds of retries and waiting (Airflow sends SIGKILL after
-``[core] killed_task_cleanup_time``, 60 s by default).
+Kills while the task runs in a worker (the shared :meth:`~.base.SupervisedOperator.on_kill`) delete the queued
+resource by name -- also while it still waits for capacity -- and the node, with a fresh client, within the
+kill budget (:func:`~..backends.kill.kill_budget`: 80 % of ``[core] killed_task_cleanup_time``, 60 s by default,
+after which Airflow sends SIGKILL).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -45,7 +44,6 @@ from datetime import timedelta
 from typing import Any
 
 from ..backends.base import AttemptSpec
-from ..compat import AirflowException, AirflowFailException, run_state_store
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import RetryPolicy, history_to_json
 from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
@@ -57,18 +55,11 @@ from ..specs.tpu import (
     startup_script,
     validate_tpu_workload,
 )
-from ..supervisor import Phase, RunState, WokeUp
-from ..supervisor.observe import Clock, WatchMemory, worker_key
-from .base import SupervisedOperator, has_template
+from ..supervisor import RunState
+from .arguments import has_template
+from .base import SupervisedOperator
 
 STATE_KEY = "resilient_tpu_workload"
-#: Task-state-store keys where runs stored before the observer's memory moved into the run state kept the
-#: audit entries seen and the workers' step progress (``{"<node name>#<worker>": [step, since]}``); read
-#: once to carry such a run on (:meth:`ResilientTPUWorkloadOperator._load`), never written.
-SEEN_KEY = "resilient_tpu_seen_audit"
-PROGRESS_KEY = "resilient_tpu_progress"
-#: The most a kill spends deleting, retries and waiting included (seconds).
-KILL_TIMEOUT_SECONDS = 25.0
 #: "Up to five restarts per worker" (AI Platform Training, "Understanding the AI Platform Training service") --
 #: the runner's cap and the policy's ``worker_restarts`` budget.
 DEFAULT_WORKER_RESTARTS = 5
@@ -202,6 +193,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     """
 
     STATE_KEY = STATE_KEY
+    PLATFORM = "tpu"
     operator_extra_links = (TPUNodeLink(), TPUAuditLogLink())
     template_fields: Sequence[str] = ("project_id", "zone", "accelerator_type", "runtime_version", "command",
                                       "setup_script", "env", "secret_env", "checkpoint_dir", "tpu_node_id",
@@ -256,56 +248,20 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
         self._validate()
-        self._validate_goodput_names()
         self._log_endpoint(self._tpu())
         return self._start(context)
 
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
-        """Continue after a deferral (a backoff, or the :class:`~..triggers.tpu.TPUNodeTrigger` saw a change or
-        the look-again interval passed): a full look at the node, after noting the step reports the trigger
-        saw (:meth:`~.base.SupervisedOperator._note_trigger_steps`)."""
-        if isinstance(event, dict) and event.get("message"):
-            self.log.info("Trigger (%s): %s", event.get("status"), event["message"])
-        state = self._load(context)
-        self._note_trigger_steps(context, state, event)
-        if state.phase == Phase.SLEEPING:
-            return self._drive(context, state, WokeUp(self._clock()))
-        if state.phase == Phase.RUNNING and state.job_name:
-            return self._drive(context, state, self._watch(context, state, state.job_name))
-        raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
+    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
+        """The TPUNodeTrigger saw a change, or the look-again interval passed: a full look at the node (audit log,
+        progress, maintenance) decides."""
+        return self._watch(context, state, str(state.job_name))
 
-    def on_kill(self) -> None:
-        """The task is being killed in its worker: when its task instance is really over (:meth:`_judge_kill`, as
-        for the CustomJob operator), release what the supervisor's kill rule says
-        (:func:`~..supervisor.reconcile.releases_on_kill`: the queued resource -- also while it still waits
-        for capacity -- and the node, unless ``keep_node``), through :func:`~..backends.tpu.release_all`.
+    def _live_resources(self) -> list[Any]:
+        """The queued resource (also while it still waits for capacity) and the node this process knows of, kept
+        with ``keep_node``."""
+        from ..backends.tpu import live_resources
 
-        It uses a client of its own (Airflow calls it from a signal handler, perhaps in the middle of a call
-        on the operator's client) and spends at most :data:`KILL_TIMEOUT_SECONDS` on retries and waiting; a
-        deletion not confirmed by then still goes on at Google.
-        """
-        from ..backends.tpu import live_resources, release_all
-        from ..supervisor.reconcile import releases_on_kill
-
-        live = live_resources(self._live_node, self._live_queued, keep=self.keep_node)
-        todo = releases_on_kill(live)
-        if not todo:
-            if live:
-                self.log.info("Task killed; keeping %s (keep_node=True): delete it yourself", live[-1].name)
-            return
-        judgement = self._judge_kill()
-        if not judgement.kill:
-            self.log.info("Task process stopped; leaving %s: %s", live[-1].name, judgement.why)
-            return
-        from ..hooks.tpu import ResilientTPUHook
-
-        hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, api_retry_seconds=KILL_TIMEOUT_SECONDS)
-        try:
-            release_all(hook, todo, KILL_TIMEOUT_SECONDS)
-        except Exception as exc:  # a kill must end; say what may be left
-            self.log.warning("Deleting %s may not have finished: %s", live[-1].name, exc)
-        finally:
-            hook.close()
+        return live_resources(self._live_node, self._live_queued, keep=self.keep_node)
 
     # ------------------------------------------------------------------ the shell
     def _tpu(self) -> Any:
@@ -322,20 +278,18 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             self._audit_hook = AuditLogHook(self.gcp_conn_id, self.impersonation_chain, sleep=self._sleep)
         return self._audit_hook
 
-    def _backend(self) -> Any:
-        """The run's :class:`~..backends.tpu.TPUNodeBackend` (built once, on :meth:`_tpu` and :meth:`_audit`)."""
-        if "_backend_instance" not in self.__dict__:
-            from ..backends.tpu import TPUNodeBackend
+    def _make_backend(self) -> Any:
+        """The run's :class:`~..backends.tpu.TPUNodeBackend` (on :meth:`_tpu` and :meth:`_audit`)."""
+        from ..backends.tpu import TPUNodeBackend
 
-            self.__dict__["_backend_instance"] = TPUNodeBackend(
-                lambda: (self._tpu(), self._audit()), project_id=self.project_id, zone=self.zone,
-                accelerator_type=self.accelerator_type, node_id=self._node_id, node=self._node,
-                queued_resource=self.queued_resource, spot=self.spot, valid_until_seconds=self.valid_until_seconds,
-                queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
-                startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
-                fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
-                maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps)
-        return self.__dict__["_backend_instance"]
+        return TPUNodeBackend(
+            lambda: (self._tpu(), self._audit()), project_id=self.project_id, zone=self.zone,
+            accelerator_type=self.accelerator_type, node_id=self._node_id, node=self._node,
+            queued_resource=self.queued_resource, spot=self.spot, valid_until_seconds=self.valid_until_seconds,
+            queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
+            startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
+            fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
+            maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps)
 
     def _maintenance_settings(self) -> Any:
         """The pure :class:`~..supervisor.maintenance.MaintenanceSettings` of the operator's arguments."""
@@ -346,8 +300,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def _built(self, name: str) -> Any:
         """``name`` of the backend, when it has been built (None otherwise: nothing was looked at yet)."""
-        backend = self.__dict__.get("_backend_instance")
-        return getattr(backend, name) if backend is not None else None
+        return getattr(self._backend_built, name) if self._backend_built is not None else None
 
     @property
     def _live_node(self) -> str | None:
@@ -439,7 +392,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         """A backoff while a node of the run may still exist (a maintenance wait, the pause before a re-create)
         waits in a non-watching :class:`~..triggers.tpu.TPUNodeTrigger`, so that a kill deletes that node;
         with no node, in the base class's ``DateTimeTrigger``."""
-        memory = self.__dict__.get("_memory_state")
+        memory = self._store.last
         # A wait for in-place recovery keeps the node (no next Submit); a backoff before a re-create follows
         # its end (EndAttempt), and then no node of the run exists.
         node = memory.job_name if memory is not None and memory.next_submit is None else None
@@ -450,26 +403,6 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
         trigger = TPUNodeTrigger(look_again_at=self._clock() + seconds, watch_node=False, **self._trigger_args(node))
         self.defer(trigger=trigger, method_name="execute_complete")
-
-    def _load(self, context: Any) -> RunState:
-        """The stored run; a run stored before the observer kept its memory in the run state (keys
-        :data:`SEEN_KEY` and :data:`PROGRESS_KEY`) gets that memory moved in."""
-        state = super()._load(context)
-        store = run_state_store(context)
-        if store is None or state.watch != WatchMemory() or not state.job_name:
-            return state
-        seen, progress = store.get(SEEN_KEY), store.get(PROGRESS_KEY)
-        if not seen and not progress:
-            return state
-        clocks = {}
-        for key, value in (progress or {}).items() if isinstance(progress, dict) else ():
-            node, _, worker = str(key).rpartition("#")
-            with contextlib.suppress(TypeError, ValueError):
-                if node == state.job_name and str(value[0]).isdigit():
-                    clocks[worker_key(int(worker))] = Clock(int(value[0]), float(value[1]))
-        memory = WatchMemory(resource=state.job_name, clocks=tuple(sorted(clocks.items())),
-                             audit_seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())
-        return state.observed(memory)
 
     def _checkpoint_location(self) -> str | None:
         return str(self.checkpoint_dir)
@@ -489,6 +422,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         Raises:
             AirflowFailException: one line per problem, naming the field, the value and the fix.
         """
+        problems = self._common_problems()
         try:
             validate_tpu_workload(
                 project_id=self.project_id, zone=self.zone, accelerator_type=self.accelerator_type,
@@ -504,10 +438,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 maintenance_move_seconds=self.maintenance_move_seconds, slices=self.slices,
                 deferrable=self.deferrable, expect_steps=self.expect_steps)
         except SpecError as exc:
-            left = exc.without(skip)
-            if left is not None:
-                raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from exc
+            problems = [*exc.errors, *problems]
+        self._refuse(problems, skip)
 
 
-__all__ = ["KILL_TIMEOUT_SECONDS", "PROGRESS_KEY", "STATE_KEY", "ResilientTPUWorkloadOperator",
-           "align_worker_restarts"]
+__all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator", "align_worker_restarts"]

@@ -39,7 +39,6 @@ from datetime import timedelta
 from typing import Any
 
 from ..backends.base import AttemptSpec
-from ..compat import AirflowException, AirflowFailException
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import history_to_json
 from ..specs.common import SpecError
@@ -51,11 +50,10 @@ from ..specs.vertex import (
     validate_custom_job,
 )
 from ..supervisor import (
-    Phase,
     RunState,
-    WokeUp,
 )
-from .base import SupervisedOperator, has_template, mask_sensitive_env
+from .arguments import flag_problems, has_template, mask_sensitive_env, seconds_problems
+from .base import SupervisedOperator
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +171,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
     """
 
     STATE_KEY = STATE_KEY
+    PLATFORM = "vertex_ai"
     template_fields: Sequence[str] = ("project_id", "region", "display_name", "worker_pool_specs", "base_output_dir",
                                       "checkpoint_dir", "labels", "service_account", "network", "impersonation_chain",
                                       "goodput_job_name", "goodput_logger_name")
@@ -199,9 +198,6 @@ class ResilientCustomJobOperator(SupervisedOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if hang_timeout is not None and hang_timeout <= self.poll_interval:
-            raise ValueError(f"hang_timeout must be more than poll_interval ({self.poll_interval} s), "
-                             f"got {hang_timeout}")
         self.region = region
         self.display_name = display_name
         self.worker_pool_specs = worker_pool_specs
@@ -231,69 +227,47 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     def execute(self, context: Any) -> Any:
         self._validate()
-        self._validate_goodput_names()
         self._log_endpoint(self._hook())
         self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())
         return self._start(context)
 
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
-        """Resume after a deferral. The state comes from the task state store (``airflow dags test`` drops
-        the defer kwargs); the event is the trigger's payload."""
-        state = self._load(context)
-        if state.phase == Phase.SLEEPING:
-            return self._drive(context, state, WokeUp(self._clock()))
-        if state.phase != Phase.RUNNING or not state.job_name:
-            raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
-        if isinstance(event, dict) and isinstance(event.get("watch"), dict):  # the observer's memory goes on
+    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
+        """The CustomJobTrigger's event: the job it saw end (``terminal``) or judged failed while live (``hang``,
+        ``queue_timeout``: the supervisor commands its end), with the observer's memory (``watch``) going on;
+        anything else (``error``: it could not read the job) -> one GetCustomJob here."""
+        if isinstance(event.get("watch"), dict):  # the observer's memory goes on (folded in by the next step)
             from ..supervisor.observe import WatchMemory
 
-            state = state.observed(WatchMemory.from_json(event["watch"]))
-            self._save(context, state)
-        self._note_trigger_steps(context, state, event)
-        status = event.get("status") if isinstance(event, dict) else None
+            self._observed = WatchMemory.from_json(event["watch"])
+        status = event.get("status")
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:
-            # The trigger judged the live job: the supervisor commands its end (EndAttempt) before anything follows.
             from ..backends.vertex import STOP_KEYS
 
             summary = {**summary, **{k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}}
         if summary is None:
-            if isinstance(event, dict) and event.get("status") == "error":
+            if status == "error":
                 self.log.warning("The trigger could not read the job: %s", event.get("message"))
             summary = self._job_summary(self._hook().get_job(state.job_name))
-        return self._drive(context, state, self._outcome(summary))
+        return self._outcome(summary)
 
-    def on_kill(self) -> None:
-        """The task is being killed in its worker: when its task instance is really over -- read from Airflow
-        (:meth:`_judge_kill`: marked failed or success, cleared, deleted, or this try timing out; not a try taken
-        for dead and retried, whose next try reattaches) -- release what the supervisor's kill rule says
-        (:func:`~..supervisor.reconcile.releases_on_kill`: the live job, with ``cancel_on_kill``) through
-        :func:`~..backends.vertex.release_all` -- the cancel is requested, the platform ends the job."""
-        from ..backends.vertex import live_resources, release_all
-        from ..supervisor.reconcile import releases_on_kill
+    def _live_resources(self) -> list[Any]:
+        """The job this process watches (kept without ``cancel_on_kill``)."""
+        from ..backends.vertex import live_resources
 
-        todo = releases_on_kill(live_resources(self._live_job, self.cancel_on_kill))
-        if not todo:
-            return
-        judgement = self._judge_kill()
-        if not judgement.kill:
-            self.log.info("Task process stopped; leaving %s running: %s", self._live_job, judgement.why)
-            return
-        release_all(self._hook(), todo)
+        return live_resources(self._live_job, self.cancel_on_kill)
 
     # ------------------------------------------------------------------ the shell
-    def _backend(self) -> Any:
-        """The run's :class:`~..backends.vertex.VertexCustomJobBackend` (built once, on :meth:`_hook`)."""
-        if "_backend_instance" not in self.__dict__:
-            from ..backends.vertex import VertexCustomJobBackend
+    def _make_backend(self) -> Any:
+        """The run's :class:`~..backends.vertex.VertexCustomJobBackend` (on :meth:`_hook`)."""
+        from ..backends.vertex import VertexCustomJobBackend
 
-            self.__dict__["_backend_instance"] = VertexCustomJobBackend(
-                self._hook(), project_id=self.project_id, region=self.region,
-                fallbacks=self.resilience_policy.fallbacks, custom_job=self._custom_job,
-                checkpoint_dir=self._checkpoint_dir(), checkpoint_marker=self.checkpoint_marker,
-                hang_timeout=self.hang_timeout, queue_timeout=self.resilience_policy.queue_timeout_seconds,
-                poll_interval=self.poll_interval, clock=lambda: self._clock(), read_step_logs=self.read_step_logs)
-        return self.__dict__["_backend_instance"]
+        return VertexCustomJobBackend(
+            self._hook(), project_id=self.project_id, region=self.region,
+            fallbacks=self.resilience_policy.fallbacks, custom_job=self._custom_job,
+            checkpoint_dir=self._checkpoint_dir(), checkpoint_marker=self.checkpoint_marker,
+            hang_timeout=self.hang_timeout, queue_timeout=self.resilience_policy.queue_timeout_seconds,
+            poll_interval=self.poll_interval, clock=lambda: self._clock(), read_step_logs=self.read_step_logs)
 
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
         """The CustomJob body of one attempt (:func:`~..specs.vertex.build_custom_job`): the operator's pools
@@ -399,14 +373,18 @@ class ResilientCustomJobOperator(SupervisedOperator):
             AirflowFailException: one line per problem (but those of ``skip``: templated arguments, judged after
                 rendering), naming the field, the value and the fix.
         """
-        problems = self._problems()
-        left = SpecError.of_many(problems).without(skip) if problems else None
-        if left is not None:
-            raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
+        self._refuse(self._problems(), skip)
 
     def _problems(self) -> list[SpecError]:
         """Every problem of the arguments (empty: none), templated ones included."""
-        problems = preflight_problems(self._pools(), self.preflight)
+        problems = [*self._common_problems(), *preflight_problems(self._pools(), self.preflight),
+                    *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
+                    *flag_problems("read_step_logs", self.read_step_logs),
+                    *flag_problems("cancel_on_kill", self.cancel_on_kill)]
+        if (isinstance(self.hang_timeout, int | float) and isinstance(self.poll_interval, int | float)
+                and not problems and self.hang_timeout <= self.poll_interval):
+            problems.append(SpecError("hang_timeout", f"{self.hang_timeout!r} must be more than poll_interval "
+                                                      f"({self.poll_interval} s): a hang is judged between looks"))
         if not self.checkpoint_dir and not self.base_output_dir:
             problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
                                                         "resume from the checkpoints written there"))

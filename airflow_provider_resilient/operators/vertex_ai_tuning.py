@@ -117,19 +117,17 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
 
         return study_of(self._study_spec(), self.max_trial_count, self.max_failed_trial_count)
 
-    def _backend(self) -> Any:
-        """The run's :class:`~..backends.vertex_tuning.VertexTuningJobBackend` (built once)."""
+    def _make_backend(self) -> Any:
+        """The run's :class:`~..backends.vertex_tuning.VertexTuningJobBackend`."""
         if not self._is_study():
-            return super()._backend()
-        if "_backend_instance" not in self.__dict__:
-            from ..backends.vertex_tuning import VertexTuningJobBackend
+            return super()._make_backend()
+        from ..backends.vertex_tuning import VertexTuningJobBackend
 
-            self.__dict__["_backend_instance"] = VertexTuningJobBackend(
-                self._hook(), study=self._study(), tuning_job=self._tuning_job, project_id=self.project_id,
-                region=self.region, fallbacks=self.resilience_policy.fallbacks, checkpoint_dir=self._checkpoint_dir(),
-                checkpoint_marker=self.checkpoint_marker, queue_timeout=self.resilience_policy.queue_timeout_seconds,
-                poll_interval=self.poll_interval, clock=lambda: self._clock())
-        return self.__dict__["_backend_instance"]
+        return VertexTuningJobBackend(
+            self._hook(), study=self._study(), tuning_job=self._tuning_job, project_id=self.project_id,
+            region=self.region, fallbacks=self.resilience_policy.fallbacks, checkpoint_dir=self._checkpoint_dir(),
+            checkpoint_marker=self.checkpoint_marker, queue_timeout=self.resilience_policy.queue_timeout_seconds,
+            poll_interval=self.poll_interval, clock=lambda: self._clock())
 
     def _tuning_job(self, spec: AttemptSpec, share: Owed) -> dict[str, Any]:
         """One attempt's HyperparameterTuningJob body: the owed share of the study, each trial a CustomJob of the

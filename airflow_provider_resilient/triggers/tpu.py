@@ -50,10 +50,11 @@ up and cancels a trigger that moved to another triggerer meanwhile (the trigger 
 with it). So ``on_kill`` first reads the task instance's state from Airflow (:mod:`.ownership`) and deletes
 nothing while it is still deferred, resumed or up for retry. On a real kill it deletes the queued
 resource (when ``queued_resource`` names one; force: its node goes too) and the node -- unless
-``keep_node`` -- with transient API errors retried for at most ``kill_timeout_seconds`` (default 25 s,
-within the triggerer's ``[triggerer] on_kill_timeout``, 30 s by default), waits for the deletions as long
-as that budget lasts, and closes its gRPC channel. A deletion requested but not confirmed in time still
-happens: Google carries it out. The gRPC channel of :meth:`TPUNodeTrigger.run` is closed however it ends.
+``keep_node`` -- with transient API errors retried and the deletions waited for within the kill budget
+(:func:`~..backends.kill.kill_budget`: 80 % of ``[triggerer] on_kill_timeout``, 30 s by default), and closes
+its gRPC channel (:class:`~.base.SupervisedTrigger`'s ``on_kill``, the Vertex AI trigger's too). A deletion
+requested but not confirmed in time still happens: Google carries it out. The gRPC channel of
+:meth:`TPUNodeTrigger.run` is closed however it ends.
 
 Importing this module imports no Google library (they are imported when a trigger runs).
 """
@@ -65,14 +66,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from ..backends.tpu import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
+from .base import SupervisedTrigger
 
-#: Seconds the trigger's ``on_kill`` may spend deleting (the triggerer allows 30 by default).
-DEFAULT_KILL_TIMEOUT_SECONDS = 25.0
 
-class TPUNodeTrigger(BaseTrigger):
+class TPUNodeTrigger(SupervisedTrigger):
     """Watch a TPU node until something needs the operator's full look (see the module docstring).
 
     Args:
@@ -86,7 +86,6 @@ class TPUNodeTrigger(BaseTrigger):
         queued_resource: ``projects/P/locations/ZONE/queuedResources/ID`` the node was requested through,
             deleted (force) on a user's kill; None: none.
         watch_node: False: only wait until ``look_again_at`` (a backoff that protects ``node_name``).
-        kill_timeout_seconds: the most ``on_kill`` spends, retries and waiting included.
         fire_not_before: epoch seconds before which a watching trigger holds its event back (see
             ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
@@ -99,23 +98,21 @@ class TPUNodeTrigger(BaseTrigger):
     with none.
     """
 
+    PLATFORM = "tpu"
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("node_name", "look_again_at", "poll_interval", "baseline", "keep_node", "queued_resource",
-              "watch_node", "kill_timeout_seconds", "gcp_conn_id", "impersonation_chain", "emulator",
+              "watch_node", "gcp_conn_id", "impersonation_chain", "emulator",
               "fire_not_before")
 
     def __init__(self, node_name: str, look_again_at: float, poll_interval: float = 30.0,
                  baseline: Mapping[str, Any] | None = None, keep_node: bool = False,
                  queued_resource: str | None = None, watch_node: bool = True,
-                 kill_timeout_seconds: float = DEFAULT_KILL_TIMEOUT_SECONDS,
                  gcp_conn_id: str | None = "google_cloud_default", impersonation_chain: str | list[str] | None = None,
                  emulator: str | None = None, fire_not_before: float | None = None) -> None:
         super().__init__()
         self.fire_not_before = fire_not_before
         if poll_interval <= 0:
             raise ValueError(f"TPUNodeTrigger: poll_interval must be > 0 seconds, got {poll_interval}")
-        if kill_timeout_seconds <= 0:
-            raise ValueError(f"TPUNodeTrigger: kill_timeout_seconds must be > 0 seconds, got {kill_timeout_seconds}")
         self.node_name = node_name
         self.look_again_at = float(look_again_at)
         self.poll_interval = float(poll_interval)
@@ -123,7 +120,6 @@ class TPUNodeTrigger(BaseTrigger):
         self.keep_node = keep_node
         self.queued_resource = queued_resource
         self.watch_node = watch_node
-        self.kill_timeout_seconds = float(kill_timeout_seconds)
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
         self.emulator = emulator
@@ -252,53 +248,12 @@ class TPUNodeTrigger(BaseTrigger):
             return None
         return self._event("changed", f"queued resource {self.queued_resource} is {state}")
 
-    async def on_kill(self) -> None:
-        """The triggerer cancelled this trigger: when its task was really killed -- its task instance, read from
-        Airflow now, was marked failed or success, cleared, or deleted (:func:`~.ownership.judge_cancel`) --
-        release what the supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`: the
-        queued resource and the node, unless ``keep_node``) through :func:`~..backends.tpu.release_all` -- the
-        operator's and the reconciler's way too -- in a worker thread (it blocks), bounded by
-        ``kill_timeout_seconds`` (see the module docstring). A trigger moved to another triggerer (its task
-        instance still deferred) deletes nothing: the other copy goes on watching the node."""
+    def _kill_resources(self) -> list[Any]:
+        """The queued resource (when ``queued_resource`` names one; force: its node goes too) and the node, as
+        the kill rule reads them (kept with ``keep_node``)."""
         from ..backends.tpu import live_resources
-        from ..hooks.loading import load_off_loop
-        from ..supervisor.reconcile import releases_on_kill
-        from . import OWNERSHIP_MODULE
 
-        await load_off_loop([OWNERSHIP_MODULE])  # never an import in the triggerer's event loop
-        from .ownership import judge_cancel
-
-        todo = releases_on_kill(live_resources(self.node_name, self.queued_resource, keep=self.keep_node))
-        if not todo:
-            self.log.info("Trigger cancelled; keeping %s (keep_node=True): delete it yourself once the task is done",
-                          self.node_name)
-            return
-        judgement = await judge_cancel(self)
-        if not judgement.kill:
-            self.log.info("Trigger cancelled; leaving %s alone: %s", self.node_name, judgement.why)
-            return
-        self.log.info("The task was killed (%s): deleting %s", judgement.why,
-                      " and ".join(r.resource.name for r in todo))
-        try:
-            await asyncio.wait_for(asyncio.to_thread(self._release, todo), self.kill_timeout_seconds + 1.0)
-        except TimeoutError:
-            self.log.warning("Deleting %s was not confirmed within %.0f s (a deletion requested goes on)",
-                             self.node_name, self.kill_timeout_seconds)
-        except Exception as exc:  # the API refused or stayed unreachable: say what may be left
-            self.log.warning("Could not delete %s: %s; delete it yourself", self.node_name, exc)
-
-    def _release(self, todo: Sequence[Any]) -> None:
-        """:func:`~..backends.tpu.release_all` with a sync hook of its own, closed however it ends (off the
-        event loop: it imports the client library and blocks)."""
-        from ..backends.tpu import release_all
-        from ..hooks.tpu import ResilientTPUHook
-
-        hook = ResilientTPUHook(self.gcp_conn_id, self.impersonation_chain, emulator=self.emulator,
-                                api_retry_seconds=self.kill_timeout_seconds)
-        try:
-            release_all(hook, todo, self.kill_timeout_seconds)
-        finally:
-            hook.close()
+        return live_resources(self.node_name, self.queued_resource, keep=self.keep_node)
 
 
-__all__ = ["DEFAULT_KILL_TIMEOUT_SECONDS", "TPUNodeTrigger"]
+__all__ = ["TPUNodeTrigger"]

@@ -12,11 +12,11 @@ Both report a job that is still live: the trigger decides nothing and cancels no
 hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel, then wait until
 it ended) before anything follows. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
 the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
-and never end the trigger. ``on_kill`` cancels the job when ``cancel_on_kill`` and the task was really killed
--- its task instance, read from Airflow, was marked failed or success, cleared or deleted -- within
-``[triggerer] on_kill_timeout``; a trigger the triggerer cancels because it moved to another triggerer (a
-stalled triggerer wakes up after its heartbeat lapsed) finds its task instance still deferred and cancels
-nothing (:mod:`.ownership`).
+and never end the trigger. ``on_kill`` (:class:`~.base.SupervisedTrigger`'s, the TPU trigger's too) cancels the
+job when ``cancel_on_kill`` and the task was really killed -- its task instance, read from Airflow, was marked
+failed or success, cleared or deleted -- within ``[triggerer] on_kill_timeout``; a trigger the triggerer cancels
+because it moved to another triggerer (a stalled triggerer wakes up after its heartbeat lapsed) finds its task
+instance still deferred and cancels nothing (:mod:`.ownership`).
 
 Theory of operation -- the shared poller (``shared_poller=True``, the default). Airflow's triggerer runs
 every trigger of its process in one asyncio event loop. The triggers of one loop that watch jobs of the
@@ -45,20 +45,19 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from functools import cached_property
 from typing import Any, TypeAlias
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
+
+from .base import SupervisedTrigger
 
 log = logging.getLogger(__name__)
 
 #: Jobs per ListCustomJobs page asked for by the shared poller (a service that caps it pages further).
 LIST_PAGE_SIZE = 1000
 
-#: The share of ``[triggerer] on_kill_timeout`` the trigger's ``on_kill`` uses for its cancel call and its
-#: retries, leaving the rest for closing the channel.
-ON_KILL_SHARE = 0.8
 
 #: (project, region, gcp_conn_id, impersonation chain, emulator): the triggers that may share a poller.
 PollerKey: TypeAlias = tuple[str, str, str | None, str | tuple[str, ...] | None, str | None]
@@ -202,7 +201,7 @@ def active_pollers() -> dict[PollerKey, CustomJobPoller]:
     return dict(_POLLERS.get(asyncio.get_running_loop(), {}))
 
 
-class CustomJobTrigger(BaseTrigger):
+class CustomJobTrigger(SupervisedTrigger):
     """Watch one CustomJob, at least every ``poll_interval`` seconds, until it is terminal.
 
     Args:
@@ -232,6 +231,7 @@ class CustomJobTrigger(BaseTrigger):
         ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
     """
 
+    PLATFORM = "vertex_ai"
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
               "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
@@ -403,56 +403,11 @@ class CustomJobTrigger(BaseTrigger):
 
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 
-    async def on_kill(self) -> None:
-        """The triggerer cancelled this trigger: when its task was really killed -- its task instance, read from
-        Airflow now, was marked failed or success, cleared, or deleted (:func:`~.ownership.judge_cancel`) --
-        release what the supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`: the job,
-        with ``cancel_on_kill``) through :func:`~..backends.vertex.release_all` -- the operator's and the
-        reconciler's way too -- in a worker thread (it blocks). A trigger moved to another triggerer (its task
-        instance still deferred) releases nothing: the other copy goes on watching the job.
-
-        The triggerer gives ``on_kill`` ``[triggerer] on_kill_timeout`` seconds (default 30) and then
-        abandons it; the cancel call, with its retries of transient errors, is bounded to
-        :data:`ON_KILL_SHARE` of that, and the client's gRPC channel is closed however it ends. Errors are
-        logged, not raised (the triggerer would only log them).
-        """
+    def _kill_resources(self) -> list[Any]:
+        """The watched job, as the kill rule reads it (kept without ``cancel_on_kill``)."""
         from ..backends.vertex import live_resources
-        from ..hooks.loading import load_off_loop
-        from ..supervisor.reconcile import releases_on_kill
-        from . import OWNERSHIP_MODULE
 
-        # never an import in the triggerer's event loop (the Airflow version shims: the configuration's home)
-        await load_off_loop([OWNERSHIP_MODULE, "airflow_provider_resilient.compat"])
-        from .ownership import judge_cancel
-
-        todo = releases_on_kill(live_resources(self.job_name, self.cancel_on_kill))
-        if not todo:
-            return
-        judgement = await judge_cancel(self)
-        if not judgement.kill:
-            self.log.info("Trigger cancelled; leaving %s running: %s", self.job_name, judgement.why)
-            return
-        from ..compat import conf
-
-        budget = ON_KILL_SHARE * conf.getfloat("triggerer", "on_kill_timeout", fallback=30.0)
-        self.log.info("The task was killed (%s): cancelling %s (within %.0f s)", judgement.why, self.job_name, budget)
-        try:
-            await asyncio.wait_for(asyncio.to_thread(self._release, todo, budget), budget)
-        except TimeoutError:
-            self.log.warning("Could not cancel %s within %.0f s: cancel it by hand", self.job_name, budget)
-        except Exception as exc:  # the triggerer only logs what on_kill raises: say what to do
-            self.log.warning("Could not cancel %s (%s): cancel it by hand", self.job_name, exc)
-
-    def _release(self, todo: Sequence[Any], budget: float) -> None:
-        """:func:`~..backends.vertex.release_all` with a sync hook of its own whose retries stop within
-        ``budget`` seconds, closed however it ends (off the event loop: it imports the client and blocks)."""
-        from ..backends.vertex import release_all
-
-        hook = self._sync_hook(budget)
-        try:
-            release_all(hook, todo)
-        finally:
-            hook.close()
+        return live_resources(self.job_name, self.cancel_on_kill)
 
     def _sync_hook(self, api_retry_seconds: float) -> Any:
         from ..hooks.vertex_ai import ResilientVertexAIHook

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypa
     made = []
 
     class NeverAnswers:
-        def __init__(self, api_retry_seconds: float) -> None:
+        def __init__(self, *args: Any, api_retry_seconds: float, **kwargs: Any) -> None:
             self.api_retry_seconds = api_retry_seconds
             self.closed = threading.Event()
             made.append(self)
@@ -127,7 +128,7 @@ def test_trigger_on_kill_gives_up_within_the_triggerers_on_kill_timeout(monkeypa
             self.closed.set()
 
     trigger = CustomJobTrigger(f"{PARENT}/customJobs/1", cancel_on_kill=True)
-    monkeypatch.setattr(trigger, "_sync_hook", NeverAnswers)
+    monkeypatch.setattr("airflow_provider_resilient.hooks.vertex_ai.ResilientVertexAIHook", NeverAnswers)
     loop = asyncio.new_event_loop()  # not asyncio.run: it would wait for the abandoned thread at its end
     try:
         loop.run_until_complete(asyncio.wait_for(trigger.on_kill(), 10))  # a bound on the test, not a measure

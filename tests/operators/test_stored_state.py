@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_resilient.compat import AirflowException, AirflowFailException
-from airflow_provider_resilient.operators.base import steps_from_json, steps_to_json
+from airflow_provider_resilient.operators.run_store import steps_from_json, steps_to_json
 from airflow_provider_resilient.operators.vertex_ai import STATE_KEY, ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, RetryPolicy
 from airflow_provider_resilient.supervisor import (

@@ -858,26 +858,6 @@ def test_a_quota_refusal_of_create_node_waits_for_quota_then_creates(resilient_e
     assert nodes_left() == []
 
 
-def test_a_run_stored_before_the_observer_memory_moved_into_the_run_state_goes_on_with_it():
-    """Runs stored by the previous release kept the audit ids seen and the workers' step clocks under keys of
-    their own; a new try reads them into the run state's observer memory (only the current node's clocks)."""
-    from airflow_provider_resilient.operators.tpu import PROGRESS_KEY, SEEN_KEY
-    from airflow_provider_resilient.supervisor.observe import Clock, WatchMemory
-
-    node = f"{ZONE}/nodes/{A2}"
-    store = Store()
-    store.data.update({
-        STATE_KEY: {"phase": "running", "job_name": node, "segment_start": 0,
-                    "history": [{"number": 1, "resource_name": f"{ZONE}/nodes/{A1}", "fallback_index": -1},
-                                {"number": 2, "resource_name": node, "fallback_index": -1}]},
-        SEEN_KEY: ["audit-1", "audit-2"],
-        PROGRESS_KEY: {f"{node}#0": ["7", 1_800_000_000.0], f"{node}#1": ["x", 1.0],
-                       f"{ZONE}/nodes/{A1}#0": ["3", 2.0]},
-    })
-    state = operator("echo ok")._load(context(store))
-    assert state.watch == WatchMemory(node, (("worker 0", Clock(7, 1_800_000_000.0)),), ("audit-1", "audit-2"))
-
-
 # ------------------------------------------------------------------ secrets
 HF_SECRET = "projects/test-project/secrets/hf-token"
 

@@ -340,7 +340,7 @@ def test_a_workload_that_logs_its_steps_may_save_less_often_than_the_hang_timeou
 
 
 def test_hang_timeout_must_exceed_the_poll_interval():
-    with pytest.raises(ValueError, match="hang_timeout"):
+    with pytest.raises(AirflowFailException, match=r"hang_timeout: 0\.01 must be more than poll_interval"):
         operator(hang_timeout=0.01)
 
 
@@ -707,7 +707,7 @@ def test_short_backoffs_are_slept_in_the_worker_and_triggers_hold_early_events(r
     assert slept == [4.0]  # the short one in the worker; the long one deferred
     deferred.append(raised.value.trigger)
     assert type(deferred[0]).__name__ == "DateTimeTrigger"
-    with pytest.raises(ValueError, match="min_defer_seconds must be >= 0"):
+    with pytest.raises(AirflowFailException, match="min_defer_seconds: -1 must be >= 0 seconds"):
         operator(min_defer_seconds=-1)
 
     watch = operator(deferrable=True, min_defer_seconds=10.0)
@@ -749,7 +749,7 @@ def test_only_torn_checkpoints_start_afresh_loudly_or_fail_when_asked(resilient_
     with pytest.raises(AirflowFailException, match=refused):
         operator(checkpoint_dir=str(tmp_path), torn_checkpoints="fail").execute({**context(), "run_id": "manual__2"})
     assert len(resilient_emulator.calls.list("CreateCustomJob")) == 1  # the failed run created nothing
-    with pytest.raises(ValueError, match="torn_checkpoints must be one of 'start_fresh', 'fail', got 'ignore'"):
+    with pytest.raises(AirflowFailException, match="torn_checkpoints: 'ignore' is not one of 'start_fresh', 'fail'"):
         operator(torn_checkpoints="ignore")
 
 
@@ -828,8 +828,8 @@ def test_goodput_events_that_cannot_be_read_leave_the_estimate_and_say_why(resil
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"goodput_logger_name": "log"}, "needs goodput_job_name"),
     ({"goodput_job_name": "run", "goodput_logger_name": "a log"}, "not a Cloud Logging log ID"),
-    ({"goodput_job_name": " "}, "goodput_job_name must be a non-empty string"),
+    ({"goodput_job_name": " "}, "goodput_job_name: ' ' is not a non-empty string"),
 ])
 def test_bad_goodput_event_names_are_refused_when_the_dag_is_parsed(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(AirflowFailException, match=message):
         operator(**kwargs)

@@ -1,0 +1,211 @@
+"""The arguments every supervised operator takes, checked as the DAG is parsed: each problem named by its field,
+with the fix, in one ``AirflowFailException`` line (:class:`~..specs.common.SpecError`) -- never a raw
+``TypeError`` or ``ValueError`` out of an operator's constructor, and never a create call.
+
+Also the helpers on arguments the operators share: whether a value still holds a Jinja template (checked after
+rendering instead), and masking the secret values of an environment.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from ..policy import FailureClass, Fallback, RetryPolicy
+from ..specs.common import SpecError
+
+#: The values of ``torn_checkpoints`` (see :class:`~.base.SupervisedOperator`).
+TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
+#: The keys of a fallback given as a dict: :class:`~..policy.Fallback`'s fields.
+FALLBACK_KEYS = tuple(f.name for f in fields(Fallback))
+
+
+def has_template(value: Any) -> bool:
+    """Whether ``value`` (a string, or lists / tuples / dicts of them, keys included) holds a Jinja expression
+    or statement: such an argument is checked after Airflow renders it, not when the DAG is parsed."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(has_template(k) or has_template(v) for k, v in value.items())
+    if isinstance(value, list | tuple | set):
+        return any(has_template(v) for v in value)
+    return False
+
+
+def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
+    """Register with Airflow's secrets masker (``mask_secret``) the value of each ``(name, value)`` whose name
+    Airflow deems sensitive -- its own rule for the keys of a dict it redacts (``[core] sensitive_var_conn_names``
+    extends it) -- so that the task log and the rendered fields shown in the UI hold ``***`` instead. Returns
+    the names masked."""
+    from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
+    from airflow.sdk.log import mask_secret
+
+    masked = []
+    for name, value in entries:
+        if value and should_hide_value_for_key(name):
+            mask_secret(value, name)
+            masked.append(name)
+    return masked
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def seconds_problems(name: str, value: Any, *, minimum: float = 0.0, strict: bool = True,
+                     optional: bool = False) -> list[SpecError]:
+    """Problems of a duration argument in seconds: a finite number (not a bool, not a string), above ``minimum``
+    (``strict``) or at least it; None only when ``optional``."""
+    if value is None and optional:
+        return []
+    if has_template(value):
+        return []
+    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    if not _is_number(value):
+        return [SpecError(name, f"{value!r} is not a number of seconds: give a number {bound}, e.g. 30"
+                                + (" (or None)" if optional else ""))]
+    if (value <= minimum) if strict else (value < minimum):
+        return [SpecError(name, f"{value!r} must be {bound} seconds")]
+    return []
+
+
+def flag_problems(name: str, value: Any) -> list[SpecError]:
+    """Problems of an on/off argument: exactly True or False (``"no"`` would read as on)."""
+    return [] if isinstance(value, bool) else [SpecError(name, f"{value!r} is not a bool: give True or False")]
+
+
+def _failure_class(value: Any, where: str) -> FailureClass:
+    """A failure class from its member or name (``"capacity_stockout"`` or ``"CAPACITY_STOCKOUT"``).
+
+    Raises:
+        SpecError: naming ``where``, the closest class names and the list.
+    """
+    if isinstance(value, FailureClass):
+        return value
+    names = [c.value for c in FailureClass]
+    if isinstance(value, str) and value.strip().lower() in names:
+        return FailureClass(value.strip().lower())
+    close = difflib.get_close_matches(str(value).lower(), names, n=1)
+    hint = f" -- did you mean {close[0]!r}?" if close else ""
+    raise SpecError(where, f"{value!r} is not a failure class{hint} Failure classes: {', '.join(names)}")
+
+
+def fallback_of(value: Any, where: str) -> Fallback:
+    """A :class:`~..policy.Fallback` from itself or from a dict of its fields (``on``: failure classes or their
+    names).
+
+    Raises:
+        SpecError: naming ``where`` (and the key): not a Fallback or a dict, an unknown key (with the closest
+            one), a value of the wrong type, or what ``Fallback`` refuses (no field set, an unknown strategy).
+    """
+    if isinstance(value, Fallback):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError(where, f"{value!r} is not a fallback: give a dict such as {{'region': 'europe-west4'}} or a "
+                               "Fallback(...)")
+    data = dict(value)
+    problems = []
+    for key in data:
+        if key not in FALLBACK_KEYS:
+            close = difflib.get_close_matches(str(key), FALLBACK_KEYS, n=1)
+            hint = f" -- did you mean {close[0]!r}?" if close else ""
+            problems.append(SpecError(f"{where}.{key}", f"unknown key{hint} Keys: {', '.join(FALLBACK_KEYS)}"))
+    for key in ("region", "zone", "machine_type", "accelerator_type", "strategy"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            problems.append(SpecError(f"{where}.{key}", f"{data[key]!r} is not a string"))
+    count = data.get("accelerator_count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+        problems.append(SpecError(f"{where}.accelerator_count", f"{count!r} is not a whole number"))
+    if "on" in data:
+        on = data["on"]
+        if isinstance(on, str | FailureClass) or not isinstance(on, Sequence | set | frozenset):
+            problems.append(SpecError(f"{where}.on", f"{on!r} is not a list of failure classes: give e.g. "
+                                                     "['capacity_stockout', 'queue_timeout']"))
+        else:
+            classes = []
+            for i, item in enumerate(on):
+                try:
+                    classes.append(_failure_class(item, f"{where}.on[{i}]"))
+                except SpecError as exc:
+                    problems.append(exc)
+            data["on"] = frozenset(classes)
+    if problems:
+        raise SpecError.of_many(problems)
+    try:
+        return Fallback(**data)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(where, str(exc)) from None
+
+
+def policy_with_fallbacks(policy: Any, fallbacks: Any) -> RetryPolicy:
+    """``policy`` (default: the default rules) with ``fallbacks`` (Fallback objects or dicts) appended.
+
+    Raises:
+        SpecError: naming ``resilience_policy`` (not a :class:`~..policy.RetryPolicy`) or ``fallbacks`` /
+            ``fallbacks[i]`` (:func:`fallback_of`), every problem at once.
+    """
+    problems: list[SpecError] = []
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        problems.append(SpecError("resilience_policy", (
+            f"{type(policy).__name__} {policy!r:.60} is not a RetryPolicy: build one with "
+            "airflow_provider_resilient.policy.RetryPolicy(...) or RetryPolicy.from_counts(...)")))
+        policy = None
+    extra: list[Fallback] = []
+    if fallbacks is None:
+        fallbacks = ()
+    if isinstance(fallbacks, str | bytes | Mapping | Fallback) or not isinstance(fallbacks, Sequence):
+        problems.append(SpecError("fallbacks", f"{fallbacks!r:.60} is not a list of fallbacks: give e.g. "
+                                               "[{'region': 'europe-west4'}]"))
+        fallbacks = ()
+    for i, value in enumerate(fallbacks):
+        try:
+            extra.append(fallback_of(value, f"fallbacks[{i}]"))
+        except SpecError as exc:
+            problems.append(exc)
+    if problems:
+        raise SpecError.of_many(problems)
+    policy = policy or RetryPolicy()
+    return replace(policy, fallbacks=policy.fallbacks + tuple(extra)) if extra else policy
+
+
+def common_problems(operator: Any) -> list[SpecError]:
+    """Problems of the arguments every supervised operator takes (:class:`~.base.SupervisedOperator`), those
+    still holding a template left for after rendering."""
+    from ..goodput.events import LOG_ID_RE
+
+    problems = [*seconds_problems("poll_interval", operator.poll_interval),
+                *seconds_problems("min_defer_seconds", operator.min_defer_seconds, strict=False),
+                *seconds_problems("checkpoint_interval_cap", operator.checkpoint_interval_cap, optional=True),
+                *flag_problems("deferrable", operator.deferrable),
+                *flag_problems("rerun_after_success", operator.rerun_after_success)]
+    if operator.torn_checkpoints not in TORN_CHECKPOINT_CHOICES:
+        problems.append(SpecError("torn_checkpoints", f"{operator.torn_checkpoints!r} is not one of "
+                                                      f"{', '.join(map(repr, TORN_CHECKPOINT_CHOICES))}"))
+    for name in ("gcp_conn_id", "checkpoint_marker", "network", "service_account"):
+        value = getattr(operator, name, None)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            problems.append(SpecError(name, f"{value!r} is not a non-empty string (or None)"))
+    chain = operator.impersonation_chain
+    if chain is not None and not (isinstance(chain, str) and chain.strip()) and not (
+            isinstance(chain, Sequence) and not isinstance(chain, str) and chain
+            and all(isinstance(c, str) and c.strip() for c in chain)):
+        problems.append(SpecError("impersonation_chain", f"{chain!r} is not a service account email or a list of "
+                                                         "them"))
+    job, logger = operator.goodput_job_name, operator.goodput_logger_name
+    if logger is not None and job is None:
+        problems.append(SpecError("goodput_logger_name", f"{logger!r} needs goodput_job_name (the job_name the "
+                                                         "workload gives GoodputRecorder)"))
+    if job is not None and (not isinstance(job, str) or not job.strip()):
+        problems.append(SpecError("goodput_job_name", f"{job!r} is not a non-empty string"))
+    if logger is not None and (not isinstance(logger, str)
+                               or not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
+        problems.append(SpecError("goodput_logger_name", f"{logger!r} is not a Cloud Logging log ID: use letters, "
+                                                         "digits and '/_-.', at most 512 characters"))
+    return problems
+
+
+__all__ = ["FALLBACK_KEYS", "TORN_CHECKPOINT_CHOICES", "common_problems", "fallback_of", "flag_problems",
+           "has_template", "mask_sensitive_env", "policy_with_fallbacks", "seconds_problems"]

@@ -1,0 +1,160 @@
+"""A run's state in Airflow's task state store: the supervisor's :class:`~..supervisor.RunState` and the step
+reports of the goodput ledger, kept after every step so that a deferral, a task retry or a Clear continues the run.
+
+One :class:`RunStore` per operator (made in its ``__init__``), holding what this task process saw: the newest state
+it saved and the step reports noted so far. The store is Airflow's (``task_state_store`` of the task SDK,
+:func:`~..compat.run_state_store`): none outside a task (a unit test's context without one), and then the run
+lives only in this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..compat import AirflowException, AirflowFailException, run_state_store
+from ..supervisor import RunState, StateSchemaTooNew, state_from_json, state_to_json
+from ..supervisor.machine import STATE_SCHEMA_VERSION, stored_schema_version
+
+#: Task-state-store key of the step reports seen so far (the newest :data:`MAX_STEP_REPORTS`).
+STEPS_KEY = "resilient_step_reports"
+MAX_STEP_REPORTS = 2000
+
+
+def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
+    """Step reports (``goodput.StepReport``) as the task state store keeps them (key :data:`STEPS_KEY`):
+    ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the run's schema version,
+    :data:`~..supervisor.STATE_SCHEMA_VERSION`)."""
+    return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
+
+
+def steps_from_json(data: Any) -> list[Any]:
+    """The inverse of :func:`steps_to_json`; also reads version 1, a bare ``[[time, step], ...]`` list. None or
+    empty: no reports.
+
+    Raises:
+        StateSchemaTooNew: written by a newer release of the provider.
+        TypeError, ValueError: not step reports.
+    """
+    from ..goodput import StepReport
+
+    if not data:
+        return []
+    if isinstance(data, dict):
+        stored_schema_version(data)
+        data = data.get("reports") or []
+    return [StepReport(float(t), int(s)) for t, s in data]
+
+
+class RunStore:
+    """One task process's view of its run in the task state store.
+
+    Args:
+        state_key: the store key of the run state (the operator's ``STATE_KEY``).
+        steps_key: the store key of the step reports.
+        max_reports: how many of the newest step reports are kept (older ones only cost the ledger detail).
+
+    Attributes:
+        last: the newest run state this process loaded or saved (None before the first load).
+    """
+
+    def __init__(self, state_key: str, steps_key: str = STEPS_KEY, max_reports: int = MAX_STEP_REPORTS) -> None:
+        self.state_key = state_key
+        self.steps_key = steps_key
+        self.max_reports = max_reports
+        self.last: RunState | None = None
+        self._steps: list[Any] | None = None  # None: not read from the store yet
+        self._stored = 0  # how many of them the store holds (-1: an older form, written anew at the next save)
+
+    @staticmethod
+    def available(context: Any) -> bool:
+        """Whether ``context`` has a task state store (else a retried task finds its run only from the
+        platform)."""
+        return run_state_store(context) is not None
+
+    def load(self, context: Any) -> RunState:
+        """The stored run (a new one when nothing is stored), with the step reports of earlier processes; without a
+        task state store, the newest run of this process.
+
+        Raises:
+            AirflowException: the stored state was written by a newer release (a retry on an upgraded worker
+                reads it: not a permanent failure).
+            AirflowFailException: the stored state is unreadable.
+        """
+        store = run_state_store(context)
+        if store is None:
+            return self.last or RunState()
+        self._load_steps(store)
+        try:
+            self.last = state_from_json(store.get(self.state_key))
+        except StateSchemaTooNew as exc:
+            raise AirflowException(f"{self.state_key!r}: {exc}") from exc
+        except ValueError as exc:
+            raise AirflowFailException(f"the stored state under {self.state_key!r} is unreadable: {exc}") from exc
+        return self.last
+
+    def save(self, context: Any, state: RunState) -> None:
+        """Keep ``state`` (and the step reports noted since the last save, when there are new ones: each write is
+        a call to Airflow's API server)."""
+        self.last = state
+        store = run_state_store(context)
+        if store is None:
+            return
+        store.set(self.state_key, state_to_json(state))
+        steps = self.steps
+        if len(steps) != self._stored:
+            store.set(self.steps_key, steps_to_json(steps[-self.max_reports:]))
+            self._stored = len(steps)
+
+    @property
+    def steps(self) -> list[Any]:
+        """The step reports (``goodput.StepReport``) of this run noted so far, oldest first (a copy)."""
+        return list(self._steps or [])
+
+    def note(self, time_: float, step_: int) -> None:
+        """Note that the workload was at ``step_`` at ``time_`` (seconds since the epoch)."""
+        from ..goodput import StepReport
+
+        self._steps = [*(self._steps or []), StepReport(time_, step_)]
+
+    def merge(self, reports: Iterable[Any]) -> None:
+        """Add ``reports`` (``goodput.StepReport``) to those noted, in time order."""
+        self._steps = sorted([*(self._steps or []), *reports], key=lambda r: r.time)
+
+    def note_reported(self, reported: Any, started_at: float | None) -> int:
+        """Note the step reports a trigger's event carries (``[[time, step], ...]``); returns how many were noted.
+        A step equal to the last one noted in the same attempt (``started_at``: its start, epoch seconds) is not
+        noted again: it is no new progress (a new trigger records the step it first sees, often the one its
+        predecessor saw last), and the ledger would count the time between the two sightings as a stall. An
+        unreadable report only costs the ledger a point."""
+        seen = self.steps
+        last = (seen[-1].time, seen[-1].step) if seen else None
+        noted = 0
+        for item in reported or ():
+            try:
+                at, step_ = float(item[0]), int(item[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if last is not None and last[1] == step_ and (started_at is None or last[0] >= started_at):
+                continue
+            self.note(at, step_)
+            last, noted = (at, step_), noted + 1
+        return noted
+
+    def _load_steps(self, store: Any) -> None:
+        """Bring back the step reports of earlier processes of this task (deferrals, task retries), once."""
+        if self._steps is not None:
+            return
+        stored = store.get(self.steps_key)
+        try:
+            saved = steps_from_json(stored)
+        except StateSchemaTooNew as exc:
+            raise AirflowException(f"{self.steps_key!r}: {exc}") from exc
+        except (TypeError, ValueError):
+            saved = []  # unreadable reports only cost the ledger its detail
+        self._steps = saved
+        current = not stored or (isinstance(stored, dict) and stored.get("schema_version") == STATE_SCHEMA_VERSION)
+        self._stored = len(saved) if current else -1
+
+
+__all__ = ["MAX_STEP_REPORTS", "STEPS_KEY", "RunStore", "steps_from_json", "steps_to_json"]

@@ -1,0 +1,85 @@
+"""What the provider's triggers share: the one ``on_kill``.
+
+Airflow 3.3's triggerer calls a trigger's ``on_kill`` when a user acts on the deferred task (mark failed, mark
+success, clear), not on its own shutdown or restart -- but also when a triggerer whose heartbeat lapsed wakes up
+and cancels a trigger that moved to another triggerer meanwhile (the trigger goes on there, re-created from its
+``serialize``). So ``on_kill`` first reads the task instance's state from Airflow (:mod:`.ownership`) and
+releases nothing while it is still deferred, resumed or up for retry; on a real kill it releases what the
+supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`) through
+:func:`~..backends.kill.release_on_kill` -- the operators' way too -- in a worker thread (it blocks), within
+:func:`~..backends.kill.kill_budget` of ``[triggerer] on_kill_timeout``. Releases are idempotent (cancel an ended
+job, delete a deleted node: nothing changes), so two copies of one trigger are safe. A release requested but not
+confirmed in time still happens: Google carries it out.
+
+Importing this module imports no Google library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger
+
+from ..supervisor.reconcile import OwnedResource
+
+#: Modules ``on_kill`` needs, imported off the triggerer's event loop (``hooks.loading.load_off_loop``).
+KILL_MODULES = ("airflow_provider_resilient.triggers.ownership", "airflow_provider_resilient.compat",
+                "airflow_provider_resilient.backends.kill")
+
+
+class SupervisedTrigger(BaseTrigger):
+    """Base of the provider's triggers. A subclass sets :attr:`PLATFORM` and :attr:`RESOURCE_KIND`, says what a
+    kill would release (:meth:`_kill_resources`), and has the attributes ``gcp_conn_id``,
+    ``impersonation_chain`` and ``emulator`` (its connection, serialized with it)."""
+
+    #: The platform of :func:`~..backends.kill.release_on_kill`: ``"vertex_ai"`` or ``"tpu"``.
+    PLATFORM = ""
+    gcp_conn_id: str | None
+    impersonation_chain: Any
+    emulator: str | None
+
+    def _kill_resources(self) -> list[OwnedResource]:
+        """The live resources of the watched attempt as the kill rule reads them (``keep`` set for those the
+        user keeps: ``cancel_on_kill=False``, ``keep_node``)."""
+        raise NotImplementedError
+
+    async def on_kill(self) -> None:
+        """The triggerer cancelled this trigger: when its task was really killed -- its task instance, read from
+        Airflow now, was marked failed or success, cleared, or deleted (:func:`~.ownership.judge_cancel`) --
+        release what the supervisor's kill rule says, in a worker thread, within
+        :func:`~..backends.kill.kill_budget` (``"triggerer"``). A trigger moved to another triggerer (its task
+        instance still deferred) releases nothing: the other copy goes on watching. Errors are logged with what
+        to do, not raised (the triggerer would only log them)."""
+        from ..hooks.loading import load_off_loop
+
+        await load_off_loop(list(KILL_MODULES))  # never an import in the triggerer's event loop
+        from ..backends.kill import kill_budget, release_on_kill
+        from ..compat import conf
+        from ..supervisor.reconcile import releases_on_kill
+        from .ownership import judge_cancel
+
+        live = self._kill_resources()
+        todo = releases_on_kill(live)
+        names = " and ".join(r.resource.name for r in todo)
+        if not todo:
+            if live:
+                self.log.info("Trigger cancelled; keeping %s (as asked): end it yourself once the task is done",
+                              live[-1].name)
+            return
+        judgement = await judge_cancel(self)
+        if not judgement.kill:
+            self.log.info("Trigger cancelled; leaving %s alone: %s", names, judgement.why)
+            return
+        budget = kill_budget("triggerer", conf)
+        self.log.info("The task was killed (%s): releasing %s (within %.0f s)", judgement.why, names, budget)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(
+                release_on_kill, self.PLATFORM, todo, budget, gcp_conn_id=self.gcp_conn_id,
+                impersonation_chain=self.impersonation_chain, emulator=self.emulator), budget + 1.0)
+        except TimeoutError:
+            self.log.warning("Releasing %s was not confirmed within %.0f s: check it and end it yourself if it is "
+                             "live", names, budget)
+
+
+__all__ = ["KILL_MODULES", "SupervisedTrigger"]
