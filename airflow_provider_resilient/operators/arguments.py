@@ -16,9 +16,8 @@ from typing import Any
 
 from ..policy import FailureClass, Fallback, RetryPolicy
 from ..specs.common import SpecError
+from ..supervisor.launch import TORN_CHECKPOINT_CHOICES
 
-#: The values of ``torn_checkpoints`` (see :class:`~.base.SupervisedOperator`).
-TORN_CHECKPOINT_CHOICES = ("start_fresh", "fail")
 #: The keys of a fallback given as a dict: :class:`~..policy.Fallback`'s fields.
 FALLBACK_KEYS = tuple(f.name for f in fields(Fallback))
 

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..backends.base import AttemptSpec, Backend, airflow_task_states, task_instance
+from ..backends.base import Backend, airflow_task_states, task_instance
 from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf
-from ..policy import Failure, FailureClass, Fallback, RetryPolicy
+from ..policy import Fallback, RetryPolicy
 from ..specs.common import SpecError
 from ..supervisor import (
     EndAttempt,
@@ -34,17 +33,18 @@ from ..supervisor import (
     Sleep,
     Started,
     Submit,
-    SubmitFailed,
     Succeed,
     Watch,
     WokeUp,
     step,
 )
 from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
-from ..supervisor.reconcile import OwnedResource, Owner, other_writers
+from ..supervisor.reconcile import OwnedResource, Owner
 from . import report
 from .arguments import common_problems, policy_with_fallbacks
-from .run_store import STEPS_KEY, RunStore
+from .kills import judge_kill, release_on_task_kill
+from .launch import attempt_spec, submit_attempt
+from .run_store import STEPS_KEY, RunStore, first_try_after_clear
 
 #: The shortest deferral, in seconds. Airflow 3.3 can fail a task whose trigger fires within seconds of
 #: its deferral: the executor's late "success" for the process that deferred is processed after the resumed
@@ -53,38 +53,6 @@ from .run_store import STEPS_KEY, RunStore
 #: this is slept in the worker, and a trigger the operator defers to holds its event until this long after
 #: the deferral (a job that ends sooner is reported up to this much later). 0 turns the guard off.
 DEFAULT_MIN_DEFER_SECONDS = 10.0
-
-
-def first_try_after_clear(context: Any, retries: int | None) -> bool:
-    """Whether this try is the first one after a person cleared the task (not an Airflow retry, not the first
-    try). Airflow 3.3 tells a try nothing else about why it started; its own rule
-    (``RuntimeTaskInstance.get_first_reschedule_date``) is that the first try since the last Clear is number
-    ``max_tries - retries + 1``: a Clear raises ``max_tries`` to ``try_number + retries``, a retry leaves it.
-
-    Args:
-        context: the task's context (its ``ti`` gives ``try_number`` and ``max_tries``).
-        retries: the operator's ``retries``.
-    """
-    ti = context.get("ti")
-    try_number, max_tries = getattr(ti, "try_number", None), getattr(ti, "max_tries", None)
-    if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number <= 1:
-        return False
-    return try_number == max_tries - (retries or 0) + 1
-
-
-#: Seconds ``on_kill`` waits for Airflow to tell the task instance's state before it keeps the job or node.
-KILL_STATE_SECONDS = 10.0
-
-
-def _in_task_runner() -> bool:
-    """Whether this process runs a task under Airflow's supervisor (the task SDK's channel to it is set up)."""
-    import sys
-
-    runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
-    return runner is not None and getattr(runner, "SUPERVISOR_COMMS", None) is not None
-
-class _OnlyTornCheckpoints(Exception):
-    """A checkpoint directory holds saves but none complete, and the user asked to fail then."""
 
 
 class SupervisedOperator(BaseOperator):
@@ -335,129 +303,36 @@ class SupervisedOperator(BaseOperator):
         :func:`~..backends.kill.release_on_kill`, with a client of its own (Airflow calls it from a signal handler,
         perhaps in the middle of a call on the operator's client) within :func:`~..backends.kill.kill_budget`
         (``"worker"``). A release requested but not confirmed in time still happens at Google."""
-        from ..backends.kill import kill_budget, release_on_kill
-        from ..supervisor.reconcile import releases_on_kill
-
-        live = self._live_resources()
-        todo = releases_on_kill(live)
-        if not todo:
-            if live:
-                self.log.info("Task killed; keeping %s (as asked): end it yourself", live[-1].name)
-            return
-        names = " and ".join(r.resource.name for r in todo)
-        judgement = self._judge_kill()
-        if not judgement.kill:
-            self.log.info("Task process stopped; leaving %s: %s", names, judgement.why)
-            return
-        release_on_kill(self.PLATFORM, todo, kill_budget("worker", conf), gcp_conn_id=self.gcp_conn_id,
-                        impersonation_chain=self.impersonation_chain)
+        release_on_task_kill(self._live_resources(), self._judge_kill, self.PLATFORM, self.gcp_conn_id,
+                             self.impersonation_chain, self.log)
 
     # ------------------------------------------------------------------ kills
     def _judge_kill(self) -> Any:
-        """Whether ``on_kill`` should release this task's job or node: :func:`~..supervisor.reconcile.judge_task_kill`
-        of the task instance's state, read from Airflow through the task process's supervisor in a thread bounded
-        by :data:`KILL_STATE_SECONDS` (``on_kill`` may run in a signal handler that interrupted a call to the
-        supervisor: then the read times out, and the state is unknown). Outside Airflow's task runner (no
-        supervisor: ``on_kill`` called directly, a unit test) the kill is taken as asked. Never raises.
-
-        Returns:
-            a :class:`~..supervisor.reconcile.CancelJudgement`.
-        """
-        import concurrent.futures
-
-        from ..supervisor.reconcile import UNKNOWN, CancelJudgement, judge_task_kill, owner_states
-
-        owner = self._owner
-        reader = self.read_task_states
-        if owner is None or (reader is airflow_task_states and not _in_task_runner()):
-            return CancelJudgement(True, "on_kill was called outside Airflow's task runner")
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="resilient-kill-state")
-        try:
-            state = pool.submit(owner_states, [owner], reader).result(timeout=KILL_STATE_SECONDS)[owner]
-        except Exception as exc:  # the API server down or busy, the supervisor's channel held: decide nothing
-            self.log.warning("Cannot read the state of task instance %s: %s", owner, exc or type(exc).__name__)
-            state = UNKNOWN
-        finally:
-            pool.shutdown(wait=False)
-        return judge_task_kill(state)
+        """Whether ``on_kill`` should release this task's job or node (:func:`~.kills.judge_kill`)."""
+        return judge_kill(self._owner, self.read_task_states, self.log)
 
     # ------------------------------------------------------------------ the commands, carried out by the backend
     def _task_instance(self, context: Any) -> Owner:
         return task_instance(self.dag_id, self.task_id, context["run_id"], self._map_index(context))
 
     def _submit(self, context: Any, state: RunState, action: Submit) -> Any:
-        """Carry out ``Submit``: watch the resource the attempt already has (:meth:`~..backends.base.Backend.find`),
-        else look up the latest complete checkpoint and create the attempt resuming from it (``RESILIENT_*``
-        variables, :mod:`..specs.common`). Returns ``Submitted`` or ``SubmitFailed``.
+        """Carry out ``Submit`` (:func:`~.launch.submit_attempt`): find the attempt's resource, else create it
+        resuming from the latest complete checkpoint. Returns ``Submitted`` or ``SubmitFailed``.
 
         Raises:
             AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
                 task retries apply).
         """
-        from ..specs.common import job_labels, resume_env
-        from ..supervisor.reconcile import owner_env
+        spec = attempt_spec(action, self._task_instance(context), self.resilience_policy.fallbacks, self.labels)
+        return submit_attempt(self._backend(), spec, state, action, location=self._checkpoint_location(),
+                              marker=self.checkpoint_marker, torn_checkpoints=self.torn_checkpoints,
+                              interval_cap=self.checkpoint_interval_cap, store=self._store,
+                              saves=self._checkpoint_saves, clock=self._clock, log=self.log,
+                              resume=self._resumes_run_checkpoints())
 
-        backend = self._backend()
-        task = self._task_instance(context)
-        index = action.fallback_index
-        own = job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, action.attempt)
-        owner = owner_env(task.dag_id, task.task_id, task.run_id, task.map_index)
-        spec = AttemptSpec(action.attempt, task, self.resilience_policy.fallbacks[index] if index >= 0 else None,
-                           index if index >= 0 else -1, {**self.labels, **own}, own, owner, owner)
-        found = backend.find(spec)
-        if found is not None:
-            return found
-        location = self._checkpoint_location()
-        if location and (others := other_writers(backend.live_owned(), task, location)):
-            other, theirs = others[0], others[0].owner
-            assert theirs is not None  # other_writers keeps only resources that name their task instance
-            who = f"{other.name} of {theirs.dag_id}.{theirs.task_id} run {theirs.run_id}"
-            self.log.error("Not submitting: %s writes checkpoints where this run would (%s)", who, location)
-            return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=(
-                f"another run writes checkpoint_dir {location}: give each run its own (put {{{{ run_id }}}} in the "
-                f"path) or stop that run -- {who}")), self._clock())
-        try:
-            checkpoint = self._latest_checkpoint(location, state.demoted) if location else None
-        except _OnlyTornCheckpoints as torn:
-            return SubmitFailed(Failure(FailureClass.PERMANENT_USER_ERROR, backend.platform, message=str(torn)),
-                                self._clock())
-        uri, step_ = (checkpoint.uri, checkpoint.step) if checkpoint else (None, None)
-        saves = self._checkpoint_saves() if location and action.attempt > 1 and state.history else None
-        if saves:
-            report.note_saves(self._store, state, saves)
-        interval = report.handed_interval(state, action.attempt, saves, cap=self.checkpoint_interval_cap,
-                                          now=self._clock(), log=self.log)
-        resume = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
-                            failure_class=action.failure_class, demoted=state.demoted, checkpoint_interval=interval)
-        return backend.submit(replace(spec, env={**spec.env, **resume}, resume_uri=uri, resume_step=step_))
-
-    def _latest_checkpoint(self, location: str, demoted: Collection[int] = ()) -> Any:
-        """The newest complete checkpoint under ``location`` (:func:`~..checkpoints.scan_checkpoints`) that is not
-        ``demoted`` (steps that would not load), or None. Saves that exist but are all torn are said loudly and
-        follow ``torn_checkpoints``.
-
-        Raises:
-            AirflowException: the checkpoints cannot be listed (never a silent restart from step 0; Airflow's
-                task retries apply).
-            _OnlyTornCheckpoints: only torn saves, and ``torn_checkpoints="fail"``.
-        """
-        from ..checkpoints import scan_checkpoints
-
-        try:
-            scan = scan_checkpoints(location, marker=self.checkpoint_marker, exclude=demoted)
-        except Exception as exc:  # cannot see the checkpoints: never silently restart from step 0
-            raise AirflowException(f"cannot list checkpoints under {location}: {exc}") from exc
-        if scan.latest is None and scan.torn:
-            newest = scan.torn[0]
-            message = (f"no complete checkpoint under {location}: {len(scan.torn)} torn save(s), the newest "
-                       f"{newest.uri} (step {newest.step}: {newest.why})")
-            if self.torn_checkpoints == "fail":
-                self.log.error("%s: torn_checkpoints='fail' stops the run", message)
-                raise _OnlyTornCheckpoints(
-                    f"only torn checkpoints ({len(scan.torn)}) and torn_checkpoints='fail': repair or remove them, or "
-                    f"set torn_checkpoints='start_fresh'; newest step {newest.step}: {newest.why} ({newest.uri})")
-            self.log.warning("%s: starting from step 0 (torn_checkpoints='start_fresh')", message)
-        return scan.latest
+    def _resumes_run_checkpoints(self) -> bool:
+        """Whether a new attempt resumes from the run's latest complete checkpoint (default: yes)."""
+        return True
 
     def _look(self, context: Any, state: RunState, job_name: str) -> Any:
         """One look at the attempt (the backend's, judged by :meth:`_observe`): ``JobSucceeded`` /
@@ -617,13 +492,8 @@ class SupervisedOperator(BaseOperator):
     def _push_history(self, context: Any, state: RunState) -> None:
         """Push the attempt history and the run's goodput ledger (with the checkpoint-interval advice) to XCom and
         log both as the run's summary (:func:`~.report.push_summary`)."""
-        workload = None
-        if self.goodput_job_name:
-            def workload() -> dict[str, Any]:
-                return report.workload_goodput(
-                    project_id=self.project_id, job_name=str(self.goodput_job_name),
-                    logger_name=self.goodput_logger_name, gcp_conn_id=self.gcp_conn_id,
-                    impersonation_chain=self.impersonation_chain, log=self.log)
         saves = self._checkpoint_saves() if any(a.started_at is not None for a in state.history) else None
+        workload = report.WorkloadEvents(self.project_id, str(self.goodput_job_name), self.goodput_logger_name,
+                                         self.gcp_conn_id, self.impersonation_chain) if self.goodput_job_name else None
         report.push_summary(context, state, self._step_reports(), saves, now=self._clock(), log=self.log,
                             workload=workload)

@@ -9,7 +9,8 @@ never a failed task: the run's outcome stands.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..policy import history_table, history_to_json
@@ -77,8 +78,20 @@ def log_history(state: RunState, log: logging.Logger | Any) -> None:
     log.info("Attempt history:\n%s", "\n".join(history_table(state.history)))
 
 
+@dataclass(frozen=True)
+class WorkloadEvents:
+    """Where the workload records its own goodput events with ml-goodput-measurement: the operator's
+    ``project_id``, ``goodput_job_name``, ``goodput_logger_name``, and the connection to read them through."""
+
+    project_id: str
+    job_name: str
+    logger_name: str | None
+    gcp_conn_id: str | None
+    impersonation_chain: Any = None
+
+
 def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Sequence[Any] | None, *, now: float,
-                 log: logging.Logger | Any, workload: Callable[[], dict[str, Any]] | None = None) -> None:
+                 log: logging.Logger | Any, workload: WorkloadEvents | None = None) -> None:
     """Push the attempt history (XCom ``attempt_history``) and the run's goodput ledger with the
     checkpoint-interval advice (XCom ``goodput``), and log both as the run's summary.
 
@@ -88,7 +101,8 @@ def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Seq
         steps: its step reports (``goodput.StepReport``).
         saves: its newest complete checkpoints (:func:`checkpoint_saves`; None: not listed, no advice).
         now: the run's end (epoch seconds).
-        workload: reads the workload's own goodput events (:func:`workload_goodput`), when it records them.
+        workload: where the workload records its own goodput events (:func:`workload_goodput` reads them), when it
+            does.
     """
     from ..goodput import advise_checkpointing, goodput_ledger
 
@@ -105,12 +119,11 @@ def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Seq
         log.info("Checkpointing: %s", advice.summary())
         summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
     if workload is not None:
-        summary.update(workload())
+        summary.update(workload_goodput(workload, log))
     context["ti"].xcom_push(key="goodput", value=summary)
 
 
-def workload_goodput(*, project_id: str, job_name: str, logger_name: str | None, gcp_conn_id: str | None,
-                     impersonation_chain: Any, log: logging.Logger | Any) -> dict[str, Any]:
+def workload_goodput(events: WorkloadEvents, log: logging.Logger | Any) -> dict[str, Any]:
     """The workload's own goodput events (``goodput_job_name`` of the operator), read with
     ml-goodput-measurement's calculator through the connection's Cloud Logging client: ``{"workload_events":
     {...}}`` (logged), or ``{"workload_events_error": "..."}`` when they cannot be read (a warning: the estimate
@@ -119,10 +132,11 @@ def workload_goodput(*, project_id: str, job_name: str, logger_name: str | None,
     from ..hooks.base import GoogleApiHook
     from ..logging_clients import logging_client
 
+    job_name = events.job_name
     try:
-        hook = GoogleApiHook(gcp_conn_id, impersonation_chain)
-        client = logging_client(project_id, credentials=hook.credentials, emulator=hook.emulator)
-        figures = read_workload_goodput(client, job_name, logger_name)
+        hook = GoogleApiHook(events.gcp_conn_id, events.impersonation_chain)
+        client = logging_client(events.project_id, credentials=hook.credentials, emulator=hook.emulator)
+        figures = read_workload_goodput(client, job_name, events.logger_name)
     except Exception as exc:  # the run's outcome stands; only this report is missing
         log.warning("Could not read the workload's goodput events (goodput_job_name %r): %s; the goodput above is "
                     "estimated from checkpoints", job_name, exc)
@@ -131,5 +145,14 @@ def workload_goodput(*, project_id: str, job_name: str, logger_name: str | None,
     return {"workload_events": figures.as_dict()}
 
 
-__all__ = ["ADVICE_SAVES", "LEDGER_SAVES", "checkpoint_saves", "handed_interval", "log_history", "note_saves",
-           "push_summary", "workload_goodput"]
+__all__ = [
+    "ADVICE_SAVES",
+    "LEDGER_SAVES",
+    "WorkloadEvents",
+    "checkpoint_saves",
+    "handed_interval",
+    "log_history",
+    "note_saves",
+    "push_summary",
+    "workload_goodput",
+]

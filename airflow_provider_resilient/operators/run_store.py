@@ -46,6 +46,23 @@ def steps_from_json(data: Any) -> list[Any]:
     return [StepReport(float(t), int(s)) for t, s in data]
 
 
+def first_try_after_clear(context: Any, retries: int | None) -> bool:
+    """Whether this try is the first one after a person cleared the task (not an Airflow retry, not the first
+    try). Airflow 3.3 tells a try nothing else about why it started; its own rule
+    (``RuntimeTaskInstance.get_first_reschedule_date``) is that the first try since the last Clear is number
+    ``max_tries - retries + 1``: a Clear raises ``max_tries`` to ``try_number + retries``, a retry leaves it.
+
+    Args:
+        context: the task's context (its ``ti`` gives ``try_number`` and ``max_tries``).
+        retries: the operator's ``retries``.
+    """
+    ti = context.get("ti")
+    try_number, max_tries = getattr(ti, "try_number", None), getattr(ti, "max_tries", None)
+    if not isinstance(try_number, int) or not isinstance(max_tries, int) or try_number <= 1:
+        return False
+    return try_number == max_tries - (retries or 0) + 1
+
+
 class RunStore:
     """One task process's view of its run in the task state store.
 
@@ -157,4 +174,4 @@ class RunStore:
         self._stored = len(saved) if current else -1
 
 
-__all__ = ["MAX_STEP_REPORTS", "STEPS_KEY", "RunStore", "steps_from_json", "steps_to_json"]
+__all__ = ["MAX_STEP_REPORTS", "STEPS_KEY", "RunStore", "first_try_after_clear", "steps_from_json", "steps_to_json"]

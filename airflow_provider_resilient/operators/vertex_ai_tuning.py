@@ -29,7 +29,7 @@ Importing this module imports no Google library.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.base import AttemptSpec
@@ -147,11 +147,10 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
         trial 1 overwrite attempt 1's model."""
         return f"{(self.base_output_dir or '').rstrip('/')}/attempt-{attempt}"
 
-    def _latest_checkpoint(self, location: str, demoted: Collection[int] = ()) -> Any:
-        """None: each trial resumes from its own checkpoints (by its parameters), not from one of the run's."""
-        if not self._is_study():
-            return super()._latest_checkpoint(location, demoted)
-        return None
+    def _resumes_run_checkpoints(self) -> bool:
+        """A study does not: each trial resumes from its own checkpoints (by its parameters), not from one of the
+        run's."""
+        return not self._is_study()
 
     def _checkpoint_saves(self) -> list[Any] | None:
         """None: the trials' checkpoints are many progress lines, not the run's one (the ledger counts time
