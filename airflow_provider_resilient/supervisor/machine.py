@@ -54,7 +54,6 @@ new segment: no incident, no budget spent, and it resumes from the latest comple
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -71,6 +70,7 @@ from ..policy import (
     record_incident,
 )
 from ..policy.decide import DEFAULT_POLICY
+from ..policy.demotion import checkpoint_to_demote, demoted_failure, demotions_spent
 from .observe import WatchMemory
 
 # ---------------------------------------------------------------------------------------------- events
@@ -242,8 +242,8 @@ class RunState:
         wake_at: when the current sleep ends (or, while ending, the backoff's end), seconds since the epoch.
         watch: what the observer (:mod:`.observe`) remembers of the attempt being watched: progress
             clocks, audit entries seen. The shells update it after every look (:meth:`observed`).
-        demoted: checkpoint steps that looked complete but would not load (:func:`demotion`): never resumed
-            from again, whatever the segment.
+        demoted: checkpoint steps that looked complete but would not load (the policy's rule,
+            :func:`..policy.demotion.checkpoint_to_demote`): never resumed from again, whatever the segment.
     """
 
     phase: Phase = Phase.NEW
@@ -431,60 +431,27 @@ def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
 
 def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
     failure = event.failure
-    if (step_ := demotion(state, failure, ctx.policy)) is not None:
-        failure = replace(failure, failure_class=FailureClass.CHECKPOINT_RESTORE, message=(
-            f"step {step_} demoted: it looks complete but will not load -- no progress after resuming from it "
-            f"({failure.failure_class.value}: {failure.message})"))
-        state = replace(state, demoted=(*state.demoted, step_))
-    decision = decide(state.segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    segment = state.segment
+    before = segment[-2] if len(segment) >= 2 else None
+    demote = checkpoint_to_demote(
+        failure, segment[-1].resumed_from_step if segment else None, _steps_seen(state), demoted=state.demoted,
+        spent=demotions_spent(segment), resumed_before=before.resumed_from_step if before else None,
+        failed_before=before.incidents[-1].failure.failure_class if before and before.incidents else None,
+        policy=ctx.policy)
+    if demote is not None:  # a checkpoint that looks complete but will not load (policy/demotion.py)
+        failure = demoted_failure(failure, demote)
+        state = replace(state, demoted=(*state.demoted, demote))
+    decision = decide(segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
     return _after_decision(state, failure, decision, event.now, live=event.live)
 
 
-#: The workload's own failures (not the platform's, not capacity): what a checkpoint that will not load causes.
-WORKLOAD_FAILURES = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.PERMANENT_USER_ERROR, FailureClass.UNKNOWN,
-                               FailureClass.HANG, FailureClass.WORKER_FAILURE})
-#: Words of a failure message that name a restore (a traceback's exception, a framework's error).
-RESTORE_WORDS = re.compile(r"checkpoint|restor|unpickl|deserializ|corrupt|safetensors|orbax|load_state_dict|"
-                           r"EOFError|truncated", re.IGNORECASE)
-
-
-def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_POLICY) -> int | None:
-    """The checkpoint step to demote for ``failure`` of the running attempt, or None (a checkpoint that
-    looks complete but will not load).
-
-    The attempt resumed from step N (``resumed_from_step``), failed with one of :data:`WORKLOAD_FAILURES`, and
-    the observer saw no progress past N in it (``state.watch``: no step > N); then N is demoted when
-
-    * the failure's message names a restore (:data:`RESTORE_WORDS`: an unpickling error, a corrupt file ...;
-      not a hang's, which is the observer's own text),
-    * it is a permanent error (a traceback right after loading) while the attempt was watched (its progress
-      known), or
-    * the attempt before it resumed from N too and also failed that way: twice in a row from N (a newer
-      checkpoint would have been resumed from, had the first made any).
-
-    At most the policy's ``demote_checkpoint`` budget per segment (2 by default); past it the failure goes to
-    its own rule. Pure.
-    """
-    segment = state.segment
-    if not segment or failure.failure_class not in WORKLOAD_FAILURES:
+def _steps_seen(state: RunState) -> tuple[int, ...] | None:
+    """The steps the observer saw in the running attempt (its progress clocks'), or None when its memory is not
+    of that attempt or holds nothing (the attempt's progress is unknown)."""
+    watch = state.watch
+    if watch.resource is None or watch.resource != state.job_name or not watch.clocks:
         return None
-    step_ = segment[-1].resumed_from_step
-    if step_ is None or step_ in state.demoted:
-        return None
-    watched = state.watch.resource is not None and state.watch.resource == state.job_name and bool(state.watch.clocks)
-    if watched and any(c.step is not None and c.step > step_ for _, c in state.watch.clocks):
-        return None
-    budget = policy.effective_budgets["demote_checkpoint"].max_retries or 0
-    used = sum(1 for a in segment for i in a.incidents if i.failure.failure_class == FailureClass.CHECKPOINT_RESTORE)
-    if used >= budget:
-        return None
-    before = segment[-2] if len(segment) >= 2 else None
-    again = before is not None and before.resumed_from_step == step_ and bool(before.incidents) and (
-        before.incidents[-1].failure.failure_class in WORKLOAD_FAILURES)
-    # A hang's message is the observer's own ("no new checkpoint past step N"), not the workload's words.
-    restore = failure.failure_class != FailureClass.HANG and bool(RESTORE_WORDS.search(failure.message or ""))
-    permanent = failure.failure_class == FailureClass.PERMANENT_USER_ERROR and watched
-    return step_ if restore or permanent or again else None
+    return tuple(clock.step for _, clock in watch.clocks if clock.step is not None)
 
 
 def _move_off(state: RunState, event: MoveOff, ctx: _Context) -> Step:
@@ -702,7 +669,6 @@ __all__ = [
     "Succeed",
     "Watch",
     "WokeUp",
-    "demotion",
     "state_from_json",
     "state_to_json",
     "step",
