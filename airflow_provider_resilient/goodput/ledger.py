@@ -33,7 +33,6 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -131,6 +130,10 @@ class Ledger:
 STALL_FACTOR = 2.0
 #: The fewest spans of progress from which the run's pace is taken.
 PACE_SPANS = 4
+#: Failures of an attempt before its workload trained: a failed attempt of one of these classes without a step
+#: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
+NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
+                       FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
 
 
 #: Second sightings: a step seen again with nothing between (a save, then the poll that lists it; a trigger's
@@ -169,7 +172,9 @@ def _current(reports: Sequence[StepReport], saves: Sequence[CheckpointSave], beg
     return kept
 
 
-def _end(attempt: Attempt, end: float) -> float:
+def attempt_end(attempt: Attempt, end: float) -> float:
+    """When ``attempt`` ended, seconds since the epoch: its ``ended_at``, else its last decision's time (a failed
+    attempt whose end was not recorded), else ``end`` (the run's end or now: it is still running)."""
     if attempt.ended_at is not None:
         return attempt.ended_at
     decided = [i.decision.decided_at for i in attempt.incidents if i.decision.decided_at is not None]
@@ -211,7 +216,7 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     best_step = -1  # the furthest step reached by any earlier attempt
     for index, attempt in enumerate(ran):
         assert attempt.started_at is not None
-        begin, finish = attempt.started_at, min(_end(attempt, end), end)
+        begin, finish = attempt.started_at, min(attempt_end(attempt, end), end)
         ending = next((i for i in attempt.incidents
                        if i.decision.action.is_terminal or i.decision.action.starts_new_attempt), None)
         failed = ending is not None
@@ -288,232 +293,3 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     accounted = sum(buckets.values())  # stalls without a known cause are already in "other"
     buckets["other"] += max(0.0, total - accounted)
     return Ledger(total=sum(buckets.values()), basis="steps" if reports else "attempts", **buckets)
-
-
-def young_daly_interval(checkpoint_cost: float, mtbf: float) -> float:
-    """Young/Daly's optimal checkpoint interval, ``sqrt(2 * C * MTBF)`` seconds (C: seconds to save one).
-
-    Raises:
-        ValueError: on a non-positive cost or MTBF.
-    """
-    if checkpoint_cost <= 0 or mtbf <= 0:
-        raise ValueError("checkpoint_cost and mtbf must be > 0 seconds")
-    return math.sqrt(2 * checkpoint_cost * mtbf)
-
-
-def goodput_ceiling(checkpoint_cost: float, restart_cost: float, mtbf: float) -> float:
-    """The best achievable goodput with optimal checkpointing: ``1 - sqrt(2C/MTBF) - R/MTBF`` (>= 0)."""
-    if mtbf <= 0:
-        raise ValueError("mtbf must be > 0 seconds")
-    return max(0.0, 1.0 - math.sqrt(2 * checkpoint_cost / mtbf) - restart_cost / mtbf)
-
-
-def trace_budget(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
-                 interval: float) -> dict[str, float]:
-    """Where the wall time of :func:`trace_wall_time` goes, in seconds: ``work`` (the training itself),
-    ``checkpoint`` (the saves), ``wasted_progress`` (work since the last save when a failure struck, and the part
-    of a save it interrupted), ``restart`` (``restart_cost`` per failure) and ``total`` (their sum; ``math.inf``
-    when the gaps end before the work does, the other entries then being what was spent until then). This is the
-    ceiling's own budget, to set beside a run's ledger: it explains the gap to the ceiling.
-
-    Raises:
-        ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
-    """
-    if interval <= 0 or work <= 0 or checkpoint_cost < 0 or restart_cost < 0:
-        raise ValueError("interval and work must be > 0 seconds, the costs >= 0")
-    budget = dict.fromkeys(("work", "checkpoint", "wasted_progress", "restart"), 0.0)
-    done = 0.0
-    for gap in gaps:
-        left = work - done
-        saves = math.ceil(left / interval) - 1
-        if gap >= left + checkpoint_cost * saves:  # no save after the last step
-            budget["work"] += left
-            budget["checkpoint"] += checkpoint_cost * saves
-            return {**budget, "total": sum(budget.values())}
-        completed = math.floor(gap / (interval + checkpoint_cost))  # segments of work and save before the failure
-        done += interval * completed
-        budget["work"] += interval * completed
-        budget["checkpoint"] += checkpoint_cost * completed
-        budget["wasted_progress"] += gap - completed * (interval + checkpoint_cost)
-        budget["restart"] += restart_cost
-    return {**budget, "total": math.inf}
-
-
-def trace_wall_time(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
-                    interval: float) -> float:
-    """Wall seconds to finish ``work`` seconds of training that checkpoints after every ``interval`` seconds of
-    work (each save costs ``checkpoint_cost`` seconds), when failures strike after the running times ``gaps``
-    (seconds since the run started, then since each restart), each costing ``restart_cost`` seconds and the
-    work since the last save; no save after the last step. ``math.inf`` when the gaps end first
-    (:func:`trace_budget` splits it up).
-
-    Raises:
-        ValueError: on a non-positive ``interval`` or ``work``, or a negative cost.
-    """
-    return trace_budget(work, gaps, checkpoint_cost, restart_cost, interval)["total"]
-
-
-def trace_ceiling(work: float, gaps: Sequence[float], checkpoint_cost: float, restart_cost: float,
-                  points: int = 400) -> tuple[float, float]:
-    """The best goodput any way could reach on this exact trace (a ceiling per trace): the fixed
-    checkpoint interval best for the failures that struck (:func:`trace_wall_time`, searched over ``points``
-    log-spaced intervals from ``checkpoint_cost / 10`` -- at least 1 ms -- to ``work``), the minimal restart
-    cost, no capacity wait. Unlike :func:`goodput_ceiling`, which assumes the *expected* MTBF, it does not swing
-    with the trace's luck. Returns ``(goodput, interval)``: 0 to 1, and seconds.
-
-    Raises:
-        ValueError: as :func:`trace_wall_time`.
-    """
-    low, high = max(1e-3, checkpoint_cost / 10), max(work, 2e-3)
-    best = (0.0, high)
-    for k in range(points):  # the last exactly ``high``: a rounded power just below it would add a save
-        interval = high if k == points - 1 else low * (high / low) ** (k / (points - 1))
-        wall = trace_wall_time(work, gaps, checkpoint_cost, restart_cost, interval)
-        if wall < math.inf and work / wall > best[0]:
-            best = (work / wall, interval)
-    return best
-
-
-#: Failures that interrupt running training and so count towards the MTBF (not capacity, quota, queue,
-#: preflight or permanent errors, which stop a run from starting or end it for good).
-INTERRUPTIONS = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.INTERNAL_ERROR, FailureClass.WORKER_FAILURE,
-                           FailureClass.MAINTENANCE_EVENT, FailureClass.PREEMPTION, FailureClass.NODE_UNHEALTHY,
-                           FailureClass.HANG, FailureClass.UNKNOWN})
-#: Failures of an attempt before its workload trained: a failed attempt of one of these classes without a step
-#: report lost no progress -- its time is ``recovery`` (the wait for capacity or a start), not wasted progress.
-NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEEDED, FailureClass.QUEUE_TIMEOUT,
-                       FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
-#: Seconds: "at least every four hours" (Vertex AI, "Understand the custom training service",
-#: https://cloud.google.com/vertex-ai/docs/training/understanding-training-service).
-SEED_000_INTERVAL = 4 * 3600.0
-#: Seconds: about every hour (Cloud TPU, "Manage maintenance events with Cloud TPU Pods",
-#: https://cloud.google.com/tpu/docs/maintenance-events).
-SEED_002_INTERVAL = 3600.0
-#: The least save cost the advice assumes (seconds): a save whose files all carry one time shows none.
-COST_FLOOR = 1e-3
-
-
-@dataclass(frozen=True)
-class CheckpointAdvice:
-    """Whether a run checkpoints too rarely or too often, from what was observed.
-
-    Attributes (seconds; None when not observed):
-        interval: median time between consecutive saves.
-        cost: median visible write time of one save (a lower bound of C).
-        mtbf: running time / interruptions; None without an interruption.
-        running: the attempts' running time the MTBF is taken over.
-        interruptions: failures counted (:data:`INTERRUPTIONS`).
-        optimum: Young/Daly ``sqrt(2 C MTBF)``; with no interruption, the optimum for an MTBF of the
-            running time (a lower bound: failures are rarer than that).
-        verdict: "too rarely", "too often", "about right", "not judged: no interruption yet" (only
-            "too often" can be told without one), or "unknown" (fewer than two saves seen).
-    """
-
-    interval: float | None
-    cost: float | None
-    mtbf: float | None
-    running: float
-    interruptions: int
-    optimum: float | None
-    verdict: str
-
-    def as_dict(self) -> dict[str, float | int | str | None]:
-        data: dict[str, float | int | str | None] = asdict(self)
-        data["seed_000_interval"] = SEED_000_INTERVAL
-        data["seed_002_interval"] = SEED_002_INTERVAL
-        return data
-
-    def summary(self) -> str:
-        """One line for the run summary: the observed interval against Young/Daly and Google's rules of thumb."""
-        thumb = (f"Vertex AI: at least every {SEED_000_INTERVAL:.0f} s; Cloud TPU: about every "
-                 f"{SEED_002_INTERVAL:.0f} s")
-        if self.interval is None or self.cost is None or self.optimum is None:
-            return f"checkpoint interval: too few checkpoints seen to judge ({thumb})"
-        mtbf = (f"MTBF {_seconds(self.mtbf)} ({self.interruptions} interruptions in {_seconds(self.running)} "
-                "running)" if self.mtbf is not None else f"no interruption in {_seconds(self.running)} running")
-        return (f"checkpoints every {_seconds(self.interval)}, {_seconds(self.cost)} each: {self.verdict} -- "
-                f"Young/Daly optimum {_seconds(self.optimum)} for {mtbf} ({thumb})")
-
-
-def _seconds(value: float) -> str:
-    """``1234 s``, ``12.3 s``, ``0.042 s``: whole seconds from 100 up, else three significant digits."""
-    return f"{value:.0f} s" if value >= 100 else f"{value:.3g} s"
-
-
-def count_interruptions(history: Sequence[Attempt]) -> int:
-    """The interruptions of running training in ``history`` (:data:`INTERRUPTIONS`). The looks at one
-    ongoing event that were answered with WAIT -- a node REPAIRING through a maintenance event, seen at
-    every poll -- count once: an incident right after a WAIT of the same class and node state in the
-    same attempt is the same event."""
-    count = 0
-    for attempt in history:
-        previous = None
-        for incident in attempt.incidents:
-            failure = incident.failure
-            same_event = (previous is not None and previous.decision.action == DecisionAction.WAIT
-                          and previous.failure.failure_class == failure.failure_class
-                          and previous.failure.node_state == failure.node_state)
-            if failure.failure_class in INTERRUPTIONS and not same_event:
-                count += 1
-            previous = incident
-    return count
-
-
-def advise_checkpointing(history: Sequence[Attempt], saves: Sequence[CheckpointSave], *, end: float,
-                         tolerance: float = 1.5) -> CheckpointAdvice:
-    """Judge the run's checkpoint interval against Young/Daly's optimum from its observed failures and saves.
-
-    Args:
-        history: the attempts; their running time and interruptions give the MTBF. A platform's own
-            in-place restarts (Vertex AI's retries) are not in it, so the MTBF is an upper bound.
-        saves: the checkpoints written (:func:`..checkpoints.list_checkpoint_saves`); a gap that spans a
-            failure is longer than the workload's interval, so the median gap is used.
-        end: now or the run's end, seconds since the epoch.
-        tolerance: an interval within ``[optimum / tolerance, optimum * tolerance]`` is "about right"
-            (the goodput curve is flat near the optimum: 1.5x off loses under 10 % of the best overhead).
-    """
-    running = 0.0
-    for attempt in history:
-        if attempt.started_at is not None:
-            running += max(0.0, min(_end(attempt, end), end) - attempt.started_at)
-    interruptions = count_interruptions(history)
-    ordered = sorted(saves, key=lambda s: s.completed_at)
-    gaps = [b.completed_at - a.completed_at for a, b in itertools.pairwise(ordered)
-            if b.completed_at > a.completed_at]
-    if not gaps:
-        return CheckpointAdvice(None, None, None, running, interruptions, None, "unknown")
-    interval = statistics.median(gaps)
-    cost = max(statistics.median(s.write_seconds for s in ordered), COST_FLOOR)
-    mtbf = running / interruptions if interruptions else None
-    optimum = young_daly_interval(cost, mtbf if mtbf is not None else max(running, interval))
-    if mtbf is None:  # the true optimum is above this one: only "too often" can be said
-        verdict = "too often" if interval < optimum / tolerance else "not judged: no interruption yet"
-    elif interval > tolerance * optimum:
-        verdict = "too rarely"
-    elif interval < optimum / tolerance:
-        verdict = "too often"
-    else:
-        verdict = "about right"
-    return CheckpointAdvice(interval, cost, mtbf, running, interruptions, optimum, verdict)
-
-
-def handed_interval(advice: CheckpointAdvice, cap: float | None = None) -> float | None:
-    """The checkpoint interval (seconds) handed to the next attempt as ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``:
-    Young/Daly's optimum ``sqrt(2 C MTBF)`` from the run's own observed save cost and interruptions
-    (:func:`advise_checkpointing`), at most Vertex AI's "at least every four hours" (14400 s) and
-    ``cap`` (the operator's ``checkpoint_interval_cap``, seconds; None: no cap of the user's).
-
-    None -- the workload keeps its own interval -- until at least two saves and one interruption were seen:
-    without an interruption the optimum is only a lower bound (failures are rarer than the running time so far),
-    and handing it would make the job checkpoint more often than it should. None too when no save showed its
-    cost (every file of a save with one time, :data:`COST_FLOOR`): ``sqrt(2 C MTBF)`` of an unseen C would be
-    far too short.
-
-    Raises:
-        ValueError: ``cap`` is not positive.
-    """
-    if cap is not None and cap <= 0:
-        raise ValueError(f"the checkpoint interval cap must be > 0 seconds, got {cap}")
-    if advice.optimum is None or advice.mtbf is None or advice.cost is None or advice.cost <= COST_FLOOR:
-        return None
-    return min(advice.optimum, SEED_000_INTERVAL, cap if cap is not None else math.inf)

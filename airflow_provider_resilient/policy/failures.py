@@ -119,10 +119,10 @@ class FailureClass(enum.StrEnum):
     CHECKPOINT_RESTORE = "checkpoint_restore"
     """A checkpoint that looks complete but will not load: an attempt that resumed from step N failed before
     it made any progress past N, with a restore error in its message, with a permanent error (a traceback
-    right after loading), or for the second time in a row from N. Never produced by a classifier: the
-    supervisor (:func:`..supervisor.machine.step`) reads it from the attempt's resume point and progress,
-    demotes step N -- it is never resumed from again -- and the next attempt resumes from the newest complete
-    checkpoint before it."""
+    right after loading), or for the second time in a row from N. Never produced by a classifier: the rule is
+    :func:`.demotion.checkpoint_to_demote`, over the attempt's resume point and progress; the supervisor
+    (:func:`..supervisor.machine.step`) asks it when an attempt fails, demotes step N -- it is never resumed
+    from again -- and the next attempt resumes from the newest complete checkpoint before it."""
 
     UNKNOWN = "unknown"
     """Nothing above matched. The default rule retries it once from the checkpoint, then gives up."""

@@ -6,9 +6,10 @@ sense in the current phase raises :class:`IllegalTransition` naming both, and th
 left unchanged (states are immutable).
 
 Theory of operation. The operator (or trigger) is the shell: it feeds events in, carries out the one
-command each step returns, and persists :class:`RunState` (JSON, see :func:`state_to_json`) after every
-step, so that a task retry, a deferral or a "Clear" continue from where the run was. The machine is the
-table :data:`TRANSITIONS` -- one function per legal (:class:`Phase`, event type) pair -- summed up here::
+command each step returns, and persists :class:`~.state.RunState` (JSON, see :func:`.state.state_to_json`)
+after every step, so that a task retry, a deferral or a "Clear" continue from where the run was. The events and
+commands are the records of :mod:`.events`. The machine is the table :data:`TRANSITIONS` -- one function per
+legal (:class:`~.state.Phase`, event type) pair -- summed up here::
 
     phase        event                    command
     -----        -----                    -------
@@ -54,220 +55,32 @@ new segment: no incident, no budget spent, and it resumes from the latest comple
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any, TypeAlias
 
-from ..policy import (
-    Attempt,
-    Decision,
-    DecisionAction,
-    Failure,
-    FailureClass,
-    RetryPolicy,
-    decide,
-    record_incident,
-)
+from ..policy import Attempt, Decision, DecisionAction, Failure, FailureClass, RetryPolicy, decide, record_incident
 from ..policy.decide import DEFAULT_POLICY
-from .observe import WatchMemory
-
-# ---------------------------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True)
-class Started:
-    """The task (re)started: first try, Airflow retry, or a user's Clear. ``rerun``: a cleared task that
-    had succeeded trains again instead of returning the earlier result. ``cleared``: this try is the first
-    after a person cleared the task (not an Airflow retry)."""
-
-    now: float
-    rerun: bool = False
-    cleared: bool = False
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The attempt that :class:`EndAttempt` ended has ended (terminal job, node gone); ``succeeded``: it had
-    finished successfully before the cancel took effect."""
-
-    now: float
-    succeeded: bool = False
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """The create call returned (or a live job of the pending attempt was found by its labels)."""
-
-    job_name: str
-    now: float
-    resumed_from_step: int | None = None
-    resumed_from_uri: str | None = None
-
-
-@dataclass(frozen=True)
-class SubmitFailed:
-    """The create call itself failed (quota, stockout, bad request), after the hook's own API retries."""
-
-    failure: Failure
-    now: float
-
-
-@dataclass(frozen=True)
-class JobSucceeded:
-    """The watched attempt finished successfully. ``live``: its resource still exists and bills until it is
-    ended (a TPU node whose workers are done); a CustomJob that SUCCEEDED is over (False)."""
-
-    now: float
-    live: bool = False
-
-
-@dataclass(frozen=True)
-class JobFailed:
-    """The watched attempt failed (classified by the shell). ``live``: its resource still exists and must
-    be ended before another attempt starts or the run stops -- a CustomJob the observer judged hung or
-    queued too long (still RUNNING / QUEUED), a TPU node whose workload failed; False when the platform
-    already ended it (a FAILED CustomJob, a node that is gone)."""
-
-    failure: Failure
-    now: float
-    live: bool = False
-
-
-@dataclass(frozen=True)
-class WokeUp:
-    """The backoff delay of the last Sleep action is over."""
-
-    now: float
-
-
-@dataclass(frozen=True)
-class MoveOff:
-    """Leave the watched attempt's node before an announced maintenance window (:mod:`.maintenance`): end it
-    and start the next attempt on a fresh node at once -- nothing failed, no budget is spent."""
-
-    now: float
-    reason: str
-
-
-Event = Started | Submitted | SubmitFailed | JobSucceeded | JobFailed | WokeUp | Ended | MoveOff
-
-# --------------------------------------------------------------------------------------------- actions
-
-
-@dataclass(frozen=True)
-class Submit:
-    """Create attempt ``attempt`` on ``fallback_index`` (-1: the original target), resuming from the latest
-    complete checkpoint (the shell looks it up just before the create call)."""
-
-    attempt: int
-    fallback_index: int
-    failure_class: str | None = None  # what ended the previous attempt, for RESILIENT_FAILURE_CLASS
-
-
-@dataclass(frozen=True)
-class Watch:
-    job_name: str
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-    reason: str
-
-
-@dataclass(frozen=True)
-class EndAttempt:
-    """End the attempt running as ``job_name`` -- cancel the CustomJob, delete the TPU node -- and report
-    :class:`Ended` once the platform says it has ended: never two attempts at once. Issued when a person
-    cleared the running task, and after a failure whose attempt is still live, before the next attempt (or
-    the backoff before it: nothing bills while the run waits)."""
-
-    job_name: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Succeed:
-    """The run succeeded with ``job_name``. ``end``: its resource is still live; end it (delete the TPU
-    node) before the task ends."""
-
-    job_name: str
-    end: bool = False
-
-
-@dataclass(frozen=True)
-class Fail:
-    """Stop with this message (the attempt history). Never retried by Airflow. ``end``: the resource of
-    the last attempt, still live; end it (cancel the job, delete the node) before the task ends. None:
-    nothing of the run is live."""
-
-    message: str
-    decision: str
-    end: str | None = None
-
-
-Action = Submit | Watch | Sleep | EndAttempt | Succeed | Fail
-
-# ----------------------------------------------------------------------------------------------- state
-
-
-class Phase(StrEnum):
-    """Where a run is. The values are what :func:`state_to_json` writes (unchanged since the first release,
-    so a stored state of any version reads back)."""
-
-    NEW = "new"
-    SUBMITTING = "submitting"
-    RUNNING = "running"
-    SLEEPING = "sleeping"
-    ENDING = "ending"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-
-
-@dataclass(frozen=True)
-class RunState:
-    """Everything the loop knows; JSON through :func:`state_to_json`.
-
-    Attributes:
-        phase: new, submitting, running, sleeping, ending (the attempt's resource is being ended: a person
-            cleared the task, or it failed and the next attempt waits for it), succeeded, failed.
-        history: every attempt of every segment, oldest first.
-        segment_start: index in ``history`` where the current segment's attempts begin.
-        job_name: the job being watched (or the last one).
-        next_submit: after a sleep, the Submit to issue (None: watch ``job_name`` again); while ending, the
-            Submit that follows once the attempt has ended (None: the ending is a Clear's).
-        wake_at: when the current sleep ends (or, while ending, the backoff's end), seconds since the epoch.
-        watch: what the observer (:mod:`.observe`) remembers of the attempt being watched: progress
-            clocks, audit entries seen. The shells update it after every look (:meth:`observed`).
-        demoted: checkpoint steps that looked complete but would not load (:func:`demotion`): never resumed
-            from again, whatever the segment.
-    """
-
-    phase: Phase = Phase.NEW
-    history: tuple[Attempt, ...] = ()
-    segment_start: int = 0
-    job_name: str | None = None
-    next_submit: Submit | None = None
-    wake_at: float | None = None
-    watch: WatchMemory = field(default_factory=WatchMemory)
-    demoted: tuple[int, ...] = ()
-
-    def observed(self, memory: WatchMemory) -> RunState:
-        """This state with the observer's new ``memory`` (after a look at the running attempt)."""
-        return replace(self, watch=memory)
-
-    @property
-    def segment(self) -> tuple[Attempt, ...]:
-        return self.history[self.segment_start:]
-
-    @property
-    def pending_attempt(self) -> int | None:
-        """The attempt number being submitted (phase submitting), for finding it by its labels."""
-        return self.next_submit.attempt if self.phase == Phase.SUBMITTING and self.next_submit else None
-
+from ..policy.demotion import checkpoint_to_demote, demoted_failure, demotions_spent
+from .events import (
+    Action,
+    EndAttempt,
+    Ended,
+    Event,
+    Fail,
+    JobFailed,
+    JobSucceeded,
+    MoveOff,
+    Sleep,
+    Started,
+    Submit,
+    SubmitFailed,
+    Submitted,
+    Succeed,
+    Watch,
+    WokeUp,
+)
+from .state import STATE_SCHEMA_VERSION, Phase, RunState, stored_schema_version
 
 #: What :func:`step` returns: the new state and the one command to carry out next.
 Step: TypeAlias = tuple[RunState, Action]
@@ -431,60 +244,27 @@ def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
 
 def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
     failure = event.failure
-    if (step_ := demotion(state, failure, ctx.policy)) is not None:
-        failure = replace(failure, failure_class=FailureClass.CHECKPOINT_RESTORE, message=(
-            f"step {step_} demoted: it looks complete but will not load -- no progress after resuming from it "
-            f"({failure.failure_class.value}: {failure.message})"))
-        state = replace(state, demoted=(*state.demoted, step_))
-    decision = decide(state.segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    segment = state.segment
+    before = segment[-2] if len(segment) >= 2 else None
+    demote = checkpoint_to_demote(
+        failure, segment[-1].resumed_from_step if segment else None, _steps_seen(state), demoted=state.demoted,
+        spent=demotions_spent(segment), resumed_before=before.resumed_from_step if before else None,
+        failed_before=before.incidents[-1].failure.failure_class if before and before.incidents else None,
+        policy=ctx.policy)
+    if demote is not None:  # a checkpoint that looks complete but will not load (policy/demotion.py)
+        failure = demoted_failure(failure, demote)
+        state = replace(state, demoted=(*state.demoted, demote))
+    decision = decide(segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
     return _after_decision(state, failure, decision, event.now, live=event.live)
 
 
-#: The workload's own failures (not the platform's, not capacity): what a checkpoint that will not load causes.
-WORKLOAD_FAILURES = frozenset({FailureClass.TRANSIENT_CRASH, FailureClass.PERMANENT_USER_ERROR, FailureClass.UNKNOWN,
-                               FailureClass.HANG, FailureClass.WORKER_FAILURE})
-#: Words of a failure message that name a restore (a traceback's exception, a framework's error).
-RESTORE_WORDS = re.compile(r"checkpoint|restor|unpickl|deserializ|corrupt|safetensors|orbax|load_state_dict|"
-                           r"EOFError|truncated", re.IGNORECASE)
-
-
-def demotion(state: RunState, failure: Failure, policy: RetryPolicy = DEFAULT_POLICY) -> int | None:
-    """The checkpoint step to demote for ``failure`` of the running attempt, or None (a checkpoint that
-    looks complete but will not load).
-
-    The attempt resumed from step N (``resumed_from_step``), failed with one of :data:`WORKLOAD_FAILURES`, and
-    the observer saw no progress past N in it (``state.watch``: no step > N); then N is demoted when
-
-    * the failure's message names a restore (:data:`RESTORE_WORDS`: an unpickling error, a corrupt file ...;
-      not a hang's, which is the observer's own text),
-    * it is a permanent error (a traceback right after loading) while the attempt was watched (its progress
-      known), or
-    * the attempt before it resumed from N too and also failed that way: twice in a row from N (a newer
-      checkpoint would have been resumed from, had the first made any).
-
-    At most the policy's ``demote_checkpoint`` budget per segment (2 by default); past it the failure goes to
-    its own rule. Pure.
-    """
-    segment = state.segment
-    if not segment or failure.failure_class not in WORKLOAD_FAILURES:
+def _steps_seen(state: RunState) -> tuple[int, ...] | None:
+    """The steps the observer saw in the running attempt (its progress clocks'), or None when its memory is not
+    of that attempt or holds nothing (the attempt's progress is unknown)."""
+    watch = state.watch
+    if watch.resource is None or watch.resource != state.job_name or not watch.clocks:
         return None
-    step_ = segment[-1].resumed_from_step
-    if step_ is None or step_ in state.demoted:
-        return None
-    watched = state.watch.resource is not None and state.watch.resource == state.job_name and bool(state.watch.clocks)
-    if watched and any(c.step is not None and c.step > step_ for _, c in state.watch.clocks):
-        return None
-    budget = policy.effective_budgets["demote_checkpoint"].max_retries or 0
-    used = sum(1 for a in segment for i in a.incidents if i.failure.failure_class == FailureClass.CHECKPOINT_RESTORE)
-    if used >= budget:
-        return None
-    before = segment[-2] if len(segment) >= 2 else None
-    again = before is not None and before.resumed_from_step == step_ and bool(before.incidents) and (
-        before.incidents[-1].failure.failure_class in WORKLOAD_FAILURES)
-    # A hang's message is the observer's own ("no new checkpoint past step N"), not the workload's words.
-    restore = failure.failure_class != FailureClass.HANG and bool(RESTORE_WORDS.search(failure.message or ""))
-    permanent = failure.failure_class == FailureClass.PERMANENT_USER_ERROR and watched
-    return step_ if restore or permanent or again else None
+    return tuple(clock.step for _, clock in watch.clocks if clock.step is not None)
 
 
 def _move_off(state: RunState, event: MoveOff, ctx: _Context) -> Step:
@@ -561,151 +341,11 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY, se
     return transition(state, event, _Context(policy, seed))
 
 
-# ------------------------------------------------------------------------------------------ JSON
-
-
-#: The version of the stored form of a run (:func:`state_to_json`), written with every record as ``schema_version``.
-#: 1: the form of the releases before the field existed (no ``schema_version``); 2: the same fields, versioned.
-#: :func:`state_from_json` reads every version up to this one, upgrading older records (:data:`STATE_UPGRADES`), and
-#: refuses a newer one (:class:`StateSchemaTooNew`): a run stored by a newer release of the provider may mean what
-#: this release cannot know. A change of the stored form raises this number and adds its upgrade.
-STATE_SCHEMA_VERSION = 2
-
-
-class StateSchemaTooNew(ValueError):
-    """A stored run written by a newer release of the provider (its ``schema_version`` is above
-    :data:`STATE_SCHEMA_VERSION`). The fix is to upgrade the provider where the task runs (every worker and
-    triggerer), then retry or clear the task; the stored run is left as it is."""
-
-    def __init__(self, version: int) -> None:
-        self.version = version
-        super().__init__(
-            f"the stored run has schema_version {version}, written by a newer release of airflow-provider-resilient; "
-            f"this release reads versions up to {STATE_SCHEMA_VERSION}: upgrade the provider "
-            "(pip install -U airflow-provider-resilient) on every Airflow worker and triggerer, then retry the task")
-
-
-def _upgrade_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 2 holds the fields of version 1 unchanged and adds ``schema_version``."""
-    return {**data, "schema_version": 2}
-
-
-#: ``{version: upgrade}``: each turns a record of ``version`` into one of ``version + 1`` (pure, on the JSON data).
-STATE_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2}
-
-
-def stored_schema_version(data: dict[str, Any]) -> int:
-    """The ``schema_version`` of a stored record (1 when it has none: written before versions existed).
-
-    Raises:
-        ValueError: the version is not a whole number >= 1.
-        StateSchemaTooNew: it is above :data:`STATE_SCHEMA_VERSION`.
-    """
-    version = data.get("schema_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"schema_version {version!r} is not a version (a whole number >= 1)")
-    if version > STATE_SCHEMA_VERSION:
-        raise StateSchemaTooNew(version)
-    return version
-
-
-def upgrade_state_json(data: dict[str, Any]) -> dict[str, Any]:
-    """A stored record of any version up to :data:`STATE_SCHEMA_VERSION`, brought to the current version.
-
-    Raises:
-        ValueError: an unreadable ``schema_version``.
-        StateSchemaTooNew: a version above :data:`STATE_SCHEMA_VERSION`.
-    """
-    version = stored_schema_version(data)
-    while version < STATE_SCHEMA_VERSION:
-        data = STATE_UPGRADES[version](data)
-        version += 1
-    return data
-
-
-def state_to_json(state: RunState) -> dict[str, Any]:
-    """``state`` as JSON-compatible data without None values (Airflow's task state store takes no None), with
-    ``schema_version`` :data:`STATE_SCHEMA_VERSION`."""
-    from ..policy import history_to_json
-
-    data: dict[str, Any] = {"schema_version": STATE_SCHEMA_VERSION, "phase": Phase(state.phase).value,
-                            "history": history_to_json(state.history), "segment_start": state.segment_start}
-    if state.job_name:
-        data["job_name"] = state.job_name
-    if state.next_submit:
-        data["next_submit"] = {k: v for k, v in vars(state.next_submit).items() if v is not None}
-    if state.wake_at is not None:
-        data["wake_at"] = state.wake_at
-    if watch := state.watch.to_json():
-        data["watch"] = watch
-    if state.demoted:
-        data["demoted"] = list(state.demoted)
-    return data
-
-
-def state_from_json(data: Any) -> RunState:
-    """The inverse of :func:`state_to_json`; empty data gives a new state. A record of an earlier schema version
-    (one without ``schema_version`` is version 1) is upgraded first (:func:`upgrade_state_json`).
-
-    Raises:
-        StateSchemaTooNew: the record was written by a newer release of the provider (a ``ValueError``).
-        ValueError: naming what is wrong when ``data`` is not a state written by :func:`state_to_json`.
-    """
-    from ..policy import history_from_json
-
-    if not data:
-        return RunState()
-    if not isinstance(data, dict):
-        raise ValueError(f"not a supervisor state: {str(data)[:200]}")
-    data = upgrade_state_json(data)  # first: a newer release's record is refused as such, whatever its fields
-    if "phase" not in data:
-        raise ValueError(f"not a supervisor state: {str(data)[:200]}")
-    try:
-        phase = Phase(data["phase"])
-    except ValueError:
-        raise ValueError(f"unknown phase {data['phase']!r} (one of {', '.join(p.value for p in Phase)})") from None
-    submit = data.get("next_submit")
-    return RunState(
-        phase=phase,
-        history=history_from_json(data.get("history") or []),
-        segment_start=int(data.get("segment_start", 0)),
-        job_name=data.get("job_name"),
-        next_submit=Submit(**submit) if submit else None,
-        wake_at=data.get("wake_at"),
-        watch=WatchMemory.from_json(data.get("watch")),
-        demoted=tuple(int(s) for s in data.get("demoted") or ()),
-    )
-
-
 __all__ = [
-    "STATE_SCHEMA_VERSION",
-    "STATE_UPGRADES",
+    "STATE_SCHEMA_VERSION",  # defined in .state; imported from here by operators/base.py
     "TRANSITIONS",
-    "Action",
-    "EndAttempt",
-    "Ended",
-    "Event",
-    "Fail",
     "IllegalTransition",
-    "JobFailed",
-    "JobSucceeded",
-    "MoveOff",
-    "Phase",
-    "RunState",
-    "Sleep",
-    "Started",
-    "StateSchemaTooNew",
     "Step",
-    "Submit",
-    "SubmitFailed",
-    "Submitted",
-    "Succeed",
-    "Watch",
-    "WokeUp",
-    "demotion",
-    "state_from_json",
-    "state_to_json",
     "step",
-    "stored_schema_version",
-    "upgrade_state_json",
+    "stored_schema_version",  # defined in .state; imported from here by operators/base.py
 ]

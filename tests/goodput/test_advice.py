@@ -106,7 +106,7 @@ def test_saves_of_the_real_dcp_and_orbax_fixtures_are_listed():
 
 
 def test_the_looks_at_one_maintenance_event_count_once():
-    from airflow_provider_resilient.goodput.ledger import count_interruptions
+    from airflow_provider_resilient.goodput.advice import count_interruptions
 
     attempt = Attempt(1, "node-1", started_at=T0)
     history: tuple[Attempt, ...] = (attempt,)
@@ -129,7 +129,7 @@ def test_small_figures_keep_their_digits():
 
 def test_the_handed_interval_is_young_daly_bounded_by_seed_000_and_the_users_cap():
     from airflow_provider_resilient.goodput import handed_interval
-    from airflow_provider_resilient.goodput.ledger import SEED_000_INTERVAL
+    from airflow_provider_resilient.goodput.advice import SEED_000_INTERVAL
 
     advice = advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 10, cost=10.0),
                                   end=T0 + 5 * 18_000.0)
