@@ -667,17 +667,20 @@ def classify_create_error(
             RESOURCE_EXHAUSTED, 5xx INTERNAL/UNAVAILABLE, 4xx a bad request).
         message: the error's text.
 
-    The text first: a text naming a quota -> QUOTA_EXCEEDED (with the metric), whatever the code; a stockout text
-    (Vertex AI region, Compute Engine zone, Cloud TPU zone or reservation) -> CAPACITY_STOCKOUT; a preemption text
-    -> PREEMPTION; a bad request (a machine or accelerator type the zone does not offer, a field the API refuses, a
-    permission, an API not enabled) -> PERMANENT_USER_ERROR. Then the code: any other RESOURCE_EXHAUSTED ->
-    CAPACITY_STOCKOUT; INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, UNKNOWN -> INTERNAL_ERROR (only reached
-    after the hook's own API retries); INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION,
-    UNAUTHENTICATED -> PERMANENT_USER_ERROR (the request itself is wrong); others -> UNKNOWN.
+    The text first: an out-of-memory text (XLA's RESOURCE_EXHAUSTED memory errors) -> OUT_OF_MEMORY; a text naming
+    a quota -> QUOTA_EXCEEDED (with the metric), whatever the code; a stockout text (Vertex AI region, Compute
+    Engine zone, Cloud TPU zone or reservation) -> CAPACITY_STOCKOUT; a preemption text -> PREEMPTION; a bad
+    request (a machine or accelerator type the zone does not offer, a field the API refuses, a permission, an API
+    not enabled) -> PERMANENT_USER_ERROR. Then the code: any other RESOURCE_EXHAUSTED -> CAPACITY_STOCKOUT;
+    INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, UNKNOWN -> INTERNAL_ERROR (only reached after the hook's own
+    API retries); INVALID_ARGUMENT, PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION, UNAUTHENTICATED ->
+    PERMANENT_USER_ERROR (the request itself is wrong); others -> UNKNOWN.
     """
     rpc = _as_rpc_code(code)
     text = _as_text(message)
     base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc, "timestamp": timestamp}
+    if _OOM_RE.search(text) or _OOM_TEXT_RE.search(text):
+        return Failure(FailureClass.OUT_OF_MEMORY, **base)
     if failure := _quota_or_stockout(text, base):
         return failure
     if _INTERNAL_RE.search(text):

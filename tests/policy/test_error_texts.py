@@ -127,5 +127,5 @@ def test_xla_out_of_memory_under_resource_exhausted_is_memory_not_quota_nor_capa
     assert len(cases) >= 4
     for case in cases:
         for code in (8, 429, None):
-            failure = classify_error_message(case.text, rpc_code=code)
-            assert failure.failure_class == FailureClass.OUT_OF_MEMORY, case.text
+            for failure in (classify_error_message(case.text, rpc_code=code), classify_create_error(code, case.text)):
+                assert failure.failure_class == FailureClass.OUT_OF_MEMORY, case.text
