@@ -48,21 +48,32 @@ class FailureClass(enum.StrEnum):
     PERMANENT_USER_ERROR = "permanent_user_error"
     """User code exited non-zero with any other code (a Python traceback exits 1). Vertex AI, "Understand
     the custom training service": a worker that fails because of a common error is treated as a permanent
-    error and the whole job is shut down."""
+    error and the whole job is shut down. Also a create call the platform refuses as wrong -- a machine or
+    accelerator type the zone does not offer, a field the API rejects, a missing permission or service account, an
+    API not enabled -- by its text or its rpc code."""
 
     OUT_OF_MEMORY = "out_of_memory"
     """"The replica REPLICA_NAME ran out of memory and exited with a non-zero status of EXIT_CODE."
-    (Vertex AI, "Understand the custom training service"). Retrying on the same machine type fails the same
-    way."""
+    (Vertex AI, "Understand the custom training service"; legacy AI Platform Training wrote "ran out-of-memory"),
+    and the frameworks' own wordings: XLA's "RESOURCE_EXHAUSTED: ... Ran out of memory in memory space hbm" (device
+    memory, not a quota nor capacity), "CUDA out of memory", "OOMKilled". Retrying on the same machine type fails the
+    same way."""
 
     CAPACITY_STOCKOUT = "capacity_stockout"
     """"Resources are insufficient in region: REGION_NAME. Try a different region or use a different
     accelerator." (Vertex AI and AI Platform Training, "Understand(ing) the training service") -- Compute
-    Engine is out of the chosen CPU/GPU/TPU in that region; "not related to project quota"."""
+    Engine is out of the chosen CPU/GPU/TPU in that region; "not related to project quota". Likewise a zone out of
+    capacity: ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), "The zone '...' does not have enough resources available
+    to fulfill the request" (Compute Engine, "Troubleshooting resource availability errors"), Cloud TPU's "There is
+    no more capacity in the zone", "Insufficient reserved capacity"; and a RESOURCE_EXHAUSTED that names no
+    quota."""
 
     QUOTA_EXCEEDED = "quota_exceeded"
-    """429 / RESOURCE_EXHAUSTED "quota metrics exceed quota limits" on the create call. Quota frees as the
-    project's other jobs end (Vertex AI, "Understand the custom training service": a job may stay QUEUED
+    """A project quota is used up: Vertex AI's "The following quota metrics exceed quota limits: ...", Compute
+    Engine's and Cloud TPU's "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: ..." / "Quota limit '...' has been
+    exceeded", legacy AI Platform Training's "Quota failure for project ..." -- whatever the rpc code (429 /
+    RESOURCE_EXHAUSTED come with capacity errors too; a text naming a quota is never a stockout). Quota frees as
+    the project's other jobs end (Vertex AI, "Understand the custom training service": a job may stay QUEUED
     until there is enough quota)."""
 
     CONTAINER_START_ERROR = "container_start_error"
@@ -82,16 +93,19 @@ class FailureClass(enum.StrEnum):
     MAINTENANCE_EVENT = "maintenance_event"
     """A Cloud TPU maintenance event (Cloud TPU, "Manage maintenance events with Cloud TPU Pods"): audit
     log ``tpu.nodes.restart`` / ``tpu.nodes.terminate``, health UNHEALTHY_MAINTENANCE, state REPAIRING /
-    RESTARTING, or TERMINATED. Most recover by themselves;
+    RESTARTING, or TERMINATED, or a health description "The TPU had a maintenance event at ...". Most recover by
+    themselves;
     some do not and the TPU must be deleted and re-created."""
 
     PREEMPTION = "preemption"
-    """A Spot / preemptible resource was reclaimed: TPU node state PREEMPTED."""
+    """A Spot / preemptible resource was reclaimed: TPU node state PREEMPTED, an audit entry whose terminate reason
+    says preempted, or Compute Engine's "Instance failed to start due to preemption."."""
 
     NODE_UNHEALTHY = "node_unhealthy"
     """A TPU node reports health TIMEOUT or UNHEALTHY_TENSORFLOW, or a hardware symptom (EXECUTE_TIMED_OUT,
-    MESH_BUILD_FAIL, LOW_MEMORY). Like the periodic hardware check of ModelArts' "Training Fault Tolerance
-    Check": isolate the node and start afresh."""
+    MESH_BUILD_FAIL, LOW_MEMORY), or its TPU devices cannot be opened ("TPU initialization failed: ... Couldn't
+    open device"). Like the periodic hardware check of ModelArts' "Training Fault Tolerance Check": isolate the node
+    and start afresh."""
 
     PREFLIGHT_FAILURE = "preflight_failure"
     """The worker's preflight check failed before user code ran (DNS, disk space, ulimit, GPU checks: the
