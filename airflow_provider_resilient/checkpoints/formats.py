@@ -90,9 +90,17 @@ ORBAX_METADATA = "_CHECKPOINT_METADATA"
 TF_STATE_FILE = "checkpoint"
 #: A TensorFlow checkpoint prefix's base name: ``<name>-<N>`` (``ckpt-3``, ``model.ckpt-100``), matched whole.
 TF_CHECKPOINT_RE = re.compile(rf"(?P<prefix>.*[^-])-(?P<step>[0-9]{{1,{MAX_STEP_DIGITS}}})", re.ASCII)
+#: What looks like a TensorFlow data shard (``.data-00000-of-00002``): enough to tell the format (loosely, so a
+#: look-alike makes a save TensorFlow's -- and torn without its real shards -- never a plain directory).
 TF_DATA_RE = re.compile(r"\.data-(?P<shard>\d+)-of-(?P<total>\d+)$")
+#: A TensorFlow data shard as TensorFlow names it, counted towards a complete save: ASCII digits, the name's end.
+TF_SHARD_RE = re.compile(r"\.data-(?P<shard>[0-9]{1,15})-of-(?P<total>[0-9]{1,15})\Z", re.ASCII)
 SAFETENSORS_SUFFIX = ".safetensors"
-SAFETENSORS_SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<shard>\d+)-of-(?P<total>\d+)\.safetensors$")
+#: What looks like a safetensors shard (``model-00001-of-00002.safetensors``), loosely ...
+SAFETENSORS_LOOSE_SHARD_RE = re.compile(r"-\d+-of-\d+\.safetensors$")
+#: ... and a shard as Hugging Face names it, ASCII digits, the whole name: a look-alike that is not one is torn.
+SAFETENSORS_SHARD_RE = re.compile(r"(?P<stem>.+)-(?P<shard>[0-9]{1,15})-of-(?P<total>[0-9]{1,15})\.safetensors",
+                                  re.ASCII | re.DOTALL)
 
 
 class CheckpointFormat(enum.StrEnum):
@@ -289,12 +297,13 @@ def _safetensors_verdict(files: Collection[str]) -> Verdict:
     temporary = sorted(f for f in files if TEMPORARY_RE.search(f))
     if temporary:
         return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"a file still being written: {temporary[0]}")
-    shards = [m for f in files if (m := SAFETENSORS_SHARD_RE.match(f))]
-    for stem in {m["stem"] for m in shards}:
+    odd = sorted(f for f in files if SAFETENSORS_LOOSE_SHARD_RE.search(f) and not SAFETENSORS_SHARD_RE.fullmatch(f))
+    if odd:
+        return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"a shard name that is not a shard's: {odd[0]!r}")
+    shards = [m for f in files if (m := SAFETENSORS_SHARD_RE.fullmatch(f))]
+    for stem in sorted({m["stem"] for m in shards}):
         mine = [m for m in shards if m["stem"] == stem]
-        total = int(mine[0]["total"])
-        if {int(m["shard"]) for m in mine} != set(range(1, total + 1)) and \
-                {int(m["shard"]) for m in mine} != set(range(total)):
+        if not _every_shard({int(m["shard"]) for m in mine}, int(mine[0]["total"]), first=(0, 1)):
             return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"shards of {stem} missing")
         if f"{stem}{SAFETENSORS_SUFFIX}.index.json" not in files:
             return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"{stem}.safetensors.index.json is missing")
@@ -351,8 +360,14 @@ def tf_checkpoint_complete(prefix_name: str, files: Collection[str]) -> bool:
     """Whether ``<prefix>.index`` and every ``<prefix>.data-NNNNN-of-MMMMM`` shard are in ``files``."""
     if f"{prefix_name}.index" not in files:
         return False
-    shards = [m for f in files if f.startswith(prefix_name + ".data-") and (m := TF_DATA_RE.search(f))]
+    shards = [m for f in files
+              if f.startswith(prefix_name + ".data-") and (m := TF_SHARD_RE.fullmatch(f, len(prefix_name)))]
     if not shards:
         return False
-    total = int(shards[0]["total"])
-    return {int(m["shard"]) for m in shards} == set(range(total))
+    return _every_shard({int(m["shard"]) for m in shards}, int(shards[0]["total"]), first=(0,))
+
+
+def _every_shard(numbers: set[int], total: int, *, first: tuple[int, ...]) -> bool:
+    """Whether ``numbers`` are exactly ``total`` consecutive shard numbers from one of ``first`` (counted, never
+    enumerated: a name claiming 10^15 shards costs nothing)."""
+    return total > 0 and len(numbers) == total and min(numbers) in first and max(numbers) == min(numbers) + total - 1

@@ -211,3 +211,44 @@ def test_a_tensorflow_state_file_naming_a_look_alike_prefix_is_skipped(tmp_path:
                                    'all_model_checkpoint_paths: "ckpt-1e5"\n'})
     found = find_latest_checkpoint(str(tmp_path))
     assert found is not None and (found.step, found.uri) == (2, str(tmp_path / "ckpt-2"))
+
+
+@pytest.mark.parametrize(("extra", "complete"), [
+    ({}, False),  # shard 1 of 2 is missing
+    ({"ckpt-1.data-00001-of-00002": "d"}, True),
+    ({"ckpt-1.data-00001-of-00002\n": "d"}, False),  # $ matched before the newline: counted as the shard
+    ({"ckpt-1.data-\uff10\uff10\uff10\uff10\uff11-of-00002": "d"}, False),  # int() read fullwidth 00001 as 1
+    ({"ckpt-1.data-00001-of-" + "9" * 200: "d"}, False),  # not a shard: a total past 15 digits
+])
+def test_tensorflow_shards_are_counted_by_their_ascii_names(tmp_path: Path, extra: dict[str, str], complete: bool):
+    write(tmp_path, {"step_1/checkpoint": 'model_checkpoint_path: "ckpt-1"\n', "step_1/ckpt-1.index": "i",
+                     "step_1/ckpt-1.data-00000-of-00002": "d", **{f"step_1/{k}": v for k, v in extra.items()}})
+    found = find_latest_checkpoint(str(tmp_path))
+    assert (found is not None) == complete
+
+
+@pytest.mark.parametrize(("extra", "complete"), [
+    ({}, False),
+    ({"model-00002-of-00002.safetensors": "s"}, True),
+    ({"model-\uff10\uff10\uff10\uff10\uff12-of-00002.safetensors": "s"}, False),
+    ({"model-00002-of-00002.safetensors\n": "s"}, False),
+])
+def test_safetensors_shards_are_counted_by_their_ascii_names(tmp_path: Path, extra: dict[str, str], complete: bool):
+    write(tmp_path, {"checkpoint-1/model-00001-of-00002.safetensors": "s",
+                     "checkpoint-1/model.safetensors.index.json": "{}",
+                     **{f"checkpoint-1/{k}": v for k, v in extra.items()}})
+    found = find_latest_checkpoint(str(tmp_path))
+    assert (found is not None) == complete
+
+
+def test_a_shard_count_of_a_quadrillion_is_counted_not_enumerated(tmp_path: Path):
+    """``set(range(total))`` of a name claiming 10^15 shards would never end (or run out of memory)."""
+    write(tmp_path, {"checkpoint-1/model-00001-of-999999999999999.safetensors": "s",
+                     "checkpoint-1/model.safetensors.index.json": "{}",
+                     "step_2/checkpoint": 'model_checkpoint_path: "ckpt-2"\n', "step_2/ckpt-2.index": "i",
+                     "step_2/ckpt-2.data-00000-of-999999999999999": "d",
+                     "checkpoint": 'model_checkpoint_path: "ckpt-3"\n', "ckpt-3.index": "i",
+                     "ckpt-3.data-00000-of-999999999999999": "d"})
+    started = time.perf_counter()
+    assert find_latest_checkpoint(str(tmp_path)) is None
+    assert time.perf_counter() - started < 5.0
