@@ -24,7 +24,6 @@ from typing import Any
 
 from .formats import (
     ORBAX_METADATA,
-    TF_CHECKPOINT_RE,
     TF_STATE_FILE,
     Checkpoint,
     CheckpointFormat,
@@ -34,6 +33,7 @@ from .formats import (
     needs_orbax_metadata,
     parse_step,
     parse_tf_state,
+    parse_tf_step,
     step_order,
     tf_checkpoint_complete,
 )
@@ -231,9 +231,12 @@ def _latest_tensorflow(fs: Any, path: str, files: Mapping[str, Mapping[str, Any]
         return None
     for prefix_name in parse_tf_state(content):
         base = posixpath.basename(prefix_name)
-        match = TF_CHECKPOINT_RE.match(base)
-        if match and tf_checkpoint_complete(base, files):
-            return Checkpoint(int(match["step"]), _uri(fs, f"{path}/{base}"), CheckpointFormat.TENSORFLOW,
+        step = parse_tf_step(base)
+        if step is None:
+            log.info("Skipping TensorFlow checkpoint %r: its name ends in no step (<name>-<N>)", base)
+            continue
+        if tf_checkpoint_complete(base, files):
+            return Checkpoint(step, _uri(fs, f"{path}/{base}"), CheckpointFormat.TENSORFLOW,
                               _mtime(files.get(f"{base}.index")))
         log.info("Skipping TensorFlow checkpoint %s: index or data shards missing", base)
     return None

@@ -31,6 +31,35 @@ candidate step directory), so discovery never walks a tree. The rules, by format
 * **Steps** have at most :data:`MAX_STEP_DIGITS` digits: a longer number is not a training step. Two names of
   one step (``step_200`` and ``step_0200``) are judged in a fixed order -- the name without leading zeros
   first, then by name -- so the same tree always gives the same answer.
+
+What a step name is (:func:`parse_step`, the one reading of a step from a name): the whole base name is an
+optional lower-case prefix (``step``, ``checkpoint``, ``ckpt``, ``global_step``, ``iter``, ``iteration``, then
+an optional ``_`` or ``-``) and 1 to :data:`MAX_STEP_DIGITS` ASCII digits ``0-9`` (leading zeros allowed: a
+fixed-width name). Nothing else, so a name is a step only as a framework writes it:
+
+* Orbax ``CheckpointManager``: ``<step>`` by default, ``<prefix>_<step>`` with ``step_prefix``, zero-padded with
+  ``step_format_fixed_length`` (``NameFormat`` / ``standard_name_format``,
+  https://orbax.readthedocs.io/en/stable/api_reference/checkpoint.path.step.html);
+* PyTorch DCP: the caller names the directory (``checkpoint_id``,
+  https://pytorch.org/docs/stable/distributed.checkpoint.html); torchtitan writes ``step-<N>``
+  (https://github.com/pytorch/torchtitan/blob/main/torchtitan/components/checkpoint.py);
+* TensorFlow ``tf.train.CheckpointManager``: files under the prefix ``<checkpoint_name>-<N>`` (``ckpt-3.index``,
+  default ``checkpoint_name='ckpt'``), named by the ``checkpoint`` state file
+  (https://www.tensorflow.org/api_docs/python/tf/train/CheckpointManager); ``tf.compat.v1.train.Saver`` writes
+  ``model.ckpt-<global_step>`` the same way -- read by :func:`parse_tf_step`;
+* Hugging Face ``Trainer``: ``checkpoint-<N>`` (``PREFIX_CHECKPOINT_DIR``, read back by ``get_last_checkpoint``,
+  https://github.com/huggingface/transformers/blob/main/src/transformers/trainer_utils.py);
+* DeepSpeed ``global_step<N>`` (https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/engine.py)
+  and Megatron-LM ``iter_<N, 7 digits>``
+  (https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/training/checkpointing.py).
+
+Python's number reading is lax, and none of it is used on a name: ``\\d`` matches any Unicode decimal digit
+(fullwidth U+FF11 U+FF12, Arabic-Indic U+0663, mathematical bold U+1D7D7), ``$`` matches before a trailing
+newline (``100\\n``), ``int()`` takes ``1_000``, ``+5``, a number in spaces and a fullwidth zero, and
+``str.isdigit()`` is true for superscript two (U+00B2, which ``int()`` refuses). So ``STEP_100``, ``step_`` and
+fullwidth digits, ``100\\n``, ``1e5``, ``100.0``, ``0x10``, ``-5``, ``100.tmp``, ``100%2F`` and a number of more than
+:data:`MAX_STEP_DIGITS` digits are not steps: they are never candidates, so never chosen -- and a candidate
+that is a step still needs its format's proof (above) before it is chosen over an older complete save.
 """
 
 from __future__ import annotations
@@ -42,25 +71,36 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-#: Step directory names: ``step_100``, ``step-100``, ``checkpoint-100``, ``ckpt_100``, ``global_step100``,
-#: ``iter_0000100`` or a bare ``100`` (Orbax's default). Anchored, so temporary names never match.
-STEP_DIR_RE = re.compile(r"^(?:(?:step|checkpoint|ckpt|global_step|iter|iteration)[_-]?)?(?P<step>\d+)$",
-                         re.IGNORECASE)
+#: The most digits a step number has, leading zeros included (10^15 steps is far beyond any training run, and
+#: fits an int64): a longer number is junk, refused before it is converted.
+MAX_STEP_DIGITS = 15
+#: Step directory names (the module docstring): ``step_100``, ``step-100``, ``checkpoint-100``, ``ckpt_100``,
+#: ``global_step100``, ``iter_0000100`` or a bare ``100`` (Orbax's default). Matched whole (``fullmatch``), ASCII
+#: digits only (``[0-9]``, never ``\d``), prefixes in lower case as the frameworks write them.
+STEP_DIR_RE = re.compile(r"(?P<prefix>(?:step|checkpoint|ckpt|global_step|iter|iteration)[_-]?)?"
+                         rf"(?P<step>[0-9]{{1,{MAX_STEP_DIGITS}}})", re.ASCII)
 #: Names of files and directories that are saves in progress, never complete (and never a proof).
 TEMPORARY_RE = re.compile(r"orbax-checkpoint-tmp|\.tmp$|^tmp[_-]|[_.-]tmp[_.-]|\.partial$|\.incomplete$|~$",
                           re.IGNORECASE)
-#: The most digits a step number has (10^15 steps is far beyond any training run): a longer number is junk.
-MAX_STEP_DIGITS = 15
 
 DCP_METADATA = ".metadata"
 DCP_DATA_SUFFIX = ".distcp"
 ORBAX_COMMIT_FILE = "commit_success.txt"
 ORBAX_METADATA = "_CHECKPOINT_METADATA"
 TF_STATE_FILE = "checkpoint"
-TF_CHECKPOINT_RE = re.compile(r"(?P<prefix>.*?)-?(?P<step>\d+)$")
+#: A TensorFlow checkpoint prefix's base name: ``<name>-<N>`` (``ckpt-3``, ``model.ckpt-100``), matched whole.
+TF_CHECKPOINT_RE = re.compile(rf"(?P<prefix>.*[^-])-(?P<step>[0-9]{{1,{MAX_STEP_DIGITS}}})", re.ASCII)
+#: What looks like a TensorFlow data shard (``.data-00000-of-00002``): enough to tell the format (loosely, so a
+#: look-alike makes a save TensorFlow's -- and torn without its real shards -- never a plain directory).
 TF_DATA_RE = re.compile(r"\.data-(?P<shard>\d+)-of-(?P<total>\d+)$")
+#: A TensorFlow data shard as TensorFlow names it, counted towards a complete save: ASCII digits, the name's end.
+TF_SHARD_RE = re.compile(r"\.data-(?P<shard>[0-9]{1,15})-of-(?P<total>[0-9]{1,15})\Z", re.ASCII)
 SAFETENSORS_SUFFIX = ".safetensors"
-SAFETENSORS_SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<shard>\d+)-of-(?P<total>\d+)\.safetensors$")
+#: What looks like a safetensors shard (``model-00001-of-00002.safetensors``), loosely ...
+SAFETENSORS_LOOSE_SHARD_RE = re.compile(r"-\d+-of-\d+\.safetensors$")
+#: ... and a shard as Hugging Face names it, ASCII digits, the whole name: a look-alike that is not one is torn.
+SAFETENSORS_SHARD_RE = re.compile(r"(?P<stem>.+)-(?P<shard>[0-9]{1,15})-of-(?P<total>[0-9]{1,15})\.safetensors",
+                                  re.ASCII | re.DOTALL)
 
 
 class CheckpointFormat(enum.StrEnum):
@@ -116,28 +156,58 @@ class CheckpointSave:
         return began, began + max(0.0, self.write_seconds)
 
 
+def step_number(digits: str) -> int | None:
+    """The step a run of digits in a name stands for, or None: 1 to :data:`MAX_STEP_DIGITS` ASCII digits
+    ``0-9`` and nothing else (no sign, space, ``_``, Unicode digit or trailing newline, which ``int()`` or
+    ``\\d`` would take). Every step read from a name goes through it; the length is checked first, so a name of
+    thousands of digits is refused at once (``int()`` would raise past 4300 digits)."""
+    if not 0 < len(digits) <= MAX_STEP_DIGITS or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+def _step_name(name: str) -> tuple[int, bool, str] | None:
+    """(step, bare?, digits) of a step directory's whole base name (the module docstring), or None: not a step."""
+    if len(name) > 64:  # the longest prefix and MAX_STEP_DIGITS digits are far shorter: never scan junk
+        return None
+    match = STEP_DIR_RE.fullmatch(name)
+    step = step_number(match["step"]) if match else None
+    if match is None or step is None:
+        return None
+    return step, match["prefix"] is None, match["step"]
+
+
 def parse_step(name: str) -> int | None:
-    """The step number of a step directory's base name, or None (temporary, not a step, or more than
-    :data:`MAX_STEP_DIGITS` digits)."""
-    if TEMPORARY_RE.search(name):
-        return None
-    match = STEP_DIR_RE.match(name)
-    if not match or len(match["step"].lstrip("0")) > MAX_STEP_DIGITS:
-        return None
-    return int(match["step"])
+    """The step number of a step directory's base name, or None: not a step name as a framework writes it
+    (the module docstring) -- temporary, padded with spaces, Unicode digits, a sign, a suffix, a trailing
+    newline, upper case, or more than :data:`MAX_STEP_DIGITS` digits."""
+    parsed = _step_name(name)
+    return parsed[0] if parsed else None
+
+
+def parse_tf_step(prefix_name: str) -> int | None:
+    """The step of a TensorFlow checkpoint prefix's base name (``ckpt-3`` -> 3, ``model.ckpt-100`` -> 100), or
+    None: no ``-<N>`` ending of ASCII digits (``ckpt``, ``ckpt-1e5``, ``ckpt--5``, Unicode digits)."""
+    match = TF_CHECKPOINT_RE.fullmatch(prefix_name) if len(prefix_name) <= 1024 else None
+    return step_number(match["step"]) if match else None
 
 
 def is_bare_step(name: str) -> bool:
-    """Whether a step directory's name is a bare number (``100``), which counts only with a proof."""
-    return name.isdigit()
+    """Whether a step directory's name is a bare number (``100``, ``0100``), which counts only with a proof.
+    The same reading as :func:`parse_step`: a name that is not a step is not a bare step either."""
+    parsed = _step_name(name)
+    return parsed is not None and parsed[1]
 
 
 def step_order(name: str) -> tuple[int, bool, str]:
     """The sort key of a step directory (sorted in reverse: newest first): its step, then the name without
-    leading zeros before a padded one, then the name -- a fixed order for two names of one step."""
-    match = STEP_DIR_RE.match(name)
-    digits = match["step"] if match else ""
-    return (int(digits) if digits else -1, not (len(digits) > 1 and digits.startswith("0")), name)
+    leading zeros before a padded one, then the name -- a fixed order for two names of one step. A name that
+    is not a step sorts last (step -1)."""
+    parsed = _step_name(name)
+    if parsed is None:
+        return -1, True, name
+    step, _, digits = parsed
+    return step, not (len(digits) > 1 and digits.startswith("0")), name
 
 
 @dataclass(frozen=True)
@@ -227,12 +297,13 @@ def _safetensors_verdict(files: Collection[str]) -> Verdict:
     temporary = sorted(f for f in files if TEMPORARY_RE.search(f))
     if temporary:
         return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"a file still being written: {temporary[0]}")
-    shards = [m for f in files if (m := SAFETENSORS_SHARD_RE.match(f))]
-    for stem in {m["stem"] for m in shards}:
+    odd = sorted(f for f in files if SAFETENSORS_LOOSE_SHARD_RE.search(f) and not SAFETENSORS_SHARD_RE.fullmatch(f))
+    if odd:
+        return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"a shard name that is not a shard's: {odd[0]!r}")
+    shards = [m for f in files if (m := SAFETENSORS_SHARD_RE.fullmatch(f))]
+    for stem in sorted({m["stem"] for m in shards}):
         mine = [m for m in shards if m["stem"] == stem]
-        total = int(mine[0]["total"])
-        if {int(m["shard"]) for m in mine} != set(range(1, total + 1)) and \
-                {int(m["shard"]) for m in mine} != set(range(total)):
+        if not _every_shard({int(m["shard"]) for m in mine}, int(mine[0]["total"]), first=(0, 1)):
             return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"shards of {stem} missing")
         if f"{stem}{SAFETENSORS_SUFFIX}.index.json" not in files:
             return Verdict(False, CheckpointFormat.SAFETENSORS, why=f"{stem}.safetensors.index.json is missing")
@@ -289,8 +360,14 @@ def tf_checkpoint_complete(prefix_name: str, files: Collection[str]) -> bool:
     """Whether ``<prefix>.index`` and every ``<prefix>.data-NNNNN-of-MMMMM`` shard are in ``files``."""
     if f"{prefix_name}.index" not in files:
         return False
-    shards = [m for f in files if f.startswith(prefix_name + ".data-") and (m := TF_DATA_RE.search(f))]
+    shards = [m for f in files
+              if f.startswith(prefix_name + ".data-") and (m := TF_SHARD_RE.fullmatch(f, len(prefix_name)))]
     if not shards:
         return False
-    total = int(shards[0]["total"])
-    return {int(m["shard"]) for m in shards} == set(range(total))
+    return _every_shard({int(m["shard"]) for m in shards}, int(shards[0]["total"]), first=(0,))
+
+
+def _every_shard(numbers: set[int], total: int, *, first: tuple[int, ...]) -> bool:
+    """Whether ``numbers`` are exactly ``total`` consecutive shard numbers from one of ``first`` (counted, never
+    enumerated: a name claiming 10^15 shards costs nothing)."""
+    return total > 0 and len(numbers) == total and min(numbers) in first and max(numbers) == min(numbers) + total - 1

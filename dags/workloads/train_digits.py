@@ -49,7 +49,14 @@ from fsspec.core import url_to_fs
 MARKER = "COMMITTED"
 MODEL_FILE = "model.pkl"
 STATE_FILE = "state.json"
-STEP_DIR_RE = re.compile(r"^step_(\d+)$")
+#: This workload's step directories: ``step_<N>``, N of 1 to 15 ASCII digits, the whole name. The provider's rule
+#: (``airflow_provider_resilient.checkpoints.formats``, not imported: this file runs alone) restricted to the one
+#: naming written here, so both read a name as the same step: ``\\d`` would take Unicode digits (``step_`` and
+#: fullwidth 12), ``$`` a trailing newline (``step_12\\n``), ``int()`` signs, spaces and ``_``.
+STEP_DIR_RE = re.compile(r"step_(?P<step>[0-9]{1,15})", re.ASCII)
+#: Any step directory the provider may hand over in ``RESILIENT_RESUME_FROM`` (the provider's ``STEP_DIR_RE``).
+ANY_STEP_DIR_RE = re.compile(r"(?:(?:step|checkpoint|ckpt|global_step|iter|iteration)[_-]?)?(?P<step>[0-9]{1,15})",
+                             re.ASCII)
 BATCH_SIZE = 32
 
 
@@ -123,6 +130,20 @@ def write_files(fs: Any, directory: str, files: list[tuple[str, bytes]]) -> None
         fs.pipe_file(f"{directory}/{name}", data)
 
 
+def step_number(digits: str) -> int | None:
+    """The step ``digits`` stand for: 1 to 15 ASCII digits and nothing else (``int()`` also takes ``+5``,
+    ``1_000``, spaces around and Unicode digits), or None."""
+    if not 0 < len(digits) <= 15 or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+def step_of(name: str, pattern: re.Pattern[str]) -> int | None:
+    """The step of a step directory's base name matched whole by ``pattern``, or None: not a step."""
+    match = pattern.fullmatch(name) if len(name) <= 64 else None
+    return step_number(match["step"]) if match else None
+
+
 def latest_committed(fs: Any, root: str) -> tuple[int, str] | None:
     """The newest ``step_N`` directly under ``root`` that holds the marker: one listing, then one check each."""
     fs.invalidate_cache(root)
@@ -133,10 +154,11 @@ def latest_committed(fs: Any, root: str) -> tuple[int, str] | None:
     steps = []
     for entry in entries:
         name = posixpath.basename(str(entry["name"]).rstrip("/"))
-        match = STEP_DIR_RE.match(name)
-        if match and entry.get("type") == "directory":
-            steps.append((int(match[1]), f"{root}/{name}"))
-    demoted = {int(s) for s in os.environ.get("RESILIENT_DEMOTED_STEPS", "").split(",") if s.strip().isdigit()}
+        step = step_of(name, STEP_DIR_RE)
+        if step is not None and entry.get("type") == "directory":
+            steps.append((step, f"{root}/{name}"))
+    demoted = {step for s in os.environ.get("RESILIENT_DEMOTED_STEPS", "").split(",")
+               if (step := step_number(s.strip())) is not None}
     for step, path in sorted(steps, reverse=True):
         if step in demoted:
             print(f"skipping demoted checkpoint {uri(fs, path)}: it would not load", flush=True)
@@ -165,14 +187,10 @@ def _explicit_point(explicit: str) -> tuple[int, Any, str]:
     if explicit:
         fs, path = filesystem(explicit)
         step_text = os.environ.get("RESILIENT_RESUME_STEP", "").strip()
-        match = re.search(r"(\d+)$", path)
-        if step_text:
-            step = int(step_text)
-        elif match:
-            step = int(match[1])
-        else:
-            raise SystemExit(f"cannot tell the step of RESILIENT_RESUME_FROM={explicit!r}: "
-                             "set RESILIENT_RESUME_STEP")
+        step = step_number(step_text) if step_text else step_of(posixpath.basename(path.rstrip("/")), ANY_STEP_DIR_RE)
+        if step is None:
+            raise SystemExit(f"cannot tell the step of RESILIENT_RESUME_FROM={explicit!r} "
+                             f"(RESILIENT_RESUME_STEP={step_text!r}): set RESILIENT_RESUME_STEP to its step")
         return step, fs, path
     raise ValueError("no RESILIENT_RESUME_FROM")
 

@@ -7,13 +7,19 @@ import json
 import shutil
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_resilient.checkpoints import CheckpointFormat, find_latest_checkpoint, scan_checkpoints
+from airflow_provider_resilient.checkpoints import (
+    Checkpoint,
+    CheckpointFormat,
+    find_latest_checkpoint,
+    scan_checkpoints,
+)
 from airflow_provider_resilient.testing.storage import StorageEmulator
 
 
@@ -110,46 +116,113 @@ def save_files(fmt: str, variant: int, step: int) -> tuple[dict[str, str], bool]
     return options[variant % len(options)], variant % len(options) == 0
 
 
-NAMES = {"step": "step_{}", "checkpoint": "checkpoint-{}", "ckpt": "ckpt_{}", "bare": "{}", "padded": "step_{:06d}"}
-saves = st.lists(st.tuples(st.integers(0, 99_999), st.sampled_from(["dcp", "orbax", "tensorflow", "safetensors",
-                                                                       "plain"]),
-                           st.integers(0, 2), st.sampled_from(sorted(NAMES))),
-                 max_size=8, unique_by=lambda s: s[0])
+#: Step names as the frameworks write them, by step N (the module docstring of checkpoints/formats.py).
+VALID_NAMES = {"step": "step_{}", "checkpoint": "checkpoint-{}", "ckpt": "ckpt_{}", "bare": "{}",
+               "padded": "step_{:06d}", "bare-padded": "{:08d}", "global": "global_step{}", "iter": "iter_{:07d}",
+               "torchtitan": "step-{}"}
+BARE = {"bare", "bare-padded"}
+#: Names that look like step N and are not steps (on GCS: no CR or LF, which object names may not hold).
+LOOK_ALIKES = ["STEP_{}", "Step_{}", "CHECKPOINT-{}", "Ckpt_{}", " {}", "{} ", "step_{} ", "+{}", "-{}", "step_-{}",
+               "{}.0", "{}.5", "{}e0", "0x{}", "1_{:03d}", "step__{}", "epoch_{}", "model.ckpt-{}", "step_{}_final",
+               "{}.tmp", "{}~", "{}.partial", "{}.incomplete", "{}.orbax-checkpoint-tmp", "{}.orbax-checkpoint-tmp-123",
+               "tmp-{}", "{}%2F", "{}%20", "9999999999999999{}", "0000000000000000{}"]
+LOCAL_ONLY_LOOK_ALIKES = ["{}\n", "step_{}\n", "\n{}", "{}\r", "{}\t"]
+#: Unicode decimal digits that \d matches and int() reads: fullwidth, Arabic-Indic, Devanagari, mathematical bold.
+UNICODE_DIGITS = ["\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19",
+                  "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669",
+                  "\u0966\u0967\u0968\u0969\u096a\u096b\u096c\u096d\u096e\u096f",
+                  "".join(chr(0x1D7CE + d) for d in range(10))]
+#: The characters of step names: any other one inserted (not a path separator or NUL) makes a name not a step.
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz_-0123456789"
 
 
-def build(saves_: list[tuple[int, str, int, str]]) -> tuple[dict[str, str], int | None]:
-    """The tree's files and the step the newest complete save holds (None: none)."""
+def _junk(gcs: bool) -> st.SearchStrategy[str]:
+    excluded = "".join(_NAME_CHARS) + "/\x00" + ("\r\n#[]*?" if gcs else "")
+    chars = st.characters(exclude_categories=["Cs"] + (["Cc"] if gcs else []), exclude_characters=excluded)
+    return st.text(chars, min_size=1, max_size=4)
+
+
+@dataclass(frozen=True)
+class Save:
+    name: str  # the folder's name
+    step: int | None  # the step it is named for, or None: not a step name
+    bare: bool  # a bare number: needs a format's proof
+    fmt: str
+    variant: int
+    written_step: int  # the step its files name (a TensorFlow prefix ckpt-N)
+
+
+@st.composite
+def folder_name(draw: st.DrawFn, step: int, gcs: bool) -> tuple[str, int | None, bool]:
+    """(name, the step it strictly is or None, bare?): a valid name, a look-alike of one, a valid name with junk
+    inserted, or one with a Unicode digit in place of an ASCII one."""
+    kind = draw(st.sampled_from(["valid", "valid", "valid", "look-alike", "junk", "unicode"]))
+    template = draw(st.sampled_from(sorted(VALID_NAMES)))
+    valid = VALID_NAMES[template].format(step)
+    if kind == "valid":
+        return valid, step, template in BARE
+    if kind == "look-alike":
+        return draw(st.sampled_from(LOOK_ALIKES + ([] if gcs else LOCAL_ONLY_LOOK_ALIKES))).format(step), None, False
+    if kind == "junk":
+        at = draw(st.integers(0, len(valid)))
+        return valid[:at] + draw(_junk(gcs)) + valid[at:], None, False
+    digits = draw(st.sampled_from(UNICODE_DIGITS))
+    at = draw(st.sampled_from([i for i, c in enumerate(valid) if c.isdigit()]))
+    return valid[:at] + digits[int(valid[at])] + valid[at + 1:], None, False
+
+
+@st.composite
+def trees(draw: st.DrawFn, gcs: bool = False) -> list[Save]:
+    """Up to 8 saves, complete and torn, under folder names valid and adversarial; several may name one step."""
+    saves: list[Save] = []
+    for _ in range(draw(st.integers(0, 8))):
+        step = draw(st.one_of(st.integers(0, 99_999), st.sampled_from([0, 7, 100, 1000])))
+        name, parsed, bare = draw(folder_name(step, gcs))
+        if any(s.name == name for s in saves):
+            continue
+        fmt = draw(st.sampled_from(["dcp", "orbax", "tensorflow", "safetensors", "plain"]))
+        saves.append(Save(name, parsed, bare, fmt, draw(st.integers(0, 2)), step))
+    return saves
+
+
+def build(saves_: list[Save]) -> tuple[dict[str, str], int | None, set[str]]:
+    """The tree's files, the step the newest complete save with a step name holds (None: none), and the names
+    of the complete saves of that step (any of them may be chosen)."""
     files: dict[str, str] = {}
-    best = None
-    for step, fmt, variant, naming in saves_:
-        content, complete = save_files(fmt, variant, step)
-        directory = NAMES[naming].format(step)
-        files.update({f"{directory}/{name}": text for name, text in content.items()})
-        complete = complete and not (naming == "bare" and fmt == "plain")  # a bare number needs a proof
-        if complete and (best is None or step > best):
-            best = step
-    return files, best
+    complete_steps: dict[str, int] = {}
+    for save in saves_:
+        content, complete = save_files(save.fmt, save.variant, save.written_step)
+        files.update({f"{save.name}/{name}": text for name, text in content.items()})
+        complete = complete and not (save.bare and save.fmt == "plain")  # a bare number needs a proof
+        if complete and save.step is not None:
+            complete_steps[save.name] = save.step
+    best = max(complete_steps.values(), default=None)
+    return files, best, {name for name, step in complete_steps.items() if step == best}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(saves)
+def check(found: Checkpoint | None, best: int | None, names: set[str], files: dict[str, str]) -> None:
+    assert (found.step if found else None) == best, files
+    if found is not None:
+        assert found.uri.rsplit("/", 1)[-1] in names, (found.uri, names, files)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trees())
 def test_the_newest_complete_save_is_always_chosen_on_local_disk(saves_):
-    files, best = build(saves_)
+    files, best, names = build(saves_)
     root = Path(tempfile.mkdtemp(prefix="torn-"))
     try:
         write(root, files)
-        found = find_latest_checkpoint(str(root))
-        assert (found.step if found else None) == best, files
+        check(find_latest_checkpoint(str(root)), best, names, files)
     finally:
         shutil.rmtree(root)
 
 
 @pytest.mark.gcs
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(saves)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trees(gcs=True))
 def test_the_newest_complete_save_is_always_chosen_on_gcs(gcs: StorageEmulator, saves_):
-    files, best = build(saves_)
+    files, best, names = build(saves_)
     prefix = f"trees/{uuid.uuid4().hex}"
     gcs.put_objects("test-bucket", {f"{prefix}/{name}": text.encode() for name, text in files.items()})
-    found = find_latest_checkpoint(f"gs://test-bucket/{prefix}")
-    assert (found.step if found else None) == best, files
+    check(find_latest_checkpoint(f"gs://test-bucket/{prefix}"), best, names, files)
