@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compat import AirflowException, AirflowFailException, run_state_store
 from ..supervisor import RunState, StateSchemaTooNew, state_from_json, state_to_json
-from ..supervisor.machine import STATE_SCHEMA_VERSION, stored_schema_version
+from ..supervisor.state import STATE_SCHEMA_VERSION, stored_schema_version
 
 #: Task-state-store key of the step reports seen so far (the newest :data:`MAX_STEP_REPORTS`).
 STEPS_KEY = "resilient_step_reports"

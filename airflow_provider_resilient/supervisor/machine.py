@@ -80,7 +80,7 @@ from .events import (
     Watch,
     WokeUp,
 )
-from .state import STATE_SCHEMA_VERSION, Phase, RunState, stored_schema_version
+from .state import Phase, RunState
 
 #: What :func:`step` returns: the new state and the one command to carry out next.
 Step: TypeAlias = tuple[RunState, Action]
@@ -342,10 +342,8 @@ def step(state: RunState, event: Event, policy: RetryPolicy = DEFAULT_POLICY, se
 
 
 __all__ = [
-    "STATE_SCHEMA_VERSION",  # defined in .state; imported from here by operators/base.py
     "TRANSITIONS",
     "IllegalTransition",
     "Step",
     "step",
-    "stored_schema_version",  # defined in .state; imported from here by operators/base.py
 ]
