@@ -8,13 +8,13 @@ rendering instead), and masking the secret values of an environment.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
 from ..policy import FailureClass, Fallback, RetryPolicy
+from ..policy.checks import closest
 from ..specs.common import SpecError
 from ..supervisor.launch import TORN_CHECKPOINT_CHOICES
 
@@ -87,9 +87,9 @@ def _failure_class(value: Any, where: str) -> FailureClass:
     names = [c.value for c in FailureClass]
     if isinstance(value, str) and value.strip().lower() in names:
         return FailureClass(value.strip().lower())
-    close = difflib.get_close_matches(str(value).lower(), names, n=1)
-    hint = f" -- did you mean {close[0]!r}?" if close else ""
-    raise SpecError(where, f"{value!r} is not a failure class{hint} Failure classes: {', '.join(names)}")
+    close = closest(str(value), names)
+    hint = f" -- did you mean {close!r}?" if close else ""
+    raise SpecError(where, f"{value!r} is not a failure class{hint}. Failure classes: {', '.join(names)}")
 
 
 def fallback_of(value: Any, where: str) -> Fallback:
@@ -109,9 +109,9 @@ def fallback_of(value: Any, where: str) -> Fallback:
     problems = []
     for key in data:
         if key not in FALLBACK_KEYS:
-            close = difflib.get_close_matches(str(key), FALLBACK_KEYS, n=1)
-            hint = f" -- did you mean {close[0]!r}?" if close else ""
-            problems.append(SpecError(f"{where}.{key}", f"unknown key{hint} Keys: {', '.join(FALLBACK_KEYS)}"))
+            close = closest(str(key), FALLBACK_KEYS)
+            hint = f" -- did you mean {close!r}?" if close else ""
+            problems.append(SpecError(f"{where}.{key}", f"unknown key{hint}. Keys: {', '.join(FALLBACK_KEYS)}"))
     for key in ("region", "zone", "machine_type", "accelerator_type", "strategy"):
         if data.get(key) is not None and not isinstance(data[key], str):
             problems.append(SpecError(f"{where}.{key}", f"{data[key]!r} is not a string"))

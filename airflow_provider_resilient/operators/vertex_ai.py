@@ -381,8 +381,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill)]
-        if (isinstance(self.hang_timeout, int | float) and isinstance(self.poll_interval, int | float)
-                and not problems and self.hang_timeout <= self.poll_interval):
+        hang, poll = self.hang_timeout, self.poll_interval
+        if (not seconds_problems("hang_timeout", hang) and not seconds_problems("poll_interval", poll)
+                and hang <= poll):
             problems.append(SpecError("hang_timeout", f"{self.hang_timeout!r} must be more than poll_interval "
                                                       f"({self.poll_interval} s): a hang is judged between looks"))
         if not self.checkpoint_dir and not self.base_output_dir:

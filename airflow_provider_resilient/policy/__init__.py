@@ -20,18 +20,13 @@ from .classify import (
 from .decide import DEFAULT_POLICY, Attempt, Decision, Incident, decide, record_incident
 from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
 from .history import format_history, history_from_json, history_table, history_to_json
+from .parts import Backoff, Budget, DecisionAction, Fallback, Rule, RuleAction
 from .rules import (
     DEFAULT_BUDGETS,
     DEFAULT_FAILOVER_BACKOFF,
     DEFAULT_QUEUE_TIMEOUT_SECONDS,
     DEFAULT_RULES,
-    Backoff,
-    Budget,
-    DecisionAction,
-    Fallback,
     RetryPolicy,
-    Rule,
-    RuleAction,
     is_permanent,
 )
 

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .failures import Failure, Platform
-from .rules import Budget, DecisionAction, Fallback, RetryPolicy, Rule, RuleAction
+from .parts import Budget, DecisionAction, Fallback, Rule, RuleAction
+from .rules import RetryPolicy
 
 DEFAULT_POLICY = RetryPolicy()
 

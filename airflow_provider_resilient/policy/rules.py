@@ -38,240 +38,12 @@ Sources of the default rules (each rule's ``source`` names its page):
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
-
-
-class RuleAction(enum.StrEnum):
-    """What a rule tells the supervisor to do. A closed set.
-
-    Effect on budgets: every action but FAIL counts one use of the rule's budget (if it names one);
-    a fail-over counts against no budget.
-    """
-
-    RESUBMIT = "resubmit"
-    """Submit a new attempt (a new CustomJob; on TPU, rerun the workload on the same node) resuming
-    from the latest complete checkpoint."""
-    RESTART_WORKERS = "restart_workers"
-    """Restart the failed worker's process in place, on the same VM (TPU worker runner). Off TPU the
-    platform does this itself (Vertex AI, "Understand the custom training service"), so the decision becomes
-    RESUBMIT."""
-    RECREATE_NODE = "recreate_node"
-    """Delete the TPU node and create it afresh -- new hardware, the isolation of a faulty node that ModelArts'
-    "Training Fault Tolerance Check" describes -- then resume
-    from the checkpoint. Off TPU every new attempt already gets fresh VMs, so this becomes RESUBMIT."""
-    WAIT = "wait"
-    """Submit nothing; look again after the delay (a maintenance event recovering on its own: Cloud TPU, "Manage
-    maintenance events with Cloud TPU Pods")."""
-    FAIL = "fail"
-    """Stop: the failure is permanent. No budget is used; Airflow should not retry the task."""
-
-
-class DecisionAction(enum.StrEnum):
-    """What :func:`.decide.decide` returns: the rule actions plus GIVE_UP (a budget is spent)."""
-
-    RESUBMIT = "resubmit"
-    RESTART_WORKERS = "restart_workers"
-    RECREATE_NODE = "recreate_node"
-    WAIT = "wait"
-    FAIL = "fail"
-    GIVE_UP = "give_up"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True for FAIL and GIVE_UP: the run ends here."""
-        return self in (DecisionAction.FAIL, DecisionAction.GIVE_UP)
-
-    @property
-    def starts_new_attempt(self) -> bool:
-        """True when the decision ends the current attempt and starts another (resubmit / re-create)."""
-        return self in (DecisionAction.RESUBMIT, DecisionAction.RECREATE_NODE)
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with jitter and a cap.
-
-    The n-th retry under a budget (n = 0 for the first) waits
-    ``min(max_seconds, initial_seconds * multiplier ** n)``, reduced by a random fraction of up to
-    ``jitter`` of itself (so ``jitter=0.25`` gives 75 % to 100 % of the nominal delay).
-
-    Raises:
-        ValueError: on a negative time, ``multiplier < 1`` or ``jitter`` outside [0, 1].
-    """
-
-    initial_seconds: float = 30.0
-    multiplier: float = 2.0
-    max_seconds: float = 600.0
-    jitter: float = 0.25
-
-    def __post_init__(self) -> None:
-        if self.initial_seconds < 0 or self.max_seconds < 0:
-            raise ValueError("Backoff.initial_seconds and Backoff.max_seconds must be >= 0 seconds")
-        if self.multiplier < 1:
-            raise ValueError(f"Backoff.multiplier must be >= 1, got {self.multiplier}")
-        if not 0 <= self.jitter <= 1:
-            raise ValueError(f"Backoff.jitter must be within [0, 1], got {self.jitter}")
-
-    def delay(self, retry_index: int, unit_random: float) -> float:
-        """Seconds to wait before retry number ``retry_index`` (0-based); ``unit_random`` in [0, 1)."""
-        nominal = min(self.max_seconds, self.initial_seconds * self.multiplier ** max(0, retry_index))
-        return max(0.0, nominal * (1.0 - self.jitter * unit_random))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How much retrying a rule may do, counted from the attempt history.
-
-    Attributes:
-        max_retries: at most this many decisions under the budget per run (``None``: no count limit).
-        max_seconds: the budget is spent once this many seconds have passed since the first decision of
-            the current unbroken streak under it (quota waits, maintenance waits). ``None``: no time limit.
-        per_worker: count only decisions for the same ``worker_id`` within the current attempt (a new
-            attempt starts the workers' counters afresh), and take the worker's reported
-            ``worker_restarts`` into account.
-        backoff: the delay schedule for decisions under this budget (``None``: the policy's default).
-        reset_on_progress: count only the decisions since training last moved forward -- since the
-            newest attempt that resumed from a newer checkpoint than every attempt before it. A long run
-            that fails now and then but keeps checkpointing never spends its budget; one that fails again
-            and again without a new checkpoint does. The platform's counts (Vertex AI, "Understand the custom
-            training service": 3 retries of a transient crash, 2 of an internal error) then mean "in a row
-            without progress". False: per run.
-
-    Raises:
-        ValueError: when a limit is negative or neither limit is set.
-    """
-
-    max_retries: int | None = None
-    max_seconds: float | None = None
-    per_worker: bool = False
-    backoff: Backoff | None = None
-    reset_on_progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.max_retries is None and self.max_seconds is None:
-            raise ValueError("a Budget needs max_retries or max_seconds (or both)")
-        if self.max_retries is not None and self.max_retries < 0:
-            raise ValueError(f"Budget.max_retries must be >= 0, got {self.max_retries}")
-        if self.max_seconds is not None and self.max_seconds < 0:
-            raise ValueError(f"Budget.max_seconds must be >= 0 seconds, got {self.max_seconds}")
-
-
-_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
-
-
-@dataclass(frozen=True)
-class Fallback:
-    """One alternative target for the next attempt. Set only the fields that change.
-
-    Attributes:
-        region: Vertex AI region, e.g. ``europe-west4``.
-        zone: Cloud TPU zone, e.g. ``us-central2-b``.
-        machine_type: e.g. ``n1-highmem-16`` (a larger machine is the out-of-memory ladder).
-        accelerator_type: Vertex ``NVIDIA_L4`` or TPU ``v5litepod-16``.
-        accelerator_count: accelerators per replica.
-        strategy: Vertex AI ``Scheduling.Strategy`` name: STANDARD, SPOT or FLEX_START.
-        on: the failure classes that consume this fallback (default: stockouts and queue timeouts).
-            Add ``FailureClass.OUT_OF_MEMORY`` to a ``machine_type`` fallback to climb a memory ladder.
-
-    Raises:
-        ValueError: when no field is set or ``strategy`` is not a known name.
-    """
-
-    region: str | None = None
-    zone: str | None = None
-    machine_type: str | None = None
-    accelerator_type: str | None = None
-    accelerator_count: int | None = None
-    strategy: str | None = None
-    on: frozenset[FailureClass] = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUEUE_TIMEOUT})
-
-    def __post_init__(self) -> None:
-        if not self.changes():
-            raise ValueError("a Fallback must set at least one of region, zone, machine_type, "
-                             "accelerator_type, accelerator_count, strategy")
-        if self.strategy is not None and self.strategy.upper() not in _STRATEGIES:
-            raise ValueError(f"Fallback.strategy {self.strategy!r} is not one of {', '.join(_STRATEGIES)}")
-        object.__setattr__(self, "on", frozenset(FailureClass(c) for c in self.on))
-
-    def changes(self) -> dict[str, Any]:
-        """The fields this fallback sets, e.g. ``{"region": "europe-west4"}``."""
-        keys = ("region", "zone", "machine_type", "accelerator_type", "accelerator_count", "strategy")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
-
-    def describe(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.changes().items())
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One named rule: an action and what it matches.
-
-    Attributes:
-        name: unique within a policy; shown in logs and the attempt history.
-        action: what to do when it matches.
-        classes: failure classes matched (empty: any).
-        exit_codes: exit codes matched (empty: any).
-        exit_codes_not_in: exit codes excluded.
-        message_pattern: a regular expression searched in ``Failure.message`` (None: any).
-        platforms: platforms matched (empty: any).
-        node_states: TPU node states matched (empty: any).
-        budget: the name of the :class:`Budget` that limits it; required for every action but FAIL.
-        fall_through: when the budget is spent, continue with the next matching rule instead of giving up.
-        fail_over: move to the next unused :class:`Fallback` for this class before using the budget.
-        source: where the rule comes from (the public page and what it says, or "user").
-    """
-
-    name: str
-    action: RuleAction
-    classes: frozenset[FailureClass] = frozenset()
-    exit_codes: frozenset[int] = frozenset()
-    exit_codes_not_in: frozenset[int] = frozenset()
-    message_pattern: str | None = None
-    platforms: frozenset[Platform] = frozenset()
-    node_states: frozenset[str] = frozenset()
-    budget: str | None = None
-    fall_through: bool = False
-    fail_over: bool = False
-    source: str = "user"
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("Rule.name must not be empty")
-        object.__setattr__(self, "action", RuleAction(self.action))
-        object.__setattr__(self, "classes", frozenset(FailureClass(c) for c in self.classes))
-        object.__setattr__(self, "platforms", frozenset(Platform(p) for p in self.platforms))
-        object.__setattr__(self, "node_states", frozenset(s.upper() for s in self.node_states))
-        object.__setattr__(self, "exit_codes", frozenset(self.exit_codes))
-        object.__setattr__(self, "exit_codes_not_in", frozenset(self.exit_codes_not_in))
-        if self.action != RuleAction.FAIL and not self.budget:
-            raise ValueError(f"Rule {self.name!r}: action {self.action.value} needs a budget name")
-        if self.message_pattern is not None:
-            try:
-                re.compile(self.message_pattern)
-            except re.error as exc:
-                raise ValueError(f"Rule {self.name!r}: message_pattern is not a valid regex: {exc}") from exc
-
-    def matches(self, failure: Failure) -> bool:
-        """Whether every non-empty matcher accepts ``failure``."""
-        if self.classes and failure.failure_class not in self.classes:
-            return False
-        if self.platforms and failure.platform not in self.platforms:
-            return False
-        if self.exit_codes and failure.exit_code not in self.exit_codes:
-            return False
-        if self.exit_codes_not_in and failure.exit_code in self.exit_codes_not_in:
-            return False
-        if self.node_states and (failure.node_state or "").upper() not in self.node_states:
-            return False
-        return not (self.message_pattern is not None
-                    and not re.search(self.message_pattern, failure.message or ""))
-
+from . import checks
+from .failures import PERMANENT_CLASSES, FailureClass, Platform
+from .parts import Backoff, Budget, Fallback, Rule, RuleAction
 
 FC = FailureClass
 A = RuleAction
@@ -397,9 +169,23 @@ class RetryPolicy:
     failover_backoff: Backoff = field(default_factory=lambda: DEFAULT_FAILOVER_BACKOFF)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rules", tuple(self.rules))
-        object.__setattr__(self, "fallbacks", tuple(self.fallbacks))
+        object.__setattr__(self, "rules", checks.instances("RetryPolicy.rules", self.rules, Rule,
+                                                           "give Rule(name=..., action=..., ...) objects"))
+        object.__setattr__(self, "fallbacks", checks.instances(
+            "RetryPolicy.fallbacks", self.fallbacks, Fallback, "give Fallback(region=...) objects (an operator's "
+            "fallbacks argument also takes dicts)"))
+        if not isinstance(self.budgets, Mapping):
+            raise ValueError(f"RetryPolicy.budgets: {self.budgets!r:.80} is not a dict of budget name -> Budget")
+        for name, budget in self.budgets.items():
+            if not isinstance(budget, Budget):
+                raise ValueError(f"RetryPolicy.budgets[{name!r}]: {budget!r:.80} is not a Budget; give e.g. "
+                                 "Budget(max_retries=3) (or use RetryPolicy.from_counts)")
         object.__setattr__(self, "budgets", dict(self.budgets))
+        for name in ("backoff", "failover_backoff"):
+            if not isinstance(getattr(self, name), Backoff):
+                raise ValueError(f"RetryPolicy.{name}: {getattr(self, name)!r:.80} is not a Backoff")
+        checks.flag("RetryPolicy.include_default_rules", self.include_default_rules)
+        checks.number("RetryPolicy.queue_timeout_seconds", self.queue_timeout_seconds, strict=True, unit="seconds")
         if self.queue_timeout_seconds <= 0:
             raise ValueError(f"RetryPolicy.queue_timeout_seconds must be > 0 seconds, got "
                              f"{self.queue_timeout_seconds}")
@@ -472,6 +258,11 @@ class RetryPolicy:
         queue_timeout_seconds: float = DEFAULT_QUEUE_TIMEOUT_SECONDS,
     ) -> RetryPolicy:
         """The default rules with some budget counts changed -- the common case, without Budget objects."""
+        for argument, value in (("transient_retries", transient_retries), ("internal_retries", internal_retries),
+                                ("stockout_retries", stockout_retries), ("worker_restarts", worker_restarts),
+                                ("job_retries", job_retries), ("node_recreates", node_recreates),
+                                ("preflight_retries", preflight_retries)):
+            checks.number(f"RetryPolicy.from_counts: {argument}", value, optional=True, whole=True)
         counts = {"transient_crash": transient_retries, "internal_error": internal_retries,
                   "stockout": stockout_retries, "worker_restarts": worker_restarts,
                   "worker_job_retries": job_retries, "recreate_node": node_recreates,
