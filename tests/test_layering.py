@@ -143,3 +143,47 @@ def test_no_layer_imports_a_higher_one_or_a_neighbour():
 def test_the_files_shipped_to_training_machines_import_nothing_of_the_package(module):
     """They are copied into a startup script and run there alone (``runner_source()``)."""
     assert GRAPH[f"{PACKAGE}.{module}"] == set()
+
+
+#: The shells: they read the platform and carry out the supervisor's commands; every judgement is the core's.
+SHELLS = ("backends", "triggers", "operators", "sensors")
+#: What deciding looks like in source: naming a failure class or a phase, making a failure or a run state, reading
+#: or rewriting a budget.
+DECIDING_NAMES = {"FailureClass": "names a failure class", "Phase": "names a phase of the run"}
+DECIDING_CALLS = {"Failure": "makes a failure", "RunState": "makes a run state"}
+DECIDING_ATTRIBUTES = {"budget": "reads a budget", "budgets": "reads the budgets",
+                       "effective_budgets": "reads the budgets", "max_retries": "reads a budget's count"}
+#: Where a shell may read the run's phase to dispatch (not choose) what to carry out: the one resume point.
+PHASE_DISPATCH = {f"{PACKAGE}.operators.base"}
+
+
+def decisions_in(module: str, source: str | None = None) -> list[str]:
+    """Each place in ``module`` (its ``source``, by default its file) where a shell would decide a failure class, a
+    phase or a budget."""
+    found = []
+    tree = ast.parse(source if source is not None else MODULES[module].read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in DECIDING_NAMES
+                and not (node.value.id == "Phase" and module in PHASE_DISPATCH)):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr} ({DECIDING_NAMES[node.value.id]})")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DECIDING_CALLS \
+                and (node.args or node.keywords):
+            found.append(f"line {node.lineno}: {node.func.id}(...) ({DECIDING_CALLS[node.func.id]})")
+        elif isinstance(node, ast.Attribute) and node.attr in DECIDING_ATTRIBUTES:
+            found.append(f"line {node.lineno}: .{node.attr} ({DECIDING_ATTRIBUTES[node.attr]})")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[1:2] and m.split(".")[1] in SHELLS))
+def test_no_shell_decides_a_failure_class_a_phase_or_a_budget(module):
+    """Read, then judge: the backends read the platform, the triggers watch, the operators and sensors carry out;
+    classifications, phases and budgets are ``policy``'s and ``supervisor``'s."""
+    assert decisions_in(module) == []
+
+
+def test_the_decision_finder_sees_each_kind_of_decision():
+    source = ("f = Failure(FailureClass.HANG, 'tpu')\nif state.phase == Phase.RUNNING: pass\n"
+              "n = policy.budget('x').max_retries\nRunState(phase=p)\nRunState()\n")
+    assert sorted(line.split(" (")[0] for line in decisions_in("probe", source)) == [
+        "line 1: Failure(...)", "line 1: FailureClass.HANG", "line 2: Phase.RUNNING", "line 3: .budget",
+        "line 3: .max_retries", "line 4: RunState(...)"]

@@ -8,45 +8,28 @@ loaded).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Attempt, Failure, FailureClass, Platform
-from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, RunState, SubmitFailed, Submitted
-from ..supervisor.maintenance import MaintenanceSettings, Notice, next_look
-from ..supervisor.observe import Limits, Look, worker_key
+from ..policy import Attempt, Failure, Platform
+from ..supervisor import Ended, MoveOff, RunState, SubmitFailed, Submitted
+from ..supervisor.maintenance import MaintenanceSettings
+from ..supervisor.observe import Limits, Look
 from ..supervisor.reconcile import OwnedResource, Release
 from ..worker import (
     CHECKPOINT_REQUEST_ATTRIBUTE,
     KEY_CHECKPOINT_ACK,
 )
 from .base import AttemptSpec, Judge, LookResult
+from .tpu_watch import QUEUED, node_baseline, notice_of
 
 log = logging.getLogger(__name__)
 
-#: Worker report statuses that end a runner (see :mod:`..worker.runner`).
-END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})
-#: A node baseline's ``state`` while the node's queued resource still waits for capacity (no node yet, or one
-#: still CREATING): a trigger then watches the request, not the node.
-QUEUED = "QUEUED"
-#: Queued resource states that wait for capacity; any other (ACTIVE, FAILED, SUSPENDED ...) is news.
-QUEUE_WAITING_STATES = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING"})
 #: How long ending an attempt waits for its node's deletion (seconds) before the next attempt may begin.
 DELETE_WAIT_SECONDS = 1800.0
-#: The longest pause between two full looks of the operator at a quiet node (seconds).
-DEFAULT_LOOK_AGAIN_SECONDS = 300.0
-
-
-def look_again_seconds(poll_interval: float, hang_timeout: float | None) -> float:
-    """Seconds between two full looks of a deferred operator at a quiet node: ``hang_timeout / 2`` capped at
-    :data:`DEFAULT_LOOK_AGAIN_SECONDS`, never below ``poll_interval`` (see the module docstring)."""
-    wanted = DEFAULT_LOOK_AGAIN_SECONDS if hang_timeout is None else min(DEFAULT_LOOK_AGAIN_SECONDS,
-                                                                         hang_timeout / 2)
-    return max(float(poll_interval), wanted)
-
 
 def live_resources(node: str | None, queued_resource: str | None, keep: bool = False) -> list[OwnedResource]:
     """A run's live TPU resources as the supervisor's release rules read them: the queued resource (when the
@@ -123,56 +106,6 @@ def release_all(hook: Any, releases: Sequence[Release], wait_seconds: float | No
             hook.wait_operation(operation, left)
         elif resource.kind == "tpu_node":  # gone, or being deleted by someone else: wait until it is gone
             hook.wait_gone(resource.name, left)
-
-
-def node_baseline(node: Any, reports: Sequence[Mapping[str, str]], maintenance: Notice | None = None
-                  ) -> dict[str, Any]:
-    """What the operator saw in its look, as the trigger's JSON baseline: ``{"state", "health", "symptoms",
-    "workers": [{"status", "restarts", "checkpoint_ack"}, ...], "maintenance"}`` (``node``: a
-    ``google.cloud.tpu_v2.Node``; ``maintenance``: its announced maintenance, as :meth:`Notice.summary`)."""
-    return {"state": node.state.name, "health": node.health.name,
-            "symptoms": sorted(s.symptom_type.name for s in node.symptoms),
-            "workers": [{"status": r.get("status", ""), "restarts": r.get("restarts", "0"),
-                         "checkpoint_ack": r.get(KEY_CHECKPOINT_ACK, "")} for r in reports],
-            "maintenance": maintenance.summary() if maintenance else ""}
-
-
-def _epoch(text: str) -> float | None:
-    """An RFC 3339 timestamp of the TPU API as epoch seconds (None: empty or unreadable)."""
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
-    except ValueError:
-        return None
-
-
-def notice_of(upcoming: Any) -> Notice | None:
-    """A ``tpu_v2alpha1.UpcomingMaintenance`` (or None) as the pure :class:`~..supervisor.maintenance.Notice`."""
-    if upcoming is None:
-        return None
-    return Notice(kind=upcoming.type_.name, status=upcoming.maintenance_status.name,
-                  window_start=_epoch(upcoming.window_start_time), window_end=_epoch(upcoming.window_end_time),
-                  latest_window_start=_epoch(upcoming.latest_window_start_time),
-                  can_reschedule=bool(upcoming.can_reschedule))
-
-
-def _restarts(report: Mapping[str, Any]) -> int:
-    value = str(report.get("restarts") or "0")
-    return int(value) if value.isdigit() else 0
-
-
-def worker_change(baseline: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, str]]) -> str | None:
-    """Why the workers' reports are news against ``baseline`` (see the module docstring), or None."""
-    for index, report in enumerate(reports):
-        before = baseline[index] if index < len(baseline) else {}
-        status = report.get("status", "")
-        if status != before.get("status") and (status in END_STATUSES or status == "restarting"):
-            return f"worker {index} is {status} (exit code {report.get('exit_code', '?')})"
-        if _restarts(report) > _restarts(before):
-            return f"worker {index} was restarted in place ({_restarts(report)} restart(s))"
-        ack = report.get(KEY_CHECKPOINT_ACK, "")
-        if "checkpoint_ack" in before and ack != before["checkpoint_ack"]:
-            return f"worker {index} saved its checkpoint on request ({ack})"
-    return None
 
 
 class TPUNodeBackend:
@@ -323,173 +256,108 @@ class TPUNodeBackend:
         return [f"{name}-{i}" for i in range(self.slices)] if self.slices > 1 else [name]
 
     def look(self, name: str, judge: Judge, started_at: float | None = None) -> LookResult:
-        """One look at the node -- or at every slice of a multislice group: its queued resource while not granted
-        (:meth:`_await_queue`), then the audit entries not seen before, each node's state and health, and the
-        workers' reports; an event when something happened, None while it just runs. What the look means beyond
-        the platform's own states -- audit entries not seen before, a stalled or silent worker, an announced
-        maintenance window -- is ``judge``'s (the observer's) to say; a group is one resource to it, its workers
-        numbered slice by slice. A failure of one slice fails the attempt (its whole group is then ended).
-        ``started_at``: when the attempt was submitted (epoch seconds; the audit log is read from a minute before
-        it)."""
-        from google.api_core import exceptions as gexc
-
-        from ..policy import classify_tpu_node, classify_worker_report
+        """One look at the node -- or at every slice of a multislice group -- read here and judged by the core
+        (:mod:`~..supervisor.tpu_look`), in three stages: its queued resource while not granted; the audit entries
+        not seen before and each node's state and health; the workers' reports and the announced maintenance on
+        READY nodes. Carries out what the judgement asks (a checkpoint request on every node before a maintenance
+        window) and keeps what a deferred watch needs (:attr:`baseline`, :attr:`queue_deadline`,
+        :attr:`maintenance_due`). ``started_at``: when the attempt was submitted (epoch seconds; the audit log is
+        read from a minute before it)."""
+        from ..supervisor.tpu_look import judge_nodes, judge_queue, judge_workers, node_failure
 
         now = self.clock()
         self.watching(name)
         self.maintenance_due = None  # set again below when a READY node's announced window needs a look
         if self.queued_resource and self._granted != name:
-            waiting, event = self._await_queue(name, judge, now)
-            if waiting:
-                return event
+            queue = judge_queue(self._read_queue(name), judge, now,
+                                None if self.valid_until_seconds else self.queue_timeout)
+            if not queue.granted:
+                self.queue_deadline = queue.deadline
+                self.baseline = {"state": QUEUED, "health": "", "symptoms": [], "workers": []}
+                return queue.result
             self._granted, self.queue_deadline = name, None
         slices = self.slice_names(name)
-        group = len(slices) > 1
-
-        def where(index: int) -> str:
-            return f"slice {index} ({slices[index].rsplit('/', 1)[1]}): " if group else ""
-
-        # Every look reads the audit entries that arrived since the last one, so each event counts once. They
-        # are read *before* the node: an event that starts between the two reads then shows in the node's
-        # state (REPAIRING, TERMINATED ...), and only an event that came and went is known by its entry alone.
-        # When the node shows a failure, they are read once more for its terminate reason.
+        # The audit entries that arrived since the last look are read *before* the nodes, so each event counts
+        # once: an event that starts between the two reads then shows in the node's state (REPAIRING,
+        # TERMINATED ...), and only an event that came and went is known by its entry alone.
         audits = [a for node_name in slices for a in self._new_audits(node_name, judge, started_at, name)]
-        nodes = []
-        for index, node_name in enumerate(slices):
-            try:
-                node = self._tpu().get_node(node_name)
-            except gexc.NotFound:
-                return JobFailed(Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="TERMINATED",
-                                         message=f"{where(index)}node {node_name} disappeared", timestamp=now),
-                                 now, live=group)  # the other slices of a group still bill
-            failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description,
-                                        timestamp=now)
-            if failure is not None:
-                mine = [a for a in audits if a.terminate_reason]
-                if not mine:  # its entry may have come after the first read
-                    mine = self._new_audits(node_name, judge, started_at, name)
-                # The entry that names the reason also dates the event: the node's state only says it happened
-                # by now, and a look late by an outage (no triggerer) would count the time in between as lost
-                # work. (An entry of another kind -- a maintenance event waited out before the node went
-                # unhealthy -- gives its reason, as before, but not its time.)
-                told = next((a for a in reversed(mine) if a.terminate_reason), None)
-                if told is not None:
-                    when = failure.timestamp
-                    if told.timestamp is not None and told.failure_class == failure.failure_class:
-                        # (never after this look, whose time the decision carries: an entry younger than the look
-                        # -- the event struck while it ran -- is dated at the look; clamped to a second clock read,
-                        # the failure came after its own decision, once in CI)
-                        when = min(now, told.timestamp)
-                    failure = replace(failure, terminate_reason=told.terminate_reason, timestamp=when)
-                if group:
-                    failure = replace(failure, message=where(index) + (failure.message or failure.failure_class.value))
-                return JobFailed(failure, now, live=True)
-            nodes.append(node)
-        if audits:  # a maintenance event that came and went between two looks
-            return JobFailed(audits[-1], now, live=True)
-        if any(node.state.name != "READY" for node in nodes):
-            self.baseline = node_baseline(next(n for n in nodes if n.state.name != "READY"), [])
+        nodes = [self._read_node(node_name) for node_name in slices]
+        judged = judge_nodes([reading for reading, _ in nodes], audits, now)
+        if judged.failed is not None and judged.failure is not None:  # its reason's entry may have come since
+            late = self._new_audits(slices[judged.failed], judge, started_at, name)
+            return node_failure(judged.failure, late, now, slices, judged.failed)
+        if judged.result is not None:
+            return judged.result
+        if not judged.ready:
+            self.baseline = node_baseline(next(n for r, n in nodes if r.state != "READY"), [])
             return None
-        per_slice = [self._tpu().worker_reports(node_name) for node_name in slices]
-        reports = [r for slice_reports in per_slice for r in slice_reports]
+        reports = [self._tpu().worker_reports(node_name) for node_name in slices]
         # (lead 0: the run never acts on a notice, so it is not read -- one call less per look)
         notices = [notice_of(self._tpu().upcoming_maintenance(node_name)) if self.maintenance.lead_seconds > 0
                    else None for node_name in slices]
-        pending = [n for n in notices if n is not None]
-        notice = min(pending, key=lambda n: n.window_start or 0.0) if pending else None  # the first window
-        self.baseline = node_baseline(nodes[0], reports, notice)
-        workers = 0
-        silent, keys = [], []  # the group's workers, numbered slice by slice
-        for index, (node, slice_reports) in enumerate(zip(nodes, per_slice, strict=True)):
-            count = max(len(slice_reports), _workers(node))
-            keys += [(index, w) for w in range(len(slice_reports))]
-            silent += [worker_key(workers + w) for w in range(count)
-                       if w >= len(slice_reports) or not slice_reports[w].get("status")]
-            workers += count
-        for number, report in enumerate(reports):
-            index, worker = keys[number]
-            failed = classify_worker_report(report, worker_id=str(number), label=f"{where(index)}worker {worker}",
-                                            timestamp=now)
-            if failed is not None:
-                return JobFailed(failed, now, live=True)
-        running = {worker_key(w): r for w, r in enumerate(reports) if r.get("status") == "running"}
-        steps = {k: int(r["step"]) for k, r in running.items() if str(r.get("step") or "").isdigit()}
-        beats = {k: float(r.get("heartbeat") or 0) for k, r in running.items()}
-        tokens = {dict(node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE) or None for node in nodes}
-        requested = tokens.pop() if len(tokens) == 1 else None  # asked of every slice, or not yet
-        acks = [r.get(KEY_CHECKPOINT_ACK, "") for r in reports] + [""] * (workers - len(reports))
-        look = Look(name, Platform.TPU, nodes[0].state.name, progress=steps, heartbeats=beats, silent=silent,
-                    maintenance=notice, checkpoint_requested=requested, checkpoint_acks=acks)
-        verdict = judge(look, Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout,
-                                     maintenance=self.maintenance, expect_steps=self.expect_steps))
-        if verdict.failure is not None:
-            return JobFailed(verdict.failure, now, live=True)
-        if all(per_slice) and all(r.get("status") == "succeeded" for r in reports):
-            return JobSucceeded(now, live=True)  # the node bills until it is deleted
-        ahead = verdict.maintenance
-        if ahead is not None and ahead.request is not None:
-            log.warning("%s: asking the workload for a checkpoint (%s)", ahead.reason, ahead.request)
+        limits = Limits(hang_seconds=self.hang_timeout, startup_seconds=self.startup_timeout,
+                        maintenance=self.maintenance, expect_steps=self.expect_steps)
+        workers = judge_workers(name, [r for r, _ in nodes], reports, notices, judge, limits, now, self.maintenance,
+                                KEY_CHECKPOINT_ACK)
+        self.baseline = node_baseline(nodes[0][1], [r for node_reports in reports for r in node_reports],
+                                      workers.notice)
+        if workers.request is not None:
+            log.warning("%s: asking the workload for a checkpoint (%s)", workers.reason, workers.request)
             for node_name in slices:  # every slice of a group saves: its collectives span them all
-                self._tpu().request_checkpoint(node_name, ahead.request)
-            requested = ahead.request
-        self.maintenance_due = next_look(notice, self.maintenance, requested)
-        if ahead is not None and ahead.move:
-            log.warning("%s", ahead.reason)
-            return MoveOff(now, ahead.reason)
-        return None
+                self._tpu().request_checkpoint(node_name, workers.request)
+        self.maintenance_due = workers.maintenance_due
+        if isinstance(workers.result, MoveOff):
+            log.warning("%s", workers.reason)
+        return workers.result
 
-    def _await_queue(self, node_name: str, judge: Judge, now: float) -> tuple[bool, LookResult]:
-        """One look at the queued resource the node was requested through, while it is not yet granted:
-        ``(True, None)`` it still waits for capacity (ACCEPTED, WAITING_FOR_RESOURCES, or PROVISIONING with the
-        node not past CREATING); ``(True, JobFailed)`` the request FAILED or was SUSPENDED, or -- with no
-        ``valid_until_seconds`` -- waited past the queue timeout (the observer's; 30 minutes by
-        default): a live QUEUE_TIMEOUT the supervisor ends
-        (deletes the request) and fails over; ``(False, None)`` granted, or gone: the node's own look says what
-        happens next."""
+    def _read_queue(self, node_name: str) -> Any:
+        """The node's queued resource as read (``QueuedReading``): gone, its state, and while PROVISIONING its
+        node's state."""
         from google.api_core import exceptions as gexc
 
         from ..specs.tpu import queued_resource_name
+        from ..supervisor.tpu_look import QueuedReading
 
         hook = self._tpu()
+        name = queued_resource_name(node_name)
         try:
-            queued = hook.get_queued_resource(queued_resource_name(node_name))
+            queued = hook.get_queued_resource(name)
         except gexc.NotFound:
-            return False, None
+            return QueuedReading(name, None)
         state = queued.state.state.name
-        if state == "ACTIVE":
-            return False, None
-        if state in ("FAILED", "SUSPENDED"):
-            message = queued.state.failed_data.error.message or f"queued resource {queued.name} is {state}"
-            return True, JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.TPU, message=message,
-                                           terminate_reason=state, timestamp=now), now, live=True)
+        node_state = None
         if state == "PROVISIONING":
-            try:
-                if hook.get_node(node_name).state.name != "CREATING":
-                    return False, None
-            except gexc.NotFound:
-                pass  # not created yet
-        limit = None if self.valid_until_seconds else self.queue_timeout
-        since = queued.create_time.timestamp()
-        self.queue_deadline = since + limit if limit is not None else None
-        self.baseline = {"state": QUEUED, "health": "", "symptoms": [], "workers": []}
-        verdict = judge(Look(queued.name, Platform.TPU, state, queued_since=since), Limits(queue_seconds=limit))
-        if verdict.failure is not None:
-            return True, JobFailed(verdict.failure, now, live=True)
-        return True, None
+            with contextlib.suppress(gexc.NotFound):  # not created yet
+                node_state = hook.get_node(node_name).state.name
+        return QueuedReading(queued.name, state, queued.create_time.timestamp(),
+                             queued.state.failed_data.error.message or "", node_state)
+
+    def _read_node(self, node_name: str) -> tuple[Any, Any]:
+        """``(NodeReading, the node)`` (the node None when it is gone)."""
+        from google.api_core import exceptions as gexc
+
+        from ..supervisor.tpu_look import NodeReading
+
+        try:
+            node = self._tpu().get_node(node_name)
+        except gexc.NotFound:
+            return NodeReading(node_name, None), None
+        return NodeReading(node_name, node.state.name, node.health.name,
+                           tuple(s.symptom_type.name for s in node.symptoms), node.health_description or "",
+                           _workers(node), dict(node.metadata).get(CHECKPOINT_REQUEST_ATTRIBUTE) or None), node
 
     def _new_audits(self, node_name: str, judge: Judge, started_at: float | None,
                     resource: str | None = None) -> list[Failure]:
         """The audit entries about the node not seen before (the observer de-duplicates them by ``insertId``),
-        classified; entries that mean nothing are dropped. Read from a minute (ingestion delay) before the
-        attempt started (``started_at``; unknown: now)."""
-        from ..policy import classify_tpu_audit_entry
+        classified (:func:`~..policy.node_events.classify_audit_entries`). Read from a minute (ingestion delay)
+        before the attempt started (``started_at``; unknown: now)."""
+        from ..policy.node_events import classify_audit_entries
 
         since = datetime.fromtimestamp((started_at or self.clock()) - 60, tz=UTC)
         entries = self.hooks()[1].node_events(self.project_id, node_name, since)
         ids = [str(e.get("insertId")) for e in entries]
         fresh = set(judge(Look(resource or node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
-        return [a for e in entries
-                if str(e.get("insertId")) in fresh and (a := classify_tpu_audit_entry(e)) is not None]
+        return classify_audit_entries(e for e in entries if str(e.get("insertId")) in fresh)
 
     def end(self, name: str) -> Ended:
         """Delete ``name`` (and its queued resource) and wait until it is gone; ``keep_node`` does not keep it:
@@ -522,7 +390,7 @@ class TPUNodeBackend:
             google.api_core.exceptions.GoogleAPICallError: a listing failed past the hook's retries.
         """
         from ..specs.common import LABEL_ATTEMPT, job_labels
-        from ..supervisor import Phase
+        from ..supervisor.rebuild import rebuilt_run
 
         want = job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None)
         newest: tuple[int, str, Any] | None = None
@@ -531,7 +399,8 @@ class TPUNodeBackend:
                 labels = dict(node.labels)
                 if node.state.name in ("DELETING", "HIDDEN") or any(labels.get(k) != v for k, v in want.items()):
                     continue
-                number = int(labels.get(LABEL_ATTEMPT, "0")) if labels.get(LABEL_ATTEMPT, "").isdigit() else 0
+                text = labels.get(LABEL_ATTEMPT, "")
+                number = int(text) if text.isascii() and text.isdigit() else 0
                 name = (node.queued_resource.replace("/queuedResources/", "/nodes/") if node.queued_resource
                         else node.name)  # a multislice group's attempt is named after its queued resource
                 if number and (newest is None or number > newest[0]):
@@ -542,9 +411,10 @@ class TPUNodeBackend:
         history = [Attempt(n) for n in range(1, number)]
         history.append(Attempt(number, name, fallback_index(name.split("/")[3]), node.create_time.timestamp()))
         self.watching(name)
-        log.info("Attempt %d already has node %s (%s), watching it instead of creating another (the task state "
-                 "store holds nothing for this task)", number, name, node.state.name)
-        return RunState(phase=Phase.RUNNING, history=tuple(history), job_name=name)
+        rebuilt = rebuilt_run(history, name, live=True)  # a node not being deleted is the run's live attempt
+        log.info("Attempt %d already has node %s (%s), %s (the task state store holds nothing for this task)",
+                 number, name, node.state.name, rebuilt.then)
+        return rebuilt.state
 
     def _delete(self, name: str) -> None:
         from ..specs.tpu import queued_resource_name
@@ -568,14 +438,4 @@ def _workers(node: Any) -> int:
         return 1
 
 
-__all__ = [
-    "DEFAULT_LOOK_AGAIN_SECONDS",
-    "END_STATUSES",
-    "QUEUED",
-    "QUEUE_WAITING_STATES",
-    "TPUNodeBackend",
-    "look_again_seconds",
-    "node_baseline",
-    "notice_of",
-    "worker_change",
-]
+__all__ = ["DELETE_WAIT_SECONDS", "TPUNodeBackend", "live_nodes", "live_resources", "release_all"]

@@ -1,6 +1,7 @@
 """Vertex AI CustomJobs as the operator, its trigger, the sensor and the reconciler all read them: one
 place for the job's facts, its terminal states, the live-job listing filter, what a look at a live job
-means to the observer (:mod:`..supervisor.observe`) and to the supervisor (:func:`job_event`), and the
+means to the observer (:mod:`..supervisor.observe`) and to the supervisor
+(:func:`~..supervisor.vertex_look.job_event`), and the
 operator's typed backend (:class:`VertexCustomJobBackend`: find by labels, submit, look, cancel and wait,
 rebuild a run from its jobs). Importing it imports no Google library.
 """
@@ -13,11 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..hooks.vertex_ai import TERMINAL_STATES
-from ..policy import Attempt, Failure, FailureClass, Fallback, Platform
-from ..supervisor import Ended, JobFailed, JobSucceeded, Phase, RunState, SubmitFailed, Submitted
+from ..policy import Attempt, Fallback, Platform
+from ..policy.job_states import TERMINAL_STATES
+from ..supervisor import Ended, JobFailed, JobSucceeded, RunState, SubmitFailed, Submitted
 from ..supervisor.observe import CHECKPOINTS, LOGGED, Limits, Look
 from ..supervisor.reconcile import OwnedResource, Owner, Release
+from ..supervisor.vertex_look import job_event, stop_keys
 from .base import AttemptSpec, Judge, LookResult
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,6 @@ log = logging.getLogger(__name__)
 #: Keys of a trigger's event (and of the operator's job summary) when the job was cancelled for a reason:
 #: a queue timeout (the failure's message, the state it waited in, when it was decided) or a hang (why,
 #: since when).
-STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
 
 
 #: The kinds of resource :func:`release_all` cancels.
@@ -97,7 +98,7 @@ def attempt_of(job: Any) -> int:
     from ..specs.common import LABEL_ATTEMPT
 
     number = str(job.labels.get(LABEL_ATTEMPT, ""))
-    return int(number) if number.isdigit() else 0
+    return int(number) if number.isascii() and number.isdigit() else 0
 
 
 def job_summary(job: Any) -> dict[str, Any]:
@@ -210,41 +211,6 @@ def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpo
     return replace(look, progress=progress) if progress else look
 
 
-def stop_keys(failure: Failure) -> dict[str, Any]:
-    """The :data:`STOP_KEYS` of a job cancelled for ``failure`` (a QUEUE_TIMEOUT or HANG verdict), as a trigger
-    event carries them and :meth:`~..operators.vertex_ai.ResilientCustomJobOperator._outcome` reads them."""
-    if failure.failure_class is FailureClass.QUEUE_TIMEOUT:
-        return {"queue_timeout": failure.message, "queued_state": failure.terminate_reason,
-                "timed_out_at": failure.timestamp}
-    return {"hang": failure.message, "hang_since": failure.timestamp}
-
-
-def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFailed:
-    """What the job of ``summary`` (:func:`job_summary`, perhaps with the :data:`STOP_KEYS` of a verdict)
-    means to the supervisor at ``now`` (epoch seconds): a queue timeout or hang judged while it ran
-    (``live`` while it is not terminal: the supervisor ends it), success, or its classified failure
-    (:func:`~..policy.classify_vertex_job`, dated when the platform ended it). PARTIALLY_SUCCEEDED is success."""
-    from ..policy import classify_vertex_job
-
-    live = summary["state"] not in TERMINAL_STATES
-    if summary.get("queue_timeout"):  # decided when the wait passed the limit (the queue timeout)
-        return JobFailed(Failure(FailureClass.QUEUE_TIMEOUT, Platform.VERTEX_AI, message=summary["queue_timeout"],
-                                 terminate_reason=summary.get("queued_state"),
-                                 timestamp=summary.get("timed_out_at") or now), now, live=live)
-    if summary.get("hang"):  # the last progress is when the hang began
-        return JobFailed(Failure(FailureClass.HANG, Platform.VERTEX_AI, message=summary["hang"],
-                                 timestamp=summary.get("hang_since") or now), now, live=live)
-    if summary["state"] == "JOB_STATE_SUCCEEDED":
-        return JobSucceeded(now)
-    # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
-    ended = summary.get("end_time") or now
-    failure = classify_vertex_job(summary["state"], summary.get("error_code"), summary.get("error_message"),
-                                  started=summary.get("started"), timestamp=min(ended, now))
-    if failure is None:  # PARTIALLY_SUCCEEDED is not a failure of a CustomJob
-        return JobSucceeded(now)
-    return JobFailed(failure, now)
-
-
 def resumed_from(job: Any) -> tuple[int | None, str | None]:
     """(step, URI) of the checkpoint a created CustomJob resumes from, read from its primary pool's
     ``RESILIENT_RESUME_STEP`` / ``RESILIENT_RESUME_FROM``; (None, None) for a fresh start."""
@@ -253,7 +219,7 @@ def resumed_from(job: Any) -> tuple[int | None, str | None]:
 
     env = primary_env(job)
     step = env.get(ENV_RESUME_STEP, "")
-    return (int(step) if step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
+    return (int(step) if step.isascii() and step.isdigit() else None), env.get(ENV_RESUME_FROM) or None
 
 
 #: Seconds to wait for a cancelled job to end before giving up (``TimeoutError``), and the longest pause
@@ -351,7 +317,9 @@ class VertexCustomJobBackend:
 
     def _ended_well(self, job: Any) -> bool:
         """Whether a terminal job of this run was the run's success (:meth:`rebuild` returns its result)."""
-        return bool(job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"))
+        from ..policy.job_states import SUCCEEDED_STATES
+
+        return job.state.name in SUCCEEDED_STATES
 
     # ------------------------------------------------------------------ Backend
     def find(self, spec: AttemptSpec) -> Submitted | None:
@@ -410,7 +378,7 @@ class VertexCustomJobBackend:
         return self.event({**summary, **stop_keys(verdict.failure)})
 
     def event(self, summary: Mapping[str, Any]) -> JobSucceeded | JobFailed:
-        """:func:`job_event` now, with a failure logged."""
+        """:func:`~..supervisor.vertex_look.job_event` now, with a failure logged."""
         event = job_event(summary, self.clock())
         if isinstance(event, JobFailed) and not event.live:
             log.warning("%s ended: %s", summary["name"], event.failure.summary())
@@ -472,33 +440,26 @@ class VertexCustomJobBackend:
             history.append(Attempt(attempt, job.name, self.fallback_index(job.name), job.create_time.timestamp(),
                                    job.end_time.timestamp() if "end_time" in job else None, step, uri))
         newest = jobs[last]
+        from ..supervisor.rebuild import rebuilt_run
+
         state_name = newest.state.name
-        if state_name not in TERMINAL_STATES:
-            phase, then = Phase.RUNNING, "watching it instead of creating another"
-        elif self._ended_well(newest):
-            phase = Phase.SUCCEEDED
-            then = (f"rerun_after_success: training again as attempt {last + 1}" if rerun_after_success else
-                    "returning its result instead of creating another")
-        else:
-            phase, then = Phase.FAILED, f"resuming as attempt {last + 1}"
-        if phase == Phase.FAILED or (phase == Phase.SUCCEEDED and rerun_after_success):
-            self.known_absent = last + 1
+        live = state_name not in TERMINAL_STATES
+        rebuilt = rebuilt_run(history, newest.name, live=live, succeeded=not live and self._ended_well(newest),
+                              rerun_after_success=rerun_after_success)
+        self.known_absent = rebuilt.known_absent
         log.info("Attempt %d already exists as %s, %s (the task state store holds nothing for this task): %s",
-                 last, newest.name, state_name, then)
-        return RunState(phase=phase, history=tuple(history), job_name=newest.name)
+                 last, newest.name, state_name, rebuilt.then)
+        return rebuilt.state
 
 
 __all__ = [
     "CANCEL_POLL_SECONDS",
     "CANCEL_WAIT_SECONDS",
-    "STOP_KEYS",
     "VertexCustomJobBackend",
     "attempt_of",
-    "job_event",
     "job_look",
     "job_summary",
     "list_filter",
     "resumed_from",
-    "stop_keys",
     "wants_checkpoints",
 ]

@@ -15,11 +15,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..hooks.vertex_ai import TERMINAL_STATES
+from ..policy.job_states import TERMINAL_STATES
 from ..supervisor import JobFailed, JobSucceeded
 from ..supervisor.study import Owed, Study, TrialRecord, classify_trial, outcome, owed
+from ..supervisor.vertex_look import job_event
 from .base import AttemptSpec
-from .vertex import VertexCustomJobBackend, attempt_of, job_event, job_summary
+from .vertex import VertexCustomJobBackend, attempt_of, job_summary
 
 log = logging.getLogger(__name__)
 

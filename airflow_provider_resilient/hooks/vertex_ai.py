@@ -14,14 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from ..clients import vertex_job_async_client, vertex_job_client
+from ..policy.job_states import TERMINAL_STATES
 from .base import AsyncGoogleApiHook, GoogleApiHook
 
 log = logging.getLogger(__name__)
 
-#: The JobState values after which a CustomJob or HyperparameterTuningJob never changes again (Vertex AI API
-#: reference, "JobState": https://cloud.google.com/vertex-ai/docs/reference/rest/v1/JobState).
-TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
 
 #: What the async Vertex AI hook imports off the event loop (hooks/loading.py).
 VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",

@@ -22,7 +22,7 @@ cleared task reattaches to its node by name. Importing this module imports no Go
 
 Deferrable mode: between two full looks the task waits in a :class:`~..triggers.tpu.TPUNodeTrigger`,
 which watches the node and the workers' reports from the triggerer and brings the task back when
-something changes, or after the look-again interval (:func:`~..backends.tpu.look_again_seconds`);
+something changes, or after the look-again interval (:func:`~..backends.tpu_watch.look_again_seconds`);
 backoffs while a node of the run still exists wait in the same trigger without watching. Either way a
 user's kill of the deferred task deletes the node and its queued resource (the trigger's ``on_kill``).
 What the looks must remember between two processes -- the audit entries already seen, each worker's
@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
-from ..policy import RetryPolicy, history_to_json
+from ..policy import history_to_json
+from ..policy.rules import align_worker_restarts
 from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
 from ..specs.preflight import Preflight, preflight_of
 from ..specs.tpu import (
@@ -60,46 +60,6 @@ from .arguments import has_template
 from .base import SupervisedOperator
 
 STATE_KEY = "resilient_tpu_workload"
-#: "Up to five restarts per worker" (AI Platform Training, "Understanding the AI Platform Training service") --
-#: the runner's cap and the policy's ``worker_restarts`` budget.
-DEFAULT_WORKER_RESTARTS = 5
-
-
-def align_worker_restarts(policy: RetryPolicy, max_worker_restarts: int | None) -> tuple[RetryPolicy, int]:
-    """``(policy, cap)`` with the policy's per-worker ``worker_restarts`` budget equal to the runner's in-place
-    restart cap.
-
-    The worker runner restarts a failed command in place up to ``--max-restarts`` times and only then reports
-    the worker ``failed`` with its ``restarts``; the policy's ``worker-restart`` rule counts those reported
-    restarts against the ``worker_restarts`` budget. With the two equal, a worker out of restarts spends the
-    budget at once and the run goes on to the ``worker-job-retry`` rule (a new node) on that very look;
-    with a budget above the cap each look would record another RESTART_WORKERS that nothing carries out.
-
-    Args:
-        policy: the operator's policy.
-        max_worker_restarts: the operator's argument; None: take the policy's budget (5 by default).
-
-    Returns:
-        The policy (its ``worker_restarts`` budget's ``max_retries`` set to the cap) and the cap.
-
-    Raises:
-        ValueError: ``max_worker_restarts`` is negative, or differs from a ``worker_restarts`` budget the
-            policy sets explicitly (set one of them).
-    """
-    explicit = policy.budgets.get("worker_restarts")
-    budget = policy.budget("worker_restarts")
-    if max_worker_restarts is None:
-        cap = budget.max_retries if budget.max_retries is not None else DEFAULT_WORKER_RESTARTS
-    else:
-        cap = int(max_worker_restarts)
-        if cap < 0:
-            raise ValueError(f"max_worker_restarts: must be >= 0, got {cap}")
-        if explicit is not None and explicit.max_retries is not None and explicit.max_retries != cap:
-            raise ValueError(f"max_worker_restarts: {cap} differs from resilience_policy.budgets['worker_restarts']"
-                             f".max_retries ({explicit.max_retries}); they are one limit: set one of them")
-    if budget.max_retries == cap:
-        return policy, cap
-    return replace(policy, budgets={**policy.budgets, "worker_restarts": replace(budget, max_retries=cap)}), cap
 
 
 class ResilientTPUWorkloadOperator(SupervisedOperator):
@@ -130,7 +90,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         fallbacks: as on :class:`~.base.SupervisedOperator`; a TPU fallback takes ``zone`` and
             ``accelerator_type``.
         max_worker_restarts: in-place restarts per worker by the runner, and the policy's ``worker_restarts``
-            budget (one limit: :func:`align_worker_restarts`); None (default): the policy's budget, 5 by default.
+            budget (one limit: :func:`~..policy.rules.align_worker_restarts`); None (default): the policy's
+            budget, 5 by default.
         hang_timeout: seconds without a heartbeat from a worker's runner, or without a new step from a workload
             that reports steps, before the worker counts as hung (a transient failure: a new node). A workload
             reports steps by printing lines like ``step 120`` (the runner's ``--step-pattern``); once a worker
@@ -178,7 +139,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             node.
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
-            the task back on a change, or after :func:`~..backends.tpu.look_again_seconds` for a full look.
+            the task back on a change, or after :func:`~..backends.tpu_watch.look_again_seconds` for a full look.
 
     ``project_id``, ``checkpoint_marker``, ``labels``, ``network``, ``service_account``, ``resilience_policy``,
     ``poll_interval``, ``rerun_after_success``, ``gcp_conn_id``, ``impersonation_chain`` and ``min_defer_seconds``
@@ -375,7 +336,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
     def _defer_watch(self, state: RunState, node_name: str) -> None:
         """Wait in a :class:`~..triggers.tpu.TPUNodeTrigger` for a change, or for the look-again interval."""
-        from ..backends.tpu import look_again_seconds
+        from ..backends.tpu_watch import look_again_seconds
         from ..triggers.tpu import TPUNodeTrigger
 
         backend = self._backend()
@@ -442,4 +403,4 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._refuse(problems, skip)
 
 
-__all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator", "align_worker_restarts"]
+__all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator"]

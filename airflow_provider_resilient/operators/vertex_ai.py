@@ -242,7 +242,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         status = event.get("status")
         summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
         if status in ("hang", "queue_timeout") and summary is not None:
-            from ..backends.vertex import STOP_KEYS
+            from ..supervisor.vertex_look import STOP_KEYS
 
             summary = {**summary, **{k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}}
         if summary is None:
@@ -297,7 +297,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     def _outcome(self, summary: Mapping[str, Any]) -> Any:
         """What the job of ``summary`` (a trigger's, or a look's) means to the supervisor
-        (:func:`~..backends.vertex.job_event`)."""
+        (:func:`~..supervisor.vertex_look.job_event`)."""
         return self._backend().event(summary)
 
     def _defer_watch(self, state: RunState, job_name: str) -> None:

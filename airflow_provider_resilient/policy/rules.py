@@ -271,6 +271,48 @@ class RetryPolicy:
         return cls(budgets=budgets, fallbacks=tuple(fallbacks), queue_timeout_seconds=queue_timeout_seconds)
 
 
+#: "Up to five restarts per worker" (AI Platform Training, "Understanding the AI Platform Training service") --
+#: the runner's cap and the policy's ``worker_restarts`` budget.
+DEFAULT_WORKER_RESTARTS = 5
+
+
+def align_worker_restarts(policy: RetryPolicy, max_worker_restarts: int | None) -> tuple[RetryPolicy, int]:
+    """``(policy, cap)`` with the policy's per-worker ``worker_restarts`` budget equal to the runner's in-place
+    restart cap.
+
+    The worker runner restarts a failed command in place up to ``--max-restarts`` times and only then reports
+    the worker ``failed`` with its ``restarts``; the policy's ``worker-restart`` rule counts those reported
+    restarts against the ``worker_restarts`` budget. With the two equal, a worker out of restarts spends the
+    budget at once and the run goes on to the ``worker-job-retry`` rule (a new node) on that very look;
+    with a budget above the cap each look would record another RESTART_WORKERS that nothing carries out.
+
+    Args:
+        policy: the operator's policy.
+        max_worker_restarts: the operator's argument; None: take the policy's budget (5 by default).
+
+    Returns:
+        The policy (its ``worker_restarts`` budget's ``max_retries`` set to the cap) and the cap.
+
+    Raises:
+        ValueError: ``max_worker_restarts`` is negative, or differs from a ``worker_restarts`` budget the
+            policy sets explicitly (set one of them).
+    """
+    explicit = policy.budgets.get("worker_restarts")
+    budget = policy.budget("worker_restarts")
+    if max_worker_restarts is None:
+        cap = budget.max_retries if budget.max_retries is not None else DEFAULT_WORKER_RESTARTS
+    else:
+        cap = int(max_worker_restarts)
+        if cap < 0:
+            raise ValueError(f"max_worker_restarts: must be >= 0, got {cap}")
+        if explicit is not None and explicit.max_retries is not None and explicit.max_retries != cap:
+            raise ValueError(f"max_worker_restarts: {cap} differs from resilience_policy.budgets['worker_restarts']"
+                             f".max_retries ({explicit.max_retries}); they are one limit: set one of them")
+    if budget.max_retries == cap:
+        return policy, cap
+    return replace(policy, budgets={**policy.budgets, "worker_restarts": replace(budget, max_retries=cap)}), cap
+
+
 def is_permanent(failure_class: FailureClass) -> bool:
     """Whether the class can never be fixed by retrying the same spec."""
     return failure_class in PERMANENT_CLASSES

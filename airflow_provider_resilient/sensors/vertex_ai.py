@@ -48,7 +48,7 @@ class CustomJobStateSensor(BaseSensorOperator):
         return ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain)
 
     def _judge(self, summary: dict[str, Any]) -> bool:
-        from ..hooks.vertex_ai import TERMINAL_STATES
+        from ..policy.job_states import TERMINAL_STATES
 
         if summary["state"] in self.target_states:
             self._summary = summary

@@ -25,7 +25,8 @@ from ..supervisor.reconcile import OwnedResource
 
 #: Modules ``on_kill`` needs, imported off the triggerer's event loop (``hooks.loading.load_off_loop``).
 KILL_MODULES = ("airflow_provider_resilient.triggers.ownership", "airflow_provider_resilient.compat",
-                "airflow_provider_resilient.backends.kill")
+                "airflow_provider_resilient.backends.kill", "airflow_provider_resilient.backends.tpu",
+                "airflow_provider_resilient.backends.vertex")
 
 
 class SupervisedTrigger(BaseTrigger):

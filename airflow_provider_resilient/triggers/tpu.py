@@ -31,11 +31,11 @@ checkpoints (stored where no process can lose them) to the reports, and dates a 
 entry, not by the late look after the outage -- so the work lost is the work since the last checkpoint, and
 the outage counts as detection.
 
-The look-again interval (:func:`~..backends.tpu.look_again_seconds`): what only the operator's full look sees -- audit
-entries of an event that came and went between two polls, a worker whose heartbeat or step stopped
+The look-again interval (:func:`~..backends.tpu_watch.look_again_seconds`): what only the operator's full look
+sees -- audit entries of an event that came and went between two polls, a worker whose heartbeat or step stopped
 (hang detection) -- is seen within it. Default: ``hang_timeout / 2``, at most
-:data:`~..backends.tpu.DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is found within
-``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one short
+:data:`~..backends.tpu_watch.DEFAULT_LOOK_AGAIN_SECONDS` (5 minutes) and at least ``poll_interval``; so a hang is
+found within ``1.5 x hang_timeout``, and with the default ``hang_timeout`` (30 minutes) a quiet run costs one short
 worker slot every 5 minutes instead of holding one all the time.
 
 A trigger with ``watch_node=False`` only waits until ``look_again_at`` (status ``"timer"``): the operator
@@ -68,7 +68,7 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from ..backends.tpu import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
+from ..backends.tpu_watch import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
 from .base import SupervisedTrigger
 
 
@@ -80,8 +80,8 @@ class TPUNodeTrigger(SupervisedTrigger):
         look_again_at: seconds since the epoch after which the trigger fires ``look_again`` (``timer`` when
             ``watch_node`` is False) at the latest.
         poll_interval: seconds between two reads of the node and the workers' reports.
-        baseline: what the operator last saw (:func:`~..backends.tpu.node_baseline`); None: a node READY/HEALTHY with no
-            symptoms and no report yet.
+        baseline: what the operator last saw (:func:`~..backends.tpu_watch.node_baseline`); None: a node
+            READY/HEALTHY with no symptoms and no report yet.
         keep_node: on a user's kill, leave the node and queued resource alone.
         queued_resource: ``projects/P/locations/ZONE/queuedResources/ID`` the node was requested through,
             deleted (force) on a user's kill; None: none.

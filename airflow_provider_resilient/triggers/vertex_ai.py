@@ -317,8 +317,9 @@ class CustomJobTrigger(SupervisedTrigger):
         """The ``queue_timeout`` or ``hang`` event's payload when the observer judges the live ``job`` failed,
         else None. The job is left running: the supervisor commands its end. Lists the checkpoints (in a
         worker thread) only when a RUNNING job is judged for a hang."""
-        from ..backends.vertex import job_look, job_summary, stop_keys, wants_checkpoints
+        from ..backends.vertex import job_look, job_summary, wants_checkpoints
         from ..supervisor.observe import Limits, ledger_steps, observe
+        from ..supervisor.vertex_look import stop_keys
 
         summary = job_summary(job)
         if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # listing, reading: in a thread
@@ -399,7 +400,7 @@ class CustomJobTrigger(SupervisedTrigger):
     def _judge(job: Any) -> dict[str, Any] | None:
         """The terminal event's payload when ``job`` is in a terminal state, else None."""
         from ..backends.vertex import job_summary
-        from ..hooks.vertex_ai import TERMINAL_STATES
+        from ..policy.job_states import TERMINAL_STATES
 
         return {"status": "terminal", "job": job_summary(job)} if job.state.name in TERMINAL_STATES else None
 

@@ -10,9 +10,10 @@ import pytest
 
 from airflow_provider_resilient.backends.base import AttemptSpec, Backend, task_instance
 from airflow_provider_resilient.backends.tpu import TPUNodeBackend
-from airflow_provider_resilient.backends.vertex import VertexCustomJobBackend, job_event
+from airflow_provider_resilient.backends.vertex import VertexCustomJobBackend
 from airflow_provider_resilient.policy import FailureClass
 from airflow_provider_resilient.supervisor import JobFailed, JobSucceeded
+from airflow_provider_resilient.supervisor.vertex_look import job_event
 
 NOW = 1_800_000_000.0
 JOB = "projects/p/locations/us-central1/customJobs/1"

@@ -50,7 +50,7 @@ def with_shared(table: list[tuple[tuple[Any, ...], str, list[Any]]], valid: dict
 
 
 VERTEX_VALID, VERTEX_TABLE = with_shared([
-    (("hang_timeout",), "hang_timeout", ["1h", -1, 0.01, [600]]),
+    (("hang_timeout",), "hang_timeout", ["1h", -1, 0, [600]]),  # (0.01: only wrong beside poll_interval)
     (("cancel_on_kill",), "cancel_on_kill", ["no", 0]),
     (("read_step_logs",), "read_step_logs", ["yes", 1]),
 ], VALID)

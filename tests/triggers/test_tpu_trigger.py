@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.backends.tpu import look_again_seconds
+from airflow_provider_resilient.backends.tpu_watch import look_again_seconds
 from airflow_provider_resilient.compat import TaskDeferred
 from airflow_provider_resilient.get_provider_info import get_provider_info
 from airflow_provider_resilient.goodput import Ledger
