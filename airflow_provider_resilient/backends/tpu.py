@@ -19,7 +19,7 @@ from ..supervisor import Ended, JobFailed, JobSucceeded, MoveOff, RunState, Subm
 from ..supervisor.maintenance import MaintenanceSettings, Notice, next_look
 from ..supervisor.observe import Limits, Look, worker_key
 from ..supervisor.reconcile import OwnedResource, Release
-from ..worker import (
+from ..worker.protocol import (
     CHECKPOINT_REQUEST_ATTRIBUTE,
     KEY_CHECKPOINT_ACK,
 )

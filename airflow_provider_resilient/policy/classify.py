@@ -49,20 +49,20 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..worker.runner import KEY_ERROR as ERROR_KEY
-from ..worker.runner import KEY_EXIT_CODE as EXIT_CODE_KEY
-from ..worker.runner import KEY_HARDWARE as HARDWARE_KEY
-from ..worker.runner import KEY_PREFLIGHT as PREFLIGHT_KEY
-from ..worker.runner import KEY_RESTARTS as RESTARTS_KEY
-from ..worker.runner import KEY_STATUS as STATUS_KEY
-from ..worker.runner import (  # the exit-status tables and rule, written once (the runner applies them on the VM)
+from ..worker.protocol import (  # the runner's report, and its exit-status rule: one copy, applied on the VM too
+    KEY_ERROR,
+    KEY_EXIT_CODE,
+    KEY_HARDWARE,
+    KEY_PREFLIGHT,
+    KEY_RESTARTS,
+    KEY_STATUS,
     PREFLIGHT_EXIT_CODE,
     STATUS_FAILED,
     STATUS_PREFLIGHT,
     STATUS_PREFLIGHT_FAILED,
 )
-from ..worker.runner import classify_exit_status as exit_status_class
-from ..worker.runner import exit_code_signal as _exit_code_signal
+from ..worker.protocol import classify_exit_status as exit_status_class
+from ..worker.protocol import exit_code_signal as _exit_code_signal
 from .failures import Failure, FailureClass, Platform
 
 _EXIT_RE = re.compile(
@@ -376,8 +376,8 @@ def classify_exit_status(
         6/134/11/139 -> TRANSIENT_CRASH; the preflight code -> PREFLIGHT_FAILURE;
         126/127/128 -> CONTAINER_START_ERROR; SIGKILL (137) and SIGTERM (143) -> WORKER_FAILURE (the
         infrastructure or the OOM killer; an explicit "ran out of memory" text is needed for
-        OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR. The rule is the worker runner's
-        (:func:`..worker.runner.classify_exit_status`): one copy, applied on the VM and here alike.
+        OUT_OF_MEMORY); anything else -> PERMANENT_USER_ERROR. The rule is the worker protocol's
+        (:func:`..worker.protocol.classify_exit_status`): one copy, applied on the VM and here alike.
     """
     exit_code, signal = _as_int(exit_code), _as_int(signal) or None  # signal 0 is no signal
     sig = signal if signal is not None else exit_code_signal(exit_code)
@@ -399,7 +399,8 @@ def classify_worker_report(
     timestamp: float | None = None,
 ) -> Failure | None:
     """Classify one Cloud TPU worker's report, as the worker runner writes it to the node's guest attributes
-    (:mod:`..worker.runner`: ``status``, ``exit_code``, ``restarts``, ``hardware``, ``preflight``, ``error``).
+    (the keys of :mod:`..worker.protocol`: ``status``, ``exit_code``, ``restarts``, ``hardware``, ``preflight``,
+    ``error``).
 
     Args:
         report: the worker's keys and values (text, as guest attributes are).
@@ -420,19 +421,19 @@ def classify_worker_report(
         is no failure yet -- calling it NODE_UNHEALTHY there made a failed pre-check a new node instead of a
         preflight failure (once in CI).
     """
-    status = _as_text(report.get(STATUS_KEY))
-    hardware = _as_text(report.get(HARDWARE_KEY))
+    status = _as_text(report.get(KEY_STATUS))
+    hardware = _as_text(report.get(KEY_HARDWARE))
     if hardware.startswith("faulty") and status not in (STATUS_PREFLIGHT, STATUS_PREFLIGHT_FAILED):
         return Failure(FailureClass.NODE_UNHEALTHY, Platform.TPU, worker_id=worker_id, timestamp=timestamp,
                        message=f"{label} hardware check failed: {hardware[len('faulty'):].lstrip(':').strip()}")
     if status not in (STATUS_FAILED, STATUS_PREFLIGHT_FAILED):
         return None
-    code = _as_int(report.get(EXIT_CODE_KEY)) or 1
-    preflight = _as_text(report.get(PREFLIGHT_KEY))
+    code = _as_int(report.get(KEY_EXIT_CODE)) or 1
+    preflight = _as_text(report.get(KEY_PREFLIGHT))
     why = f"preflight {preflight}" if status == STATUS_PREFLIGHT_FAILED and preflight else _as_text(
-        report.get(ERROR_KEY))
+        report.get(KEY_ERROR))
     return classify_exit_status(code, platform=Platform.TPU, worker_id=worker_id,
-                                worker_restarts=_as_int(report.get(RESTARTS_KEY)) or 0,
+                                worker_restarts=_as_int(report.get(KEY_RESTARTS)) or 0,
                                 message=f"{label} {status} with exit {code}" + (f": {why}" if why else ""),
                                 timestamp=timestamp)
 
