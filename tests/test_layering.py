@@ -139,10 +139,13 @@ def test_no_layer_imports_a_higher_one_or_a_neighbour():
     assert wrong == []
 
 
-@pytest.mark.parametrize("module", ["worker.runner", "worker.checkpoint_request"])
-def test_the_files_shipped_to_training_machines_import_nothing_of_the_package(module):
-    """They are copied into a startup script and run there alone (``runner_source()``)."""
-    assert GRAPH[f"{PACKAGE}.{module}"] == set()
+@pytest.mark.parametrize(("module", "allowed"), [("worker.runner", {"worker.protocol"}), ("worker.protocol", set()),
+                                                 ("worker.checkpoint_request", set())])
+def test_the_files_shipped_to_training_machines_import_nothing_of_the_package_but_the_protocol(module, allowed):
+    """They are copied into a startup script and run there alone (``runner_source()``, ``helper_source()``): the
+    runner imports the worker's protocol alone, whose text ``runner_source()`` inlines in place of that import, and
+    the protocol and the workload's helper import nothing of the package."""
+    assert GRAPH[f"{PACKAGE}.{module}"] == {f"{PACKAGE}.{name}" for name in allowed}
 
 
 #: The shells: they read the platform and carry out the supervisor's commands; every judgement is the core's.

@@ -19,7 +19,7 @@ from ..supervisor import Ended, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings
 from ..supervisor.observe import Limits, Look
 from ..supervisor.reconcile import OwnedResource, Release
-from ..worker import (
+from ..worker.protocol import (
     CHECKPOINT_REQUEST_ATTRIBUTE,
     KEY_CHECKPOINT_ACK,
 )

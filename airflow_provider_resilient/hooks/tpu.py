@@ -248,7 +248,7 @@ class ResilientTPUHook(GoogleApiHook):
         Raises:
             google.api_core.exceptions.GoogleAPICallError: the update failed past the hook's retries.
         """
-        from ..worker import CHECKPOINT_REQUEST_ATTRIBUTE
+        from ..worker.protocol import CHECKPOINT_REQUEST_ATTRIBUTE
 
         metadata = dict(self.get_node(name).metadata)
         metadata[CHECKPOINT_REQUEST_ATTRIBUTE] = token

@@ -178,7 +178,7 @@ class ResilientVertexAIHook(GoogleApiHook):
 
     def last_logged_step(self, job_name: str, since: datetime, task_name: str = CHIEF_TASK,
                          timeout: float = 30.0) -> int | None:
-        """The step of the newest ``step N`` line (:data:`~..worker.runner.DEFAULT_STEP_PATTERN`) that replica
+        """The step of the newest ``step N`` line (:data:`~..worker.protocol.DEFAULT_STEP_PATTERN`) that replica
         ``task_name`` of CustomJob ``job_name`` wrote since ``since`` (an aware datetime: the job's creation),
         or None when it wrote none. One ``ListLogEntries`` call, not retried (a caller that polls looks again
         later), over what Vertex AI ships of a job's stdout and stderr to Cloud Logging -- the entries ``gcloud ai
@@ -190,7 +190,7 @@ class ResilientVertexAIHook(GoogleApiHook):
             google.api_core.exceptions.GoogleAPICallError: the read failed (``PermissionDenied`` without
                 ``logging.logEntries.list``, e.g. ``roles/logging.viewer``).
         """
-        from ..worker.runner import DEFAULT_STEP_PATTERN
+        from ..worker.protocol import DEFAULT_STEP_PATTERN
 
         match = JOB_NAME_RE.match(job_name)
         if not match:

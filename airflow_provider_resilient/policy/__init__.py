@@ -1,9 +1,10 @@
 """Pure failure policy: classify a failure, then decide what to do about it.
 
 No Airflow and no Google imports here (checked by a test): the operators, triggers and the supervisor
-feed platform observations in through :mod:`.classify` and carry out the :class:`Decision` that
-:func:`decide` returns. The default rules and the public pages they come from are in :mod:`.rules`; the
-documentation's "Failure policy" page lists them as a table.
+feed platform observations in through :mod:`.classify` (which reads Google's error texts with the patterns
+of :mod:`.messages`, and the platforms' codes and enum values with :mod:`.codes`) and carry out the
+:class:`Decision` that :func:`decide` returns. The default rules and the public pages they come from are in
+:mod:`.rules`; the documentation's "Failure policy" page lists them as a table.
 """
 
 from .classify import (

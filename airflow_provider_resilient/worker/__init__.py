@@ -1,16 +1,19 @@
 """The worker side: code that runs ON the training machine, not in Airflow.
 
-:mod:`.runner` is a single standard-library-only file. The TPU operator inlines :func:`runner_source`
-into the node's startup script and runs it as ``python3 runner.py [options] -- COMMAND``; the
-constants below are the contract between that file and the operator (exit codes, guest attribute
-namespace, keys and statuses). Importing them runs nothing: ``runner.main()`` only runs as a script.
+:mod:`.runner` is the process that runs the training command on each machine. The TPU operator inlines
+:func:`runner_source` into the node's startup script (and the Vertex AI checks into the container's command) and
+runs it as ``python3 runner.py [options] -- COMMAND``. :mod:`.protocol` is the contract between that process and
+the provider (exit codes, the exit-status rule, guest attribute namespace, keys and statuses); the runner imports
+it, and :func:`runner_source` puts its text in place of that import, so the shipped runner is one standard-library
+file. The names below are the protocol's. Importing this package runs nothing and does not import the runner.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
-from .runner import (
+from .protocol import (
     CHECKPOINT_REQUEST_ATTRIBUTE,
     DEFAULT_NAMESPACE,
     KEY_CHECKPOINT_ACK,
@@ -38,8 +41,10 @@ from .runner import (
     USAGE_EXIT_CODE,
 )
 
-#: The runner's file; ship it with ``runner_source()``.
+#: The runner's file; ship it with ``runner_source()`` (it imports :data:`PROTOCOL_PATH`, which that inlines).
 RUNNER_PATH: Path = Path(__file__).with_name("runner.py")
+#: The protocol's file (:mod:`.protocol`).
+PROTOCOL_PATH: Path = Path(__file__).with_name("protocol.py")
 
 
 #: The workload's checkpoint-request helper; on a TPU VM it is ``resilient_checkpoint.py`` (``helper_source()``).
@@ -52,8 +57,23 @@ def helper_source() -> str:
 
 
 def runner_source() -> str:
-    """The text of ``runner.py`` (UTF-8), to inline into a startup script."""
-    return RUNNER_PATH.read_text(encoding="utf-8")
+    """The runner as one standalone file (UTF-8 text), to inline into a startup script: ``runner.py`` with the text
+    of ``protocol.py`` in place of its ``from .protocol import (...)``, between two comment lines naming it.
+
+    The protocol's ``from __future__ import annotations`` is left out (the runner has its own, at its top).
+    """
+    runner = RUNNER_PATH.read_text(encoding="utf-8").splitlines(keepends=True)
+    protocol = PROTOCOL_PATH.read_text(encoding="utf-8").splitlines(keepends=True)
+    imports = [node for node in ast.parse("".join(runner)).body
+               if isinstance(node, ast.ImportFrom) and node.level and node.module == "protocol"]
+    if len(imports) != 1 or any(alias.asname for alias in imports[0].names):
+        raise RuntimeError(f"{RUNNER_PATH} must import {PROTOCOL_PATH.name} once, by its own names")
+    first, last = imports[0].lineno - 1, imports[0].end_lineno or imports[0].lineno
+    future = {node.lineno - 1 for node in ast.parse("".join(protocol)).body
+              if isinstance(node, ast.ImportFrom) and node.module == "__future__"}
+    inlined = [line for number, line in enumerate(protocol) if number not in future]
+    return "".join([*runner[:first], f"# ---- {PROTOCOL_PATH.name}, inlined by runner_source() ----\n", *inlined,
+                    f"# ---- end of {PROTOCOL_PATH.name} ----\n", *runner[last:]])
 
 
 __all__ = [
@@ -73,6 +93,7 @@ __all__ = [
     "KEY_STEP",
     "KEY_WORKER_ID",
     "PREFLIGHT_EXIT_CODE",
+    "PROTOCOL_PATH",
     "RESTARTS_ENV",
     "RUNNER_PATH",
     "STATUS_FAILED",

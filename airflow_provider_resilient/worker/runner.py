@@ -3,7 +3,10 @@
 This file runs ON the worker VM, where ``airflow_provider_resilient`` is not installed: the TPU operator
 inlines its text into the node's startup script and runs ``python3 runner.py [options] -- COMMAND``.
 Rules of the file: standard library only, Python 3.8 syntax, nothing happens at import time
-(``main()`` sits behind ``if __name__ == "__main__"``), so tests and the provider can import it.
+(``main()`` sits behind ``if __name__ == "__main__"``), so tests and the provider can import it. Its one import
+of the package is :mod:`.protocol` (report keys and statuses, exit codes, the exit-status rule: the contract with
+the provider), which ``runner_source()`` inlines: the text it ships is one standalone file. In the source tree,
+run it as ``python3 -m airflow_provider_resilient.worker.runner``.
 
 Command line::
 
@@ -39,8 +42,8 @@ Theory of operation:
    already set, so step lines arrive as they are printed). Its stdout is read line by line, copied to ours
    (flushed) and matched against ``--step-pattern``; its stderr is copied to ours too, its last line kept for
    the ``error`` report.
-3. Restart in place. The exit status is classified exactly like
-   ``airflow_provider_resilient.policy.classify.classify_exit_status`` (a test checks every code):
+3. Restart in place. The exit status is classified by :func:`classify_exit_status` of :mod:`.protocol`, the
+   rule ``airflow_provider_resilient.policy.classify.classify_exit_status`` builds on (a test checks every code):
    6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
    ``container_start_error``; SIGKILL/SIGTERM (137/143) -> ``worker_failure``; anything else ->
    ``permanent_user_error``. ``transient_crash`` and ``worker_failure`` are restarted after
@@ -136,92 +139,60 @@ import urllib.request
 from collections.abc import Callable
 from typing import IO
 
-# -- exit codes ---------------------------------------------------------------------------------------
+# -- the protocol shared with the provider (worker/protocol.py): report keys and statuses, exit codes, the
+# exit-status rule, the checkpoint request and the command's environment. runner_source() ships this file with
+# protocol.py's text in place of this import.
+from .protocol import (
+    CHECKPOINT_ACK_FILE_ENV,
+    CHECKPOINT_REQUEST_ATTRIBUTE,
+    CHECKPOINT_REQUEST_FILE_ENV,
+    DEFAULT_NAMESPACE,
+    DEFAULT_STEP_PATTERN,
+    KEY_CHECKPOINT_ACK,
+    KEY_CHECKPOINT_REQUEST,
+    KEY_ERROR,
+    KEY_EXIT_CODE,
+    KEY_FAILURE_CLASS,
+    KEY_HARDWARE,
+    KEY_HEARTBEAT,
+    KEY_PREFLIGHT,
+    KEY_RESTARTS,
+    KEY_STATUS,
+    KEY_STEP,
+    KEY_WORKER_ID,
+    NODE_UNHEALTHY,
+    NOT_EXECUTABLE_EXIT_CODE,
+    NOT_FOUND_EXIT_CODE,
+    PREFLIGHT_EXIT_CODE,
+    RESTARTABLE_CLASSES,
+    RESTARTS_ENV,
+    SECRET_EXIT_CODE,
+    START_FAILED_EXIT_CODE,
+    STATUS_FAILED,
+    STATUS_PREFLIGHT,
+    STATUS_PREFLIGHT_FAILED,
+    STATUS_RESTARTING,
+    STATUS_RUNNING,
+    STATUS_SUCCEEDED,
+    STATUS_TERMINATED,
+    TERMINATED_EXIT_CODE,
+    USAGE_EXIT_CODE,
+    classify_exit_status,
+)
 
-#: The runner's exit code when its preflight checks fail: 78 is sysexits.h's ``EX_CONFIG``, "something was found
-#: in an unconfigured or misconfigured state" (the environment pre-check of ModelArts' "Training Fault Tolerance
-#: Check").
-PREFLIGHT_EXIT_CODE = 78
-#: The runner's exit code after SIGTERM (128 + 15).
-TERMINATED_EXIT_CODE = 143
-#: Bad usage (argparse's code too).
-USAGE_EXIT_CODE = 2
-#: Command not executable / not found / other start failure (shell and container-runtime conventions).
-NOT_EXECUTABLE_EXIT_CODE = 126
-NOT_FOUND_EXIT_CODE = 127
-START_FAILED_EXIT_CODE = 128
+# -- the metadata server and Secret Manager -------------------------------------------------------------
 
-# -- classification tables: the one copy (policy/classify.py builds its Failure from classify_exit_status) ---
-
-#: The "potentially transient" codes of Vertex AI's "Understand the custom training service": SIGABRT as 6 or 134,
-#: SIGSEGV as 11 or 139.
-TRANSIENT_EXIT_CODES = frozenset({6, 134, 11, 139})
-TRANSIENT_SIGNALS = frozenset({6, 11})
-#: The command never started: 126 not executable, 127 not found, 128 runtime start failure.
-START_ERROR_EXIT_CODES = frozenset({126, 127, 128})
-#: SIGKILL and SIGTERM: the OOM killer or the infrastructure stopping the worker.
-WORKER_FAILURE_SIGNALS = frozenset({9, 15})
-
-# Failure classes: the values of ``airflow_provider_resilient.policy.failures.FailureClass``.
-TRANSIENT_CRASH = "transient_crash"
-WORKER_FAILURE = "worker_failure"
-PERMANENT_USER_ERROR = "permanent_user_error"
-CONTAINER_START_ERROR = "container_start_error"
-PREFLIGHT_FAILURE = "preflight_failure"
-#: Reported as ``failure_class`` when the device check failed (isolate the faulty hardware).
-NODE_UNHEALTHY = "node_unhealthy"
-#: Classes restarted in place (non-permanent worker failures, up to five restarts: AI Platform Training,
-#: "Understanding the AI Platform Training service").
-RESTARTABLE_CLASSES = frozenset({TRANSIENT_CRASH, WORKER_FAILURE})
-
-# -- guest attributes -----------------------------------------------------------------------------------
-
-DEFAULT_NAMESPACE = "resilient"
-KEY_STATUS = "status"
-KEY_EXIT_CODE = "exit_code"
-KEY_FAILURE_CLASS = "failure_class"
-KEY_RESTARTS = "restarts"
-KEY_HEARTBEAT = "heartbeat"
-KEY_STEP = "step"
-KEY_WORKER_ID = "worker_id"
-#: ``failed: item <item>: <detail>``: the first preflight item that failed.
-KEY_PREFLIGHT = "preflight"
-#: The last line the command wrote to stderr before it failed (a traceback's exception), at most 300 characters.
-KEY_ERROR = "error"
-#: ``faulty: <item>: <detail>`` once a device check (``gpu-check`` / ``tpu-check``) failed.
-KEY_HARDWARE = "hardware"
-#: The token of the checkpoint request passed on to the command, and of the last one it acknowledged.
-KEY_CHECKPOINT_REQUEST = "checkpoint_request"
-KEY_CHECKPOINT_ACK = "checkpoint_ack"
-#: The node metadata attribute the operator sets to request a checkpoint now (a token naming the window).
-CHECKPOINT_REQUEST_ATTRIBUTE = "resilient-checkpoint-request"
-#: The command's environment: the file holding the pending request's token, and the file it writes the token
-#: to once its checkpoint is saved.
-CHECKPOINT_REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
-CHECKPOINT_ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
 ATTRIBUTES_PATH = "/computeMetadata/v1/instance/attributes"
-#: The preflight items that look at the hardware itself (the rest look at the environment).
-DEVICE_ITEMS = ("gpu-check", "tpu-check")
-
-STATUS_PREFLIGHT = "preflight"
-STATUS_RUNNING = "running"
-STATUS_RESTARTING = "restarting"
-STATUS_SUCCEEDED = "succeeded"
-STATUS_FAILED = "failed"
-STATUS_TERMINATED = "terminated"
-STATUS_PREFLIGHT_FAILED = "preflight_failed"
-
-RESTARTS_ENV = "RESILIENT_WORKER_RESTARTS"
+GUEST_ATTRIBUTES_PATH = "/computeMetadata/v1/instance/guest-attributes"
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+METADATA_HOST_ENV = "GCE_METADATA_HOST"
+DEFAULT_METADATA_HOST = "metadata.google.internal"
+REPORT_TIMEOUT_SECONDS = 2.0
 SECRET_ENDPOINT_ENV = "RESILIENT_SECRET_MANAGER_ENDPOINT"
 DEFAULT_SECRET_ENDPOINT = "https://secretmanager.googleapis.com"
-DEFAULT_METADATA_HOST = "metadata.google.internal"
-TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
-#: The runner's exit status when a secret cannot be read (a permanent user error).
-SECRET_EXIT_CODE = 1
-METADATA_HOST_ENV = "GCE_METADATA_HOST"
 WORKER_ID_ENV = "TPU_WORKER_ID"
-GUEST_ATTRIBUTES_PATH = "/computeMetadata/v1/instance/guest-attributes"
-REPORT_TIMEOUT_SECONDS = 2.0
+#: The preflight items that look at the hardware itself (the rest look at the environment).
+DEVICE_ITEMS = ("gpu-check", "tpu-check")
 
 # -- defaults -------------------------------------------------------------------------------------------
 
@@ -232,51 +203,8 @@ DEFAULT_MAX_RESTARTS = 5
 DEFAULT_RESTART_DELAY_SECONDS = 1.0
 DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_HEARTBEAT_SECONDS = 10.0
-DEFAULT_STEP_PATTERN = r"(?m)^\s*step[ =:]+(\d+)"
 #: How often the main loop looks at the child and at the SIGTERM flag.
 POLL_SECONDS = 0.05
-
-
-def exit_code_signal(exit_code: int | None) -> int | None:
-    """The signal behind an exit status: ``-n`` and ``128 + n`` (1 <= n <= 64) give ``n``; raw 6, 11 too."""
-    if exit_code is None:
-        return None
-    if exit_code < 0:
-        return -exit_code
-    if 129 <= exit_code <= 192:
-        return exit_code - 128
-    if exit_code in TRANSIENT_SIGNALS:
-        return exit_code
-    return None
-
-
-def classify_exit_status(exit_code: int | None, signal_number: int | None = None,
-                         preflight_exit_code: int = PREFLIGHT_EXIT_CODE) -> str | None:
-    """The failure class of an exit status: the rule the runner restarts by and the policy judges by.
-
-    Args:
-        exit_code: ``0`` success; ``6``/``11`` raw signal numbers; ``134``/``139`` (``128 + n``); negative ``-n``
-            as Python's ``subprocess`` reports signal ``n``; None when unknown.
-        signal_number: the killing signal when known apart from the code; else the one the code gives.
-        preflight_exit_code: the code meaning that the preflight checks failed.
-
-    Returns ``None`` for a clean exit (0 and no signal), else one of :data:`TRANSIENT_CRASH` (6/134/11/139,
-    Vertex AI's "potentially transient" codes), :data:`PREFLIGHT_FAILURE`, :data:`CONTAINER_START_ERROR`
-    (126/127/128), :data:`WORKER_FAILURE` (SIGKILL, SIGTERM), :data:`PERMANENT_USER_ERROR` (checked in that
-    order) -- the values of the policy's ``FailureClass``.
-    """
-    sig = signal_number if signal_number is not None else exit_code_signal(exit_code)
-    if (exit_code is None or exit_code == 0) and sig is None:
-        return None
-    if exit_code in TRANSIENT_EXIT_CODES or sig in TRANSIENT_SIGNALS:
-        return TRANSIENT_CRASH
-    if exit_code == preflight_exit_code:
-        return PREFLIGHT_FAILURE
-    if exit_code in START_ERROR_EXIT_CODES:
-        return CONTAINER_START_ERROR
-    if sig in WORKER_FAILURE_SIGNALS:
-        return WORKER_FAILURE
-    return PERMANENT_USER_ERROR
 
 
 def normalize_exit_status(returncode: int) -> int:

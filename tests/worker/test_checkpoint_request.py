@@ -13,6 +13,8 @@ from airflow_provider_resilient import worker
 from airflow_provider_resilient.testing.emulator.tpu.metadata import MetadataServer
 from airflow_provider_resilient.worker import checkpoint_request
 
+from .shipped import shipped_runner
+
 TIMEOUT = 30
 
 #: A workload that trains until it is asked for a checkpoint -- with ``NEED_SIGNAL`` set, also signalled
@@ -43,7 +45,7 @@ def run(server: MetadataServer, tmp_path: Path, patience: float, *options: str,
     (helpers / "resilient_checkpoint.py").write_text(worker.helper_source())  # as the startup script does
     env = {**os.environ, "GCE_METADATA_HOST": server.address, "OUT": str(tmp_path), "PYTHONPATH": str(helpers),
            **extra}
-    argv = [sys.executable, str(worker.RUNNER_PATH), "--heartbeat-seconds", "0.05", *options, "--",
+    argv = [sys.executable, str(shipped_runner()), "--heartbeat-seconds", "0.05", *options, "--",
             sys.executable, "-c", textwrap.dedent(WORKLOAD), str(patience)]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
 

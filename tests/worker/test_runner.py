@@ -1,8 +1,8 @@
 """The TPU worker runner, run as a real subprocess against a fake metadata server.
 
-Every scenario starts ``runner.py`` with ``sys.executable``; the child commands are tiny Python scripts
-that count their runs in files under ``tmp_path``, so nothing depends on timing except the heartbeat and
-SIGTERM cases, which wait for files the child writes.
+Every scenario starts ``runner.py`` as it ships (``runner_source()``: :mod:`.shipped`) with ``sys.executable``; the
+child commands are tiny Python scripts that count their runs in files under ``tmp_path``, so nothing depends on
+timing except the heartbeat and SIGTERM cases, which wait for files the child writes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ import pytest
 
 from airflow_provider_resilient import worker
 from airflow_provider_resilient.policy import classify as policy
-from airflow_provider_resilient.worker import runner
+from airflow_provider_resilient.worker import protocol, runner
+
+from .shipped import shipped_runner
 
 RUN_TIMEOUT = 20
 
@@ -121,7 +123,7 @@ def runner_env(metadata: MetadataServer | None, **extra: str) -> dict[str, str]:
 
 
 def runner_argv(options: list[str], command: list[str]) -> list[str]:
-    return [sys.executable, str(worker.RUNNER_PATH), "--restart-delay", "0", "--heartbeat-seconds", "0.1",
+    return [sys.executable, str(shipped_runner()), "--restart-delay", "0", "--heartbeat-seconds", "0.1",
             *options, "--", *command]
 
 
@@ -547,7 +549,7 @@ def test_unreachable_metadata_server_warns_once_and_keeps_running(tmp_path: Path
 
 @pytest.mark.parametrize("argv", [["--"], [], ["--max-restarts", "1"], ["python3", "train.py"]])
 def test_missing_command_is_a_usage_error(argv: list[str]) -> None:
-    result = subprocess.run([sys.executable, str(worker.RUNNER_PATH), *argv], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, str(shipped_runner()), *argv], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, env=runner_env(None))
     assert result.returncode == runner.USAGE_EXIT_CODE == 2
     assert "usage:" in result.stderr
@@ -562,10 +564,11 @@ def test_bad_option_is_a_usage_error() -> None:
 
 
 def test_the_policy_judges_exit_statuses_by_the_runners_one_rule() -> None:
-    """The exit-status rule is written once, in the runner (it restarts by it on the VM); the policy builds its
-    Failure from it, so the two agree on every code by construction -- checked here over every code anyway."""
-    assert policy.exit_status_class is runner.classify_exit_status
-    assert runner.PREFLIGHT_EXIT_CODE == worker.PREFLIGHT_EXIT_CODE
+    """The exit-status rule is written once, in the worker's protocol: the runner restarts by it on the VM, the policy
+    builds its Failure from it, so the two agree on every code by construction -- checked here over every code
+    anyway."""
+    assert policy.exit_status_class is protocol.classify_exit_status is runner.classify_exit_status
+    assert runner.PREFLIGHT_EXIT_CODE == worker.PREFLIGHT_EXIT_CODE == protocol.PREFLIGHT_EXIT_CODE
     assert [runner.classify_exit_status(code) for code in (0, 1, 6, 11, 78, 126, 134, 137, 139, 143, -9, -11)] == [
         None, "permanent_user_error", "transient_crash", "transient_crash", "preflight_failure",
         "container_start_error", "transient_crash", "worker_failure", "transient_crash", "worker_failure",
@@ -600,6 +603,37 @@ def test_runner_and_helper_are_stdlib_only_and_python38_syntax(source: str, lazy
     assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
     assert 'if __name__ == "__main__":' in source or source == worker.helper_source()
     assert worker.RUNNER_PATH.name == "runner.py" and worker.RUNNER_PATH.is_file()
+
+
+def test_the_shipped_runner_is_one_file_with_the_protocol_inlined() -> None:
+    """``runner_source()`` puts ``protocol.py`` in place of the runner's one import of it: the text defines every name
+    of the protocol, imports nothing of the package, and reads the same as the two files apart."""
+    source = worker.runner_source()
+    tree = ast.parse(source)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {"." * node.level + (node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name.startswith((".", "airflow_provider_resilient"))}, imported
+    defined = {target.id for node in tree.body if isinstance(node, ast.Assign) for target in node.targets
+               if isinstance(target, ast.Name)} | {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    protocol_names = {name for name in vars(protocol) if not name.startswith("_") and name != "annotations"}
+    assert protocol_names <= defined, protocol_names - defined
+    protocol_text = worker.PROTOCOL_PATH.read_text(encoding="utf-8").replace("from __future__ import annotations\n", "")
+    assert protocol_text in source and source.count("from __future__ import annotations") == 1
+
+
+@pytest.mark.parametrize("how", ["shipped", "in the source tree"])
+def test_the_runner_starts_alone_or_as_the_packages_module(tmp_path: Path, how: str) -> None:
+    """Shipped: the file alone in a directory, Python without site-packages (``-I -S``: no package on the path);
+    in the source tree: ``python -m airflow_provider_resilient.worker.runner``."""
+    if how == "shipped":
+        copy = tmp_path / "runner.py"
+        copy.write_text(worker.runner_source(), encoding="utf-8")
+        argv = [sys.executable, "-I", "-S", str(copy)]
+    else:
+        argv = [sys.executable, "-m", "airflow_provider_resilient.worker.runner"]
+    result = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--step-pattern" in result.stdout and result.stderr == ""
 
 
 def _python38() -> str | None:
