@@ -13,7 +13,7 @@ from typing import Any
 
 from ..supervisor.maintenance import Notice
 from ..supervisor.tpu_look import QUEUE_WAITING_STATES
-from ..worker import KEY_CHECKPOINT_ACK
+from ..worker.protocol import KEY_CHECKPOINT_ACK
 
 #: Worker report statuses that end a runner (see :mod:`..worker.runner`).
 END_STATUSES = frozenset({"succeeded", "failed", "terminated", "preflight_failed"})

@@ -40,6 +40,7 @@ from ..supervisor import (
 )
 from ..supervisor.observe import Limits, Look, Verdict, WatchMemory, ledger_steps, observe
 from ..supervisor.reconcile import OwnedResource, Owner
+from ..supervisor.watch_event import WatchEvent, WatchEventTooNew
 from . import report
 from .arguments import common_problems, policy_with_fallbacks
 from .kills import judge_kill, release_on_task_kill
@@ -230,9 +231,9 @@ class SupervisedOperator(BaseOperator):
         keeps); a kill releases it (:meth:`on_kill`)."""
         raise NotImplementedError
 
-    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
-        """The supervisor event a trigger's ``event`` (its payload, a dict) brings for the watched attempt of
-        ``state`` (phase RUNNING): the platform's trigger protocol."""
+    def _resumed(self, context: Any, state: RunState, event: WatchEvent | None) -> Any:
+        """The supervisor event a trigger's ``event`` (:class:`~..supervisor.watch_event.WatchEvent`; None: no
+        payload) brings for the watched attempt of ``state`` (phase RUNNING)."""
         raise NotImplementedError
 
     def _prepare_resume(self) -> None:
@@ -284,16 +285,20 @@ class SupervisedOperator(BaseOperator):
             AirflowException: resumed in a phase that waits for no trigger.
         """
         self._prepare_resume()
-        payload = event if isinstance(event, dict) else {}
-        if payload.get("message"):
-            self.log.info("Trigger (%s): %s", payload.get("status"), payload["message"])
+        try:
+            watched = WatchEvent.from_payload(event) if isinstance(event, dict) and "status" in event else None
+        except WatchEventTooNew as exc:  # a retry on an upgraded worker reads it: not a permanent failure
+            raise AirflowException(str(exc)) from exc
+        if watched is not None and watched.message:
+            self.log.info("Trigger (%s): %s", watched.status, watched.message)
         state = self._load(context)
-        self._note_trigger_steps(context, state, payload)
+        if watched is not None:
+            self._note_trigger_steps(context, state, watched.steps)
         if state.phase == Phase.SLEEPING:
             return self._drive(context, state, WokeUp(self._clock()))
         if state.phase != Phase.RUNNING or not state.job_name:
             raise AirflowException(f"resumed in phase {state.phase!r}, which does not wait for a trigger")
-        return self._drive(context, state, self._resumed(context, state, payload))
+        return self._drive(context, state, self._resumed(context, state, watched))
 
     def on_kill(self) -> None:
         """The task is being killed in its worker: when its task instance is really over -- read from Airflow
@@ -467,13 +472,12 @@ class SupervisedOperator(BaseOperator):
             self._store.note(at, step_)
         return verdict
 
-    def _note_trigger_steps(self, context: Any, state: RunState, event: Mapping[str, Any]) -> None:
-        """Note the step reports a trigger's event carries (``event["steps"]``, ``[[time, step], ...]``) for the
-        goodput ledger, as a polling operator notes the step of each look
-        (:meth:`~.run_store.RunStore.note_reported`), and save them at once (a resumed look that defers again
-        saves nothing)."""
+    def _note_trigger_steps(self, context: Any, state: RunState, steps: Sequence[Sequence[float]]) -> None:
+        """Note the step reports a trigger's event carries (``[[time, step], ...]``) for the goodput ledger, as a
+        polling operator notes the step of each look (:meth:`~.run_store.RunStore.note_reported`), and save them at
+        once (a resumed look that defers again saves nothing)."""
         started = state.history[-1].started_at if state.history else None
-        if self._store.note_reported(event.get("steps"), started):
+        if self._store.note_reported(steps, started):
             self._save(context, state)
 
     def _checkpoint_saves(self) -> list[Any] | None:

@@ -212,7 +212,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self._log_endpoint(self._tpu())
         return self._start(context)
 
-    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
+    def _resumed(self, context: Any, state: RunState, event: Any) -> Any:
         """The TPUNodeTrigger saw a change, or the look-again interval passed: a full look at the node (audit log,
         progress, maintenance) decides."""
         return self._watch(context, state, str(state.job_name))

@@ -231,23 +231,21 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.log.info("%s in %s; checkpoints: %s", self.display_name, self.region, self._checkpoint_dir())
         return self._start(context)
 
-    def _resumed(self, context: Any, state: RunState, event: dict[str, Any]) -> Any:
-        """The CustomJobTrigger's event: the job it saw end (``terminal``) or judged failed while live (``hang``,
-        ``queue_timeout``: the supervisor commands its end), with the observer's memory (``watch``) going on;
-        anything else (``error``: it could not read the job) -> one GetCustomJob here."""
-        if isinstance(event.get("watch"), dict):  # the observer's memory goes on (folded in by the next step)
+    def _resumed(self, context: Any, state: RunState, event: Any) -> Any:
+        """The CustomJobTrigger's event (:class:`~..supervisor.watch_event.WatchEvent`): the job it saw end
+        (``terminal``) or judged failed while live (``hang``, ``queue_timeout``: the supervisor commands its end),
+        with the observer's memory (``watch``) going on; anything else (``error``: it could not read the job; no
+        event) -> one GetCustomJob here."""
+        if event is not None and event.watch:  # the observer's memory goes on (folded in by the next step)
             from ..supervisor.observe import WatchMemory
 
-            self._observed = WatchMemory.from_json(event["watch"])
-        status = event.get("status")
-        summary = event.get("job") if status in ("terminal", "hang", "queue_timeout") else None
-        if status in ("hang", "queue_timeout") and summary is not None:
-            from ..supervisor.vertex_look import STOP_KEYS
-
-            summary = {**summary, **{k: event.get(k) for k in STOP_KEYS if event.get(k) is not None}}
+            self._observed = WatchMemory.from_json(event.watch)
+        summary = None
+        if event is not None and event.job is not None and event.status in ("terminal", "hang", "queue_timeout"):
+            summary = {**event.job, **event.verdict}
         if summary is None:
-            if status == "error":
-                self.log.warning("The trigger could not read the job: %s", event.get("message"))
+            if event is not None and event.status == "error":
+                self.log.warning("The trigger could not read the job: %s", event.message)
             summary = self._job_summary(self._hook().get_job(state.job_name))
         return self._outcome(summary)
 

@@ -12,9 +12,10 @@ from typing import Any
 from ..policy import Failure, FailureClass, Platform, classify_vertex_job
 from ..policy.job_states import TERMINAL_STATES
 from .events import JobFailed, JobSucceeded
+from .watch_event import VERDICT_KEYS
 
 #: The keys a trigger event (and a job summary) carries when the observer judged a live job failed.
-STOP_KEYS = ("queue_timeout", "queued_state", "timed_out_at", "hang", "hang_since")
+STOP_KEYS = VERDICT_KEYS
 
 
 def stop_keys(failure: Failure) -> dict[str, Any]:

@@ -30,9 +30,9 @@ KILL_MODULES = ("airflow_provider_resilient.triggers.ownership", "airflow_provid
 
 
 class SupervisedTrigger(BaseTrigger):
-    """Base of the provider's triggers. A subclass sets :attr:`PLATFORM` and :attr:`RESOURCE_KIND`, says what a
-    kill would release (:meth:`_kill_resources`), and has the attributes ``gcp_conn_id``,
-    ``impersonation_chain`` and ``emulator`` (its connection, serialized with it)."""
+    """Base of the provider's triggers. A subclass sets :attr:`PLATFORM`, says what a kill would release
+    (:meth:`_kill_resources`), and has the attributes ``gcp_conn_id``, ``impersonation_chain`` and ``emulator`` (its
+    connection, serialized with it)."""
 
     #: The platform of :func:`~..backends.kill.release_on_kill`: ``"vertex_ai"`` or ``"tpu"``.
     PLATFORM = ""

@@ -69,6 +69,7 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from ..backends.tpu_watch import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
+from ..supervisor.watch_event import WatchEvent
 from .base import SupervisedTrigger
 
 
@@ -90,8 +91,9 @@ class TPUNodeTrigger(SupervisedTrigger):
             ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
 
-    Events (``TriggerEvent.payload``): ``{"status": "changed" | "look_again" | "gone" | "error" | "timer",
-    "node_name": ..., "message": ..., "steps": [[time, step], ...]}``. ``steps`` -- worker 0's step
+    Events (``TriggerEvent.payload``): a :class:`~..supervisor.watch_event.WatchEvent` -- ``{"version": 1,
+    "status": "changed" | "look_again" | "gone" | "error" | "timer", "resource": <node name>, "message": ...,
+    "steps": [[time, step], ...]}``. ``steps`` -- worker 0's step
     reports this trigger saw, each when it first saw that step (seconds since the epoch), oldest first --
     is there only when it saw any (never in ``timer``: that trigger does not watch). The steps seen are
     not constructor arguments and are not serialized: a trigger re-created on another triggerer starts
@@ -140,10 +142,8 @@ class TPUNodeTrigger(SupervisedTrigger):
                                      api_retry_seconds=api_retry_seconds)
 
     def _event(self, status: str, message: str) -> dict[str, Any]:
-        payload: dict[str, Any] = {"status": status, "node_name": self.node_name, "message": message}
-        if self._steps:
-            payload["steps"] = [list(seen) for seen in self._steps]
-        return payload
+        """The :class:`~..supervisor.watch_event.WatchEvent` payload of ``status`` (with the steps seen)."""
+        return WatchEvent(status, self.node_name, message, steps=self._steps).payload()
 
     def _record_step(self, reports: Sequence[Mapping[str, str]]) -> None:
         """Record worker 0's step when it is a new one (digits only), with the time it was seen."""

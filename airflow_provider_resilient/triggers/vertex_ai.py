@@ -1,18 +1,18 @@
 """Trigger that watches a Vertex AI CustomJob from the triggerer until it ends.
 
-Events: ``{"status": "terminal", "job": {...}}`` with the job's name, state, error and start time when
-it reached a terminal state; ``{"status": "error", "message": ...}`` when the job can no longer be read
-(deleted, permission lost); ``{"status": "hang", "job": {...}, "hang": why, "hang_since": t}`` when a
-``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
+Events: a :class:`~..supervisor.watch_event.WatchEvent` (the TPU trigger's type too; its payload also holds
+``"version"`` and ``"resource"``, the job's name): ``{"status": "terminal", "job": {...}}`` with the job's name,
+state, error and start time when it reached a terminal state; ``{"status": "error", "message": ...}`` when the job
+can no longer be read (deleted, permission lost); ``{"status": "hang", "job": {...}, "hang": why, "hang_since": t}``
+when a ``hang_timeout`` is set and the running job wrote no new complete checkpoint under ``checkpoint_dir`` for
 that long; ``{"status": "queue_timeout", "job": {...}, "queue_timeout": message, "queued_state": state,
-"timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer
-since its ``create_time``. Both are the pure observer's
-verdicts (:mod:`..supervisor.observe`); its memory comes in as ``watch`` and goes out in every event.
-Both report a job that is still live: the trigger decides nothing and cancels nothing -- the operator
-hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel, then wait until
-it ended) before anything follows. With ``hang_timeout`` each event also carries ``"steps": [[time, step], ...]``,
-the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async hook
-and never end the trigger. ``on_kill`` (:class:`~.base.SupervisedTrigger`'s, the TPU trigger's too) cancels the
+"timed_out_at": t}`` when a ``queue_timeout`` is set and the job has been QUEUED or PENDING for longer since its
+``create_time``. Both are the pure observer's verdicts (:mod:`..supervisor.observe`); its memory comes in as
+``watch`` and goes out in every event. Both report a job that is still live: the trigger decides nothing and cancels
+nothing -- the operator hands the verdict to the supervisor, which commands the job's end (``EndAttempt``: cancel,
+then wait until it ended) before anything follows. With ``hang_timeout`` each event also carries ``"steps": [[time,
+step], ...]``, the checkpoint steps seen (for the goodput ledger). Transient API errors are retried by the async
+hook and never end the trigger. ``on_kill`` (:class:`~.base.SupervisedTrigger`'s, the TPU trigger's too) cancels the
 job when ``cancel_on_kill`` and the task was really killed -- its task instance, read from Airflow, was marked
 failed or success, cleared or deleted -- within ``[triggerer] on_kill_timeout``; a trigger the triggerer cancels
 because it moved to another triggerer (a stalled triggerer wakes up after its heartbeat lapsed) finds its task
@@ -51,6 +51,7 @@ from typing import Any, TypeAlias
 
 from airflow.triggers.base import TriggerEvent
 
+from ..supervisor.watch_event import VERDICT_KEYS, WatchEvent
 from .base import SupervisedTrigger
 
 log = logging.getLogger(__name__)
@@ -305,13 +306,12 @@ class CustomJobTrigger(SupervisedTrigger):
         finally:
             if self._log_hook is not None:
                 self._log_hook.close()  # the step log reader's channel (closing a gRPC channel does not block)
-        if memory := self._memory.to_json():
-            payload = {**payload, "watch": memory}
-        if self._steps:
-            payload = {**payload, "steps": self._steps}
+        event = WatchEvent(payload["status"], self.job_name, payload.get("message", ""), payload.get("job"),
+                           {k: payload[k] for k in VERDICT_KEYS if k in payload}, self._memory.to_json() or None,
+                           self._steps)
         if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
             await asyncio.sleep(max(0.0, self.fire_not_before - self._clock()))
-        yield TriggerEvent(payload)
+        yield TriggerEvent(event.payload())
 
     async def _verdict(self, job: Any) -> dict[str, Any] | None:
         """The ``queue_timeout`` or ``hang`` event's payload when the observer judges the live ``job`` failed,

@@ -159,7 +159,7 @@ def test_the_trigger_fires_when_the_node_leaves_ready_and_serializes_what_it_nee
     assert TPUNodeTrigger(**kwargs).serialize() == (classpath, kwargs)
     resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 5})
     event = event_of(t)
-    assert event["status"] == "changed" and "PREEMPTED" in event["message"] and event["node_name"] == name
+    assert event["status"] == "changed" and "PREEMPTED" in event["message"] and event["resource"] == name
 
 
 def test_the_trigger_fires_on_a_workers_end_and_on_a_new_restart(resilient_emulator, platform_time):
@@ -298,7 +298,7 @@ def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, pla
 
     start = platform_time.now()
     event = asyncio.run(asyncio.wait_for(watch(), TIMEOUT))
-    assert event["node_name"] == name
+    assert event["resource"] == name
     assert event["status"] == ("look_again" if ending == "look_again" else "changed")
     assert ending == "look_again" or ending.upper() in event["message"].upper()
     assert [step for _, step in event["steps"]] == ([1, 2] if ending == "succeeded" else [1])
@@ -417,7 +417,7 @@ def test_the_operator_notes_each_step_once_per_attempt_and_saves_them_before_its
     name = f"{ZONE}/nodes/{A1}"
 
     def resume(*steps: tuple[float, int]) -> list[list[float]]:
-        event = {"status": "look_again", "node_name": name, "message": "no change", "steps": [list(s) for s in steps]}
+        event = {"status": "look_again", "resource": name, "message": "no change", "steps": [list(s) for s in steps]}
         with pytest.raises(TaskDeferred):  # a quiet node: the look defers again and saves nothing itself
             platform_time.drive(operator(command, deferrable=True)).execute_complete(ctx, event)
         return [list(r) for r in store[ResilientTPUWorkloadOperator.STEPS_KEY]["reports"]]
