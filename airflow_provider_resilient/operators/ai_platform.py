@@ -23,9 +23,9 @@ from ..specs.common import SpecError
 from ..specs.legacy import LegacyTranslation, translate_training_input
 from ..supervisor.reconcile import Owner
 from .arguments import has_template
+from .job_kinds import CustomJobKind, StudyKind
 from .vertex_ai import STATE_KEY as CUSTOM_JOB_STATE_KEY
 from .vertex_ai import ResilientCustomJobOperator
-from .vertex_ai_tuning import ResilientHyperparameterTuningJobOperator
 
 #: The arguments of ``MLEngineStartTrainingJobOperator`` (and ours beside them) -> their ``TrainingInput`` field.
 LEGACY_ARGUMENTS: Mapping[str, str] = {
@@ -44,7 +44,7 @@ LEGACY_ARGUMENTS: Mapping[str, str] = {
 MODES = ("PRODUCTION", "DRY_RUN")
 
 
-class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOperator):
+class ResilientAIPlatformTrainingJobOperator(ResilientCustomJobOperator):
     """Run a legacy AI Platform Training job on Vertex AI, through crashes, stockouts and internal errors.
 
     A drop-in for ``airflow.providers.google.cloud.operators.mlengine.MLEngineStartTrainingJobOperator`` (removed in
@@ -111,7 +111,7 @@ class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOpe
             setattr(self, name, value)
         self._translation: LegacyTranslation | None = None
         super().__init__(region=region, display_name=job_id, worker_pool_specs=[], base_output_dir=base_output_dir,
-                         study_spec={}, max_trial_count=1, **vertex, **kwargs)
+                         **vertex, **kwargs)
 
     # ------------------------------------------------------------------ the translation
     def _body(self) -> dict[str, Any]:
@@ -149,18 +149,19 @@ class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOpe
         self._apply(translation)
         super()._validate(skip)
 
-    def _is_study(self) -> bool:
-        """Whether the translated ``hyperparameters`` leave a parameter open (a HyperparameterTuningJob)."""
-        return self._translation is not None and self._translation.study is not None
+    def _kind(self) -> Any:
+        """What the translated ``TrainingInput`` submits: a study (:class:`~.job_kinds.StudyKind`) when its
+        ``hyperparameters`` leave a parameter open, else a CustomJob -- the specs decide
+        (:func:`~..specs.legacy.translate_training_input`)."""
+        study = self._translation.study if self._translation is not None else None
+        if study is None:
+            return CustomJobKind()
+        return StudyKind(study["study_spec"], study["max_trial_count"], study["parallel_trial_count"],
+                         study["max_failed_trial_count"])
 
     def _apply(self, translation: LegacyTranslation) -> None:
         """Become the CustomJob (or the study) of ``translation``."""
         self._translation = translation
-        if translation.study is not None:
-            self.study_spec = translation.study["study_spec"]
-            self.max_trial_count = translation.study["max_trial_count"]
-            self.parallel_trial_count = translation.study["parallel_trial_count"]
-            self.max_failed_trial_count = translation.study["max_failed_trial_count"]
         self.worker_pool_specs = translation.worker_pool_specs
         self.base_output_dir = self.base_output_dir or translation.base_output_dir
         if translation.timeout_seconds is not None:
@@ -187,16 +188,8 @@ class ResilientAIPlatformTrainingJobOperator(ResilientHyperparameterTuningJobOpe
             owner = Owner(str(getattr(self, "dag_id", "") or ""), self.task_id, str(context.get("run_id") or ""),
                           self._map_index(context))
             spec = AttemptSpec(attempt=1, task=owner, labels=dict(self.labels or {}))
-            if self._is_study():
-                from ..supervisor.study import owed
-
-                tuning = self._tuning_job(spec, owed(self._study(), []))
-                self.log.info("DRY_RUN: the HyperparameterTuningJob that would be submitted in %s:\n%s", self.region,
-                              tuning)
-                return {"state": "DRY_RUN", "hyperparameter_tuning_job": tuning}
-            job = self._custom_job(spec)
-            self.log.info("DRY_RUN: the CustomJob that would be submitted in %s:\n%s", self.region, job)
-            return {"state": "DRY_RUN", "custom_job": job}
+            result: dict[str, Any] = self._kind().dry_run(self, spec)
+            return result
         return super().execute(context)
 
     def _prepare_resume(self) -> None:

@@ -200,13 +200,9 @@ class SupervisedOperator(BaseOperator):
             raise AirflowFailException(f"{type(self).__name__} {self.task_id}: {left}") from problems[0]
 
     def _log_endpoint(self, hook: Any) -> None:
-        """Say first, in the task's log, where the calls go: ``Using the Google API emulator at HOST (connection
-        X)``, or Google Cloud with which credentials (:meth:`~..hooks.base.GoogleApiHook.endpoint_summary`).
-
-        Raises:
-            AirflowNotFoundException: the connection ``gcp_conn_id`` does not exist (the message names it and the
-                fix), before anything is created.
-        """
+        """Say first, in the task's log, where the calls go (:meth:`~..hooks.base.GoogleApiHook.endpoint_summary`:
+        the emulator's address, or Google Cloud with which credentials). Raises ``AirflowNotFoundException`` naming
+        the connection and the fix when ``gcp_conn_id`` does not exist, before anything is created."""
         self.log.info("%s", hook.endpoint_summary())
 
     def _fire_not_before(self) -> float:

@@ -42,6 +42,7 @@ from ..backends.base import AttemptSpec
 from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, push_links
 from ..policy import history_to_json
 from ..specs.common import SpecError
+from ..specs.messages import message_as_dict
 from ..specs.preflight import Preflight, preflight_of
 from ..specs.vertex import (
     build_custom_job,
@@ -54,54 +55,12 @@ from ..supervisor import (
 )
 from .arguments import flag_problems, has_template, mask_sensitive_env, seconds_problems
 from .base import SupervisedOperator
+from .job_kinds import CustomJobKind
 
 log = logging.getLogger(__name__)
 
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_custom_job"
-
-
-def _as_dict(value: Any) -> Any:
-    """A WorkerPoolSpec (proto-plus or protobuf message) as a dict in the shape of the dict form; anything
-    else unchanged.
-
-    Only the fields that are set are kept, with proto field names, enum names, durations as ``"3600s"`` and
-    64-bit integers (``replica_count``, ``boot_disk_size_gb`` where int64 ...) as ``int`` -- protobuf's JSON
-    mapping writes those as strings, which the validation would read as ``"1" != 1``.
-    """
-    message = type(value).pb(value) if hasattr(value, "_pb") and hasattr(type(value), "pb") else value
-    if not hasattr(message, "DESCRIPTOR") or not hasattr(message, "ListFields"):
-        return value
-    from google.protobuf import json_format
-
-    data = json_format.MessageToDict(message, preserving_proto_field_name=True, use_integers_for_enums=False)
-    return _cast_int64(data, message.DESCRIPTOR)
-
-
-def _cast_int64(data: dict[str, Any], descriptor: Any) -> dict[str, Any]:
-    """``data`` (the JSON form of a message of type ``descriptor``) with its 64-bit integers as ints."""
-    for field in descriptor.fields:
-        if field.name not in data:
-            continue
-        value = data[field.name]
-        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            inner = field.message_type.fields_by_name["value"]
-            data[field.name] = {k: _cast_value(v, inner) for k, v in value.items()}
-        elif repeated:
-            data[field.name] = [_cast_value(v, field) for v in value]
-        else:
-            data[field.name] = _cast_value(value, field)
-    return data
-
-
-def _cast_value(value: Any, field: Any) -> Any:
-    if field.message_type is not None:  # well-known types (Duration ...) are strings in JSON: left as they are
-        return _cast_int64(value, field.message_type) if isinstance(value, dict) else value
-    from google.protobuf.descriptor import FieldDescriptor as F
-
-    int64 = (F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64)
-    return int(value) if field.type in int64 and isinstance(value, str) else value
 
 
 class ResilientCustomJobOperator(SupervisedOperator):
@@ -256,16 +215,29 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return live_resources(self._live_job, self.cancel_on_kill)
 
     # ------------------------------------------------------------------ the shell
-    def _make_backend(self) -> Any:
-        """The run's :class:`~..backends.vertex.VertexCustomJobBackend` (on :meth:`_hook`)."""
-        from ..backends.vertex import VertexCustomJobBackend
+    def _kind(self) -> Any:
+        """What each attempt submits (:mod:`.job_kinds`): a CustomJob."""
+        return CustomJobKind()
 
-        return VertexCustomJobBackend(
-            self._hook(), project_id=self.project_id, region=self.region,
-            fallbacks=self.resilience_policy.fallbacks, custom_job=self._custom_job,
-            checkpoint_dir=self._checkpoint_dir(), checkpoint_marker=self.checkpoint_marker,
-            hang_timeout=self.hang_timeout, queue_timeout=self.resilience_policy.queue_timeout_seconds,
-            poll_interval=self.poll_interval, clock=lambda: self._clock(), read_step_logs=self.read_step_logs)
+    def _make_backend(self) -> Any:
+        """The run's backend, as its kind builds it (:meth:`_kind`)."""
+        return self._kind().backend(self)
+
+    def _resumes_run_checkpoints(self) -> bool:
+        return bool(self._kind().resumes_run_checkpoints)
+
+    def _checkpoint_saves(self) -> list[Any] | None:
+        """The run's newest complete checkpoints, when its kind keeps the run's ledger (a study's trials are many
+        lines of progress, not the run's one: its ledger counts time only)."""
+        return super()._checkpoint_saves() if self._kind().keeps_run_ledger else None
+
+    def _push_history(self, context: Any, state: RunState) -> None:
+        """The attempt history and, when the kind keeps the run's ledger, the goodput ledger (a study's goodput is
+        its trial time kept: ``trial_seconds`` of the result and of XCom ``study``)."""
+        if self._kind().keeps_run_ledger:
+            super()._push_history(context, state)
+        else:
+            context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
 
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
         """The CustomJob body of one attempt (:func:`~..specs.vertex.build_custom_job`): the operator's pools
@@ -317,17 +289,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
-        from ..checkpoints import find_latest_checkpoint
-
+        """The task's result, as the kind says (:meth:`~.job_kinds.CustomJobKind.finish`)."""
         self._live_job = None
-        checkpoint = None
-        try:
-            found = find_latest_checkpoint(self._checkpoint_dir(), marker=self.checkpoint_marker)
-            checkpoint = {"uri": found.uri, "step": found.step} if found else None
-        except Exception as exc:  # the job succeeded; a missing listing does not change that
-            self.log.warning("Could not list the final checkpoint: %s", exc)
-        return {"job_name": job_name, "state": "JOB_STATE_SUCCEEDED", "checkpoint": checkpoint,
-                "attempts": history_to_json(state.history)}
+        result: dict[str, Any] = self._kind().finish(self, context, state, job_name)
+        return result
 
     # ------------------------------------------------------------------ helpers
     def _hook(self) -> Any:
@@ -355,8 +320,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def _pools(self) -> Any:
         """The worker pools as dicts (proto messages converted); anything but a list or tuple as given, for
         the validation to name."""
-        pools = _as_dict(self.worker_pool_specs)
-        return [_as_dict(p) for p in pools] if isinstance(pools, list | tuple) else pools
+        pools = message_as_dict(self.worker_pool_specs)
+        return [message_as_dict(p) for p in pools] if isinstance(pools, list | tuple) else pools
 
     def _scheduling(self) -> dict[str, Any]:
         return {"timeout": self.timeout, "restart_job_on_worker_restart": self.restart_job_on_worker_restart or None,
@@ -378,7 +343,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         problems = [*self._common_problems(), *preflight_problems(self._pools(), self.preflight),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
-                    *flag_problems("cancel_on_kill", self.cancel_on_kill)]
+                    *flag_problems("cancel_on_kill", self.cancel_on_kill), *self._kind().problems(self)]
         hang, poll = self.hang_timeout, self.poll_interval
         if (not seconds_problems("hang_timeout", hang) and not seconds_problems("poll_interval", poll)
                 and hang <= poll):

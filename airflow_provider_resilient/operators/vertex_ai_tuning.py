@@ -32,16 +32,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..backends.base import AttemptSpec
-from ..specs.common import SpecError
-from ..supervisor import RunState
-from ..supervisor.study import Owed
-from .vertex_ai import ResilientCustomJobOperator, _as_dict
+from .job_kinds import TRIALS_DIR, StudyKind
+from .vertex_ai import ResilientCustomJobOperator
 
 #: Key of the supervisor's state in the task state store. Renaming it breaks in-flight runs.
 STATE_KEY = "resilient_tuning_job"
-#: Where a trial writes its checkpoints, under the run's ``checkpoint_dir`` (then ``/<trial_key>/``).
-TRIALS_DIR = "trials"
 
 
 class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
@@ -102,136 +97,10 @@ class ResilientHyperparameterTuningJobOperator(ResilientCustomJobOperator):
         self.max_failed_trial_count = max_failed_trial_count
         super().__init__(**kwargs)
 
-    def _is_study(self) -> bool:
-        """Whether this run is a study (always, here; the legacy AI Platform operator, a subclass, runs one only
-        when its ``hyperparameters`` leave a parameter open, and a single CustomJob otherwise)."""
-        return True
-
-    # ------------------------------------------------------------------ the shell
-    def _study_spec(self) -> Any:
-        spec = _as_dict(self.study_spec)
-        return dict(spec) if isinstance(spec, Mapping) else spec
-
-    def _study(self) -> Any:
-        from ..specs.tuning import study_of
-
-        return study_of(self._study_spec(), self.max_trial_count, self.max_failed_trial_count)
-
-    def _make_backend(self) -> Any:
-        """The run's :class:`~..backends.vertex_tuning.VertexTuningJobBackend`."""
-        if not self._is_study():
-            return super()._make_backend()
-        from ..backends.vertex_tuning import VertexTuningJobBackend
-
-        return VertexTuningJobBackend(
-            self._hook(), study=self._study(), tuning_job=self._tuning_job, project_id=self.project_id,
-            region=self.region, fallbacks=self.resilience_policy.fallbacks, checkpoint_dir=self._checkpoint_dir(),
-            checkpoint_marker=self.checkpoint_marker, queue_timeout=self.resilience_policy.queue_timeout_seconds,
-            poll_interval=self.poll_interval, clock=lambda: self._clock())
-
-    def _tuning_job(self, spec: AttemptSpec, share: Owed) -> dict[str, Any]:
-        """One attempt's HyperparameterTuningJob body: the owed share of the study, each trial a CustomJob of the
-        operator's pools with the attempt's labels and ``RESILIENT_*`` environment."""
-        from ..specs.tuning import build_tuning_job
-
-        trial = self._custom_job(spec)
-        if self.base_output_dir:  # trial ids restart at 1 in each job: one output directory per attempt
-            trial["job_spec"]["base_output_directory"] = {"output_uri_prefix": self._attempt_output(spec.attempt)}
-        return build_tuning_job(display_name=self.display_name, study_spec=self._study_spec(), share=share,
-                                parallel_trial_count=self.parallel_trial_count, trial_job_spec=trial["job_spec"],
-                                labels=spec.labels)
-
-    def _attempt_output(self, attempt: int) -> str:
-        """Attempt ``attempt``'s ``base_output_directory``: ``<base_output_dir>/attempt-<N>``. Vertex AI gives trial
-        T ``<it>/<T>/model`` etc.; trial ids restart at 1 in every job, so a shared one would let attempt 2's
-        trial 1 overwrite attempt 1's model."""
-        return f"{(self.base_output_dir or '').rstrip('/')}/attempt-{attempt}"
-
-    def _resumes_run_checkpoints(self) -> bool:
-        """A study does not: each trial resumes from its own checkpoints (by its parameters), not from one of the
-        run's."""
-        return not self._is_study()
-
-    def _checkpoint_saves(self) -> list[Any] | None:
-        """None: the trials' checkpoints are many progress lines, not the run's one (the ledger counts time
-        only)."""
-        if not self._is_study():
-            return super()._checkpoint_saves()
-        return None
-
-    def _push_history(self, context: Any, state: RunState) -> None:
-        """Push the attempt history to XCom. No run ledger: it reads one line of checkpoint progress, and a study
-        has one per trial; its goodput is the trial time kept (``trial_seconds`` of the result and of XCom
-        ``study``)."""
-        if not self._is_study():
-            return super()._push_history(context, state)
-        from ..policy import history_to_json
-
-        context["ti"].xcom_push(key="attempt_history", value=history_to_json(state.history))
-
-    def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
-        if not self._is_study():
-            return super()._finish(context, state, job_name)
-        from ..policy import history_to_json
-        from ..supervisor.study import study_summary
-
-        self._live_job = None
-        backend = self._backend()
-        task = self._task_instance(context)
-        from ..specs.common import job_labels
-
-        trials = backend.last_trials
-        if trials is None:  # no end judged in this process: listed once
-            trials = backend.study_trials(job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None))
-        summary = study_summary(backend.study, trials)
-        best = summary["best_trial"]
-        if best is not None:
-            best["checkpoint"] = self._trial_checkpoint(best["key"])
-            best["model_dir"] = (f"{self._attempt_output(best['attempt'])}/{best['trial_id']}/model"
-                                 if self.base_output_dir else None)
-            self.log.info("Best trial of %d run (%d re-run): %s %s = %s (trial %s of %s, attempt %d)",
-                          summary["trials_run"], summary["trials_rerun"], best["parameters"], summary["metric_id"],
-                          best["metric"], best["trial_id"], best["job_name"], best["attempt"])
-        seconds = summary["trial_seconds"]
-        self.log.info("Trial time: %.0f s kept, %.0f s lost to failed or stopped trials (goodput %.1f%%)",
-                      seconds["kept"], seconds["lost"], 100 * seconds["goodput"])
-        context["ti"].xcom_push(key="study", value=summary)
-        return {"job_name": job_name, "state": "JOB_STATE_SUCCEEDED", **summary,
-                "attempts": history_to_json(state.history)}
-
-    def _trial_checkpoint(self, key: str) -> dict[str, Any] | None:
-        """The newest complete checkpoint of the trial whose key is ``key`` (``{"uri", "step"}``), or None."""
-        from ..checkpoints import find_latest_checkpoint
-
-        try:
-            found = find_latest_checkpoint(f"{self._checkpoint_dir().rstrip('/')}/{TRIALS_DIR}/{key}",
-                                           marker=self.checkpoint_marker)
-        except Exception as exc:  # the study succeeded; a missing listing does not change that
-            self.log.warning("Could not list the best trial's checkpoint: %s", exc)
-            return None
-        return {"uri": found.uri, "step": found.step} if found else None
-
-    def _problems(self) -> list[SpecError]:
-        """The CustomJob operator's problems of the trial's pools, :func:`~..specs.tuning.study_problems`, and
-        the arguments a study does not take: ``hang_timeout`` (a study's progress is its trials: bound each with
-        ``timeout``), ``preflight`` (its wrapper would swallow the ``--<parameter>=<value>`` arguments the
-        platform appends) and ``goodput_job_name`` (each trial is its own goodput job)."""
-        from ..specs.tuning import study_problems
-
-        problems = super()._problems()
-        if not self._is_study():
-            return problems
-        if self.hang_timeout is not None:
-            problems.append(SpecError("hang_timeout", "not taken by a study (its progress is its trials): bound each "
-                                                      "trial with timeout= (scheduling.timeout) instead"))
-        if self.preflight:
-            problems.append(SpecError("preflight", "not taken by a study: the wrapper would swallow the "
-                                                   "--<parameter>=<value> arguments the platform appends"))
-        if self.goodput_job_name is not None:
-            problems.append(SpecError("goodput_job_name", "not taken by a study (its trials are separate runs, "
-                                                          "each its own goodput job): record and read per trial"))
-        return [*problems, *study_problems(self._study_spec(), self.max_trial_count, self.parallel_trial_count,
-                                           self.max_failed_trial_count)]
+    def _kind(self) -> Any:
+        """A study of the (rendered) arguments (:class:`~.job_kinds.StudyKind`)."""
+        return StudyKind(self.study_spec, self.max_trial_count, self.parallel_trial_count,
+                         self.max_failed_trial_count)
 
 
 __all__ = ["STATE_KEY", "TRIALS_DIR", "ResilientHyperparameterTuningJobOperator"]
