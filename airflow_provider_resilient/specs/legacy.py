@@ -65,141 +65,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .common import SpecError
+from .legacy_study import count_of, study_of_hyperparameters
+from .legacy_tables import (  # the tables; the public ones re-exported, as the docs and DAGs name them here
+    ACCELERATOR_RENAMES,
+    CONTAINER_REPOSITORY,
+    FIELD_FATES,
+    LEGACY_MACHINES,
+    REFUSED_MACHINES,
+    REPLICA_FIELDS,
+    ROLES,
+    RUNTIME_CONTAINERS,
+    SCALE_TIERS,
+    TRAINING_FIELDS,
+    fate_table,
+    tf_config_master_command,
+)
 from .vertex import duration_seconds
 from .vertex_pools import MACHINE_TYPE_RE
-
-#: Vertex AI's pre-built training containers (``us-docker.pkg.dev/vertex-ai/training/<name>:latest``).
-CONTAINER_REPOSITORY = "us-docker.pkg.dev/vertex-ai/training"
-
-#: AI Platform runtime versions that have a Vertex AI TensorFlow training container for Python 3.7 (the only
-#: Python those runtimes ran from 1.15 on), by runtime -> the container's version part (``tf-cpu.2-11``).
-RUNTIME_CONTAINERS: Mapping[str, str] = {v: v.replace(".", "-") for v in (
-    "1.15", "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.11")}
-
-#: Legacy machine name -> (Compute Engine machine type, accelerator type or None, accelerators per replica);
-#: see the module docstring for the two forced changes (no n1-highcpu-8, no K80).
-LEGACY_MACHINES: Mapping[str, tuple[str, str | None, int]] = {
-    "standard": ("n1-standard-4", None, 0),
-    "large_model": ("n1-highmem-8", None, 0),
-    "complex_model_s": ("n1-highcpu-16", None, 0),  # n1-highcpu-8 on AI Platform; Vertex AI has none
-    "complex_model_m": ("n1-highcpu-16", None, 0),
-    "complex_model_l": ("n1-highcpu-32", None, 0),
-    "standard_gpu": ("n1-standard-8", "NVIDIA_TESLA_T4", 1),  # 1 K80 on AI Platform
-    "complex_model_m_gpu": ("n1-standard-16", "NVIDIA_TESLA_T4", 4),  # 4 K80s on AI Platform
-    "standard_p100": ("n1-standard-8", "NVIDIA_TESLA_P100", 1),
-    "complex_model_m_p100": ("n1-standard-16", "NVIDIA_TESLA_P100", 4),
-    "standard_v100": ("n1-standard-8", "NVIDIA_TESLA_V100", 1),
-    "large_model_v100": ("n1-highmem-8", "NVIDIA_TESLA_V100", 1),
-    "complex_model_m_v100": ("n1-standard-16", "NVIDIA_TESLA_V100", 4),
-    "complex_model_l_v100": ("n1-standard-32", "NVIDIA_TESLA_V100", 8),
-    "cloud_tpu": ("cloud-tpu", "TPU_V2", 8),
-}
-#: Legacy names refused, with what to use instead.
-REFUSED_MACHINES: Mapping[str, str] = {
-    "complex_model_l_gpu": "it had 8 NVIDIA Tesla K80s, which Vertex AI no longer offers, and no n1 host takes 8 T4s: "
-                           "use masterType n1-standard-32 with acceleratorConfig {type: NVIDIA_TESLA_V100, count: 8} "
-                           "(or 4 NVIDIA_TESLA_T4)",
-}
-
-#: Scale tier -> (master, (workers, count), (parameter servers, count)), legacy machine names.
-SCALE_TIERS: Mapping[str, tuple[str, tuple[str, int] | None, tuple[str, int] | None]] = {
-    "BASIC": ("standard", None, None),
-    "BASIC_GPU": ("standard_gpu", None, None),
-    "BASIC_TPU": ("cloud_tpu", None, None),
-    "STANDARD_1": ("complex_model_s", ("complex_model_s", 4), ("standard", 3)),
-    "PREMIUM_1": ("complex_model_l", ("complex_model_l", 19), ("large_model", 11)),
-}
-#: ml v1 accelerator names Vertex AI spells otherwise.
-_ACCELERATOR_RENAMES = {"TPU_V2_POD": "TPU_V2", "TPU_V3_POD": "TPU_V3", "NVIDIA_TESLA_K80": "NVIDIA_TESLA_T4"}
-
-#: Every field of ``TrainingInput`` (and of the messages it holds) and what becomes of it:
-#: ``(field, fate, where it goes or why not)``; fate is "carried", "translated", "refused" or "dropped".
-FIELD_FATES: tuple[tuple[str, str, str], ...] = (
-    ("scaleTier", "translated", "worker pools and machines (SCALE_TIERS)"),
-    ("masterType", "translated", "worker_pool_specs[0].machine_spec (LEGACY_MACHINES, or the Compute Engine type)"),
-    ("masterConfig", "translated", "worker_pool_specs[0]: see ReplicaConfig"),
-    ("workerType", "translated", "worker_pool_specs[1].machine_spec"),
-    ("workerConfig", "translated", "worker_pool_specs[1]"),
-    ("workerCount", "translated", "worker_pool_specs[1].replica_count"),
-    ("parameterServerType", "translated", "worker_pool_specs[2].machine_spec"),
-    ("parameterServerConfig", "translated", "worker_pool_specs[2]"),
-    ("parameterServerCount", "translated", "worker_pool_specs[2].replica_count"),
-    ("evaluatorType", "translated", "worker_pool_specs[3].machine_spec"),
-    ("evaluatorConfig", "translated", "worker_pool_specs[3]"),
-    ("evaluatorCount", "translated", "worker_pool_specs[3].replica_count"),
-    ("packageUris", "carried", "python_package_spec.package_uris of every pool"),
-    ("pythonModule", "carried", "python_package_spec.python_module"),
-    ("args", "carried", "python_package_spec.args / container_spec.args (+ --job-dir for a package)"),
-    ("hyperparameters", "translated", "a HyperparameterTuningJob (ResilientHyperparameterTuningJobOperator); "
-                                      "parameters with one value -> --name=value args of every trial"),
-    ("region", "carried", "the CustomJob's location"),
-    ("jobDir", "translated", "job_spec.base_output_directory, and --job-dir in a package's args"),
-    ("runtimeVersion", "translated", "python_package_spec.executor_image_uri (RUNTIME_CONTAINERS)"),
-    ("pythonVersion", "translated", "picks the container; only 3.7 has one"),
-    ("scheduling", "translated", "see Scheduling"),
-    ("network", "carried", "job_spec.network"),
-    ("serviceAccount", "carried", "job_spec.service_account"),
-    ("useChiefInTfConfig", "translated", "false (default) with a custom container: TF_CONFIG says master, as before"),
-    ("encryptionConfig", "refused", "CMEK is not carried by this provider yet: remove it, or submit with the Google "
-                                    "provider's CreateCustomJobOperator(encryption_spec_key_name=...)"),
-    ("enableWebAccess", "carried", "job_spec.enable_web_access"),
-    ("ReplicaConfig.acceleratorConfig", "translated", "machine_spec.accelerator_type / accelerator_count"),
-    ("ReplicaConfig.imageUri", "carried", "container_spec.image_uri (workers inherit the master's)"),
-    ("ReplicaConfig.containerCommand", "carried", "container_spec.command (required: no ENTRYPOINT)"),
-    ("ReplicaConfig.containerArgs", "carried", "container_spec.args"),
-    ("ReplicaConfig.diskConfig", "translated", "disk_spec.boot_disk_type / boot_disk_size_gb"),
-    ("ReplicaConfig.tpuTfVersion", "dropped", "a Vertex AI TPU image carries its own TensorFlow"),
-    ("AcceleratorConfig.type", "translated", "machine_spec.accelerator_type (K80 -> T4, *_POD -> TPU_V2/V3)"),
-    ("AcceleratorConfig.count", "carried", "machine_spec.accelerator_count"),
-    ("DiskConfig.bootDiskType", "carried", "disk_spec.boot_disk_type"),
-    ("DiskConfig.bootDiskSizeGb", "carried", "disk_spec.boot_disk_size_gb"),
-    ("Scheduling.maxRunningTime", "translated", "job_spec.scheduling.timeout"),
-    ("Scheduling.maxWaitTime", "translated", "resilience_policy.queue_timeout_seconds"),
-    ("Scheduling.priority", "refused", "Vertex AI has no job priority: remove it"),
-    ("EncryptionConfig.kmsKeyName", "refused", "see encryptionConfig"),
-    ("HyperparameterSpec.goal", "translated", "study_spec.metrics[0].goal (default MAXIMIZE)"),
-    ("HyperparameterSpec.hyperparameterMetricTag", "translated", "study_spec.metrics[0].metric_id (default "
-                                                                 "training/hptuning/metric)"),
-    ("HyperparameterSpec.params", "translated", "study_spec.parameters: see ParameterSpec"),
-    ("HyperparameterSpec.maxTrials", "translated", "max_trial_count across every attempt (default 1)"),
-    ("HyperparameterSpec.maxParallelTrials", "translated", "parallel_trial_count (default 1)"),
-    ("HyperparameterSpec.maxFailedTrials", "translated", "max_failed_trial_count: permanent trial failures only"),
-    ("HyperparameterSpec.algorithm", "carried", "study_spec.algorithm"),
-    ("HyperparameterSpec.enableTrialEarlyStopping", "refused", "automated stopping cannot be carried over to a "
-                                                               "resumed study: remove it"),
-    ("HyperparameterSpec.resumePreviousJobId", "refused", "a study of the shut-down service cannot be resumed: remove "
-                                                          "it (the operator resumes its own study)"),
-    ("ParameterSpec.parameterName", "carried", "parameter_id (the trial still gets --name=value)"),
-    ("ParameterSpec.type", "translated", "DOUBLE/INTEGER -> double/integer_value_spec, DISCRETE/CATEGORICAL -> "
-                                         "discrete/categorical_value_spec; one feasible value -> a flag"),
-    ("ParameterSpec.minValue", "carried", "*_value_spec.min_value"),
-    ("ParameterSpec.maxValue", "carried", "*_value_spec.max_value"),
-    ("ParameterSpec.discreteValues", "carried", "discrete_value_spec.values"),
-    ("ParameterSpec.categoricalValues", "carried", "categorical_value_spec.values"),
-    ("ParameterSpec.scaleType", "translated", "scale_type (NONE -> unset)"),
-)
-
-_TRAINING_FIELDS = {f for f, _, _ in FIELD_FATES if "." not in f}
-_REPLICA_FIELDS = {"acceleratorConfig", "imageUri", "containerCommand", "containerArgs", "diskConfig", "tpuTfVersion"}
-#: The replica roles, in worker pool order (pool 0 to 3).
-_ROLES = ("master", "worker", "parameterServer", "evaluator")
-
-TF_CONFIG_MASTER_SCRIPT = (
-    'if [ -n "$TF_CONFIG" ]; then TF_CONFIG="$(python3 -c \'import json, os\n'
-    'c = json.loads(os.environ["TF_CONFIG"])\n'
-    'cluster = c.get("cluster") or {}\n'
-    'if "chief" in cluster: cluster["master"] = cluster.pop("chief")\n'
-    'task = c.get("task") or {}\n'
-    'if task.get("type") == "chief": task["type"] = "master"\n'
-    'print(json.dumps(c))\')" && export TF_CONFIG; fi\n'
-    'exec "$@"\n')
-
-
-def tf_config_master_command(command: list[str]) -> list[str]:
-    """``command`` run after ``TF_CONFIG``'s ``chief`` (Vertex AI's name for the primary replica) is renamed
-    ``master``, as AI Platform named it in custom containers without ``useChiefInTfConfig`` (a ``/bin/sh``
-    prefix; the image needs ``python3``)."""
-    return ["/bin/sh", "-c", TF_CONFIG_MASTER_SCRIPT, "tf-config-master", *command]
 
 
 @dataclass(frozen=True)
@@ -244,16 +126,6 @@ def _normalized(value: Any) -> Any:
     if isinstance(value, list):
         return [_normalized(v) for v in value]
     return value
-
-
-def _count(value: Any, where: str, problems: list[SpecError]) -> int:
-    """An int64 count as the API took it: a number or its string (``"4"``)."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
-        problems.append(SpecError(where, f"{value!r}: give a whole number >= 0"))
-        return 0
-    return int(value)
 
 
 def _flag(value: Any, where: str, problems: list[SpecError]) -> bool:
@@ -330,11 +202,11 @@ def _machine(name: Any, config: Mapping[str, Any], where: str, problems: list[Sp
             problems.append(SpecError(f"{where}.acceleratorConfig", "give {type: ..., count: ...}"))
         else:
             kind = _text(accelerator.get("type"), f"{where}.acceleratorConfig.type", problems) or None
-            count = _count(accelerator.get("count"), f"{where}.acceleratorConfig.count", problems) or (
+            count = count_of(accelerator.get("count"), f"{where}.acceleratorConfig.count", problems) or (
                 8 if kind and kind.startswith("TPU") else 1)
-            if kind in _ACCELERATOR_RENAMES:
-                notes.append(f"{where} accelerator {kind} -> {_ACCELERATOR_RENAMES[kind]}")
-                kind = _ACCELERATOR_RENAMES[kind]
+            if kind in ACCELERATOR_RENAMES:
+                notes.append(f"{where} accelerator {kind} -> {ACCELERATOR_RENAMES[kind]}")
+                kind = ACCELERATOR_RENAMES[kind]
     spec: dict[str, Any] = {"machine_type": machine_type}
     if kind:
         spec.update(accelerator_type=kind, accelerator_count=count)
@@ -369,97 +241,6 @@ def _image(runtime: Any, python: Any, gpu: bool, tpu: bool, executor_image_uri: 
     return f"{CONTAINER_REPOSITORY}/tf-{'gpu' if gpu else 'cpu'}.{version}:latest"
 
 
-#: AI Platform's metric tag when ``hyperparameterMetricTag`` is not given (its ml v1 documentation).
-DEFAULT_METRIC_TAG = "training/hptuning/metric"
-_SCALES = {"NONE": None, "UNIT_LINEAR_SCALE": "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE": "UNIT_LOG_SCALE",
-           "UNIT_REVERSE_LOG_SCALE": "UNIT_REVERSE_LOG_SCALE"}
-
-
-def _hyperparameters(spec: Any, problems: list[SpecError]) -> tuple[list[str], dict[str, Any] | None]:
-    """(``--name=value`` of the parameters with one feasible value, the study of the others or None).
-
-    The study is the arguments of
-    :class:`~..operators.vertex_ai_tuning.ResilientHyperparameterTuningJobOperator`: ``study_spec`` (the metric
-    ``hyperparameterMetricTag``, default ``training/hptuning/metric``, with ``goal``; each open ParameterSpec as
-    a Vertex AI one; ``algorithm``), ``max_trial_count`` (``maxTrials``, default 1), ``parallel_trial_count``
-    (``maxParallelTrials``, default 1) and ``max_failed_trial_count`` (``maxFailedTrials``, default 0)."""
-    if not isinstance(spec, Mapping):
-        problems.append(SpecError("trainingInput.hyperparameters", "give a HyperparameterSpec mapping"))
-        return [], None
-    params = spec.get("params")
-    if not isinstance(params, list) or not params:
-        problems.append(SpecError("trainingInput.hyperparameters.params", "give the list of ParameterSpecs"))
-        return [], None
-    args: list[str] = []
-    open_params: list[dict[str, Any]] = []
-    for i, param in enumerate(params):
-        where = f"trainingInput.hyperparameters.params[{i}]"
-        if not isinstance(param, Mapping) or not isinstance(param.get("parameterName"), str) or not param.get(
-                "parameterName"):
-            problems.append(SpecError(where, "give parameterName (a string) and type"))
-            continue
-        kind, name = str(param.get("type") or ""), param["parameterName"]
-        scale = param.get("scaleType")
-        if scale is not None and scale not in _SCALES:
-            problems.append(SpecError(f"{where}.scaleType", f"{scale!r} is not one of {', '.join(_SCALES)}"))
-        vertex: dict[str, Any] = {"parameter_id": name}
-        if _SCALES.get(str(scale)):
-            vertex["scale_type"] = _SCALES[str(scale)]
-        values: list[Any] = []
-        if kind in ("CATEGORICAL", "DISCRETE"):
-            given = param.get("categoricalValues" if kind == "CATEGORICAL" else "discreteValues")
-            values = given if isinstance(given, list) else []
-            if not values:
-                listed = "categoricalValues" if kind == "CATEGORICAL" else "discreteValues"
-                problems.append(SpecError(f"{where}.{listed}", "give the list of values"))
-                continue
-            vertex["categorical_value_spec" if kind == "CATEGORICAL" else "discrete_value_spec"] = {"values": values}
-        elif kind in ("DOUBLE", "INTEGER"):
-            try:
-                low, high = float(param.get("minValue")), float(param.get("maxValue"))  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                problems.append(SpecError(where, "give numeric minValue and maxValue"))
-                continue
-            if low == high:
-                values = [int(low) if kind == "INTEGER" else low]
-            elif kind == "INTEGER":
-                vertex["integer_value_spec"] = {"min_value": int(low), "max_value": int(high)}
-            else:
-                vertex["double_value_spec"] = {"min_value": low, "max_value": high}
-        else:
-            problems.append(SpecError(f"{where}.type", f"{kind or None!r}: give DOUBLE, INTEGER, CATEGORICAL or "
-                                                       "DISCRETE"))
-            continue
-        if len(values) == 1:
-            args.append(f"--{name}={values[0]}")
-        else:
-            open_params.append(vertex)
-    if not open_params:
-        return args, None
-    if spec.get("resumePreviousJobId"):
-        problems.append(SpecError("trainingInput.hyperparameters.resumePreviousJobId", "a Vizier study of the shut-"
-                                  "down service cannot be resumed on Vertex AI: remove it (the operator resumes its "
-                                  "own study across attempts)"))
-    if spec.get("enableTrialEarlyStopping"):
-        problems.append(SpecError("trainingInput.hyperparameters.enableTrialEarlyStopping", "automated stopping "
-                                  "cannot be carried over to a resumed study: remove it"))
-    goal = spec.get("goal") or "MAXIMIZE"
-    if goal not in ("MAXIMIZE", "MINIMIZE"):
-        problems.append(SpecError("trainingInput.hyperparameters.goal", f"{goal!r}: use MAXIMIZE or MINIMIZE"))
-    algorithm = spec.get("algorithm") or "ALGORITHM_UNSPECIFIED"
-    if algorithm not in ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"):
-        problems.append(SpecError("trainingInput.hyperparameters.algorithm", f"{algorithm!r}: use GRID_SEARCH, "
-                                                                             "RANDOM_SEARCH or ALGORITHM_UNSPECIFIED"))
-    tag = spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
-    where = "trainingInput.hyperparameters"
-    study = {"study_spec": {"metrics": [{"metric_id": str(tag), "goal": goal}], "parameters": open_params,
-                            "algorithm": algorithm},
-             "max_trial_count": _count(spec.get("maxTrials"), f"{where}.maxTrials", problems) or 1,
-             "parallel_trial_count": _count(spec.get("maxParallelTrials"), f"{where}.maxParallelTrials", problems) or 1,
-             "max_failed_trial_count": _count(spec.get("maxFailedTrials"), f"{where}.maxFailedTrials", problems)}
-    return args, study
-
-
 def translate_training_input(training_input: Mapping[str, Any], *, executor_image_uri: str | None = None
                              ) -> LegacyTranslation:
     """Translate a legacy ``TrainingInput`` (see the module docstring).
@@ -482,9 +263,9 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
     if not isinstance(training_input, Mapping):
         raise SpecError("trainingInput", f"give the TrainingInput mapping, got {type(training_input).__name__}")
     body = _normalized(training_input)
-    for key in sorted(set(body) - _TRAINING_FIELDS):
+    for key in sorted(set(body) - TRAINING_FIELDS):
         problems.append(SpecError(f"trainingInput.{key}", f"not a TrainingInput field; the fields are "
-                                                          f"{', '.join(sorted(_TRAINING_FIELDS))}"))
+                                                          f"{', '.join(sorted(TRAINING_FIELDS))}"))
     # The old operator always sent scaleTier (null when not given); a master type without a tier means CUSTOM.
     tier = (_text(body.get("scaleTier"), "trainingInput.scaleTier", problems) or (
         "CUSTOM" if body.get("masterType") else "BASIC")).upper()
@@ -498,10 +279,10 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
         if not body.get("masterType"):
             problems.append(SpecError("trainingInput.masterType", "is required with scaleTier CUSTOM, e.g. "
                                                                   "'n1-standard-8'"))
-        for role in _ROLES:
+        for role in ROLES:
             types[role] = body.get(f"{role}Type")
             if role != "master":
-                counts[role] = _count(body.get(f"{role}Count"), f"trainingInput.{role}Count", problems)
+                counts[role] = count_of(body.get(f"{role}Count"), f"trainingInput.{role}Count", problems)
                 if counts[role] and not types[role]:
                     problems.append(SpecError(f"trainingInput.{role}Type", f"is required with {role}Count > 0"))
     else:
@@ -510,19 +291,19 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
         for role, spec in (("worker", workers), ("parameterServer", servers)):
             if spec is not None:
                 types[role], counts[role] = spec
-        for role in _ROLES:
+        for role in ROLES:
             for key in (f"{role}Type", f"{role}Count") if role != "master" else ("masterType",):
                 if body.get(key) not in (None, "", 0, "0"):
                     problems.append(SpecError(f"trainingInput.{key}", f"applies with scaleTier CUSTOM only (the tier "
                                               f"is {tier}): set scaleTier CUSTOM or remove it"))
-    configs = {role: body.get(f"{role}Config") or {} for role in _ROLES}
+    configs = {role: body.get(f"{role}Config") or {} for role in ROLES}
     for role, config in configs.items():
         if not isinstance(config, Mapping):
             problems.append(SpecError(f"trainingInput.{role}Config", "give a ReplicaConfig mapping"))
             configs[role] = {}
             continue
-        for key in sorted(set(config) - _REPLICA_FIELDS):
-            known = ", ".join(sorted(_REPLICA_FIELDS))
+        for key in sorted(set(config) - REPLICA_FIELDS):
+            known = ", ".join(sorted(REPLICA_FIELDS))
             problems.append(SpecError(f"trainingInput.{role}Config.{key}", f"not a ReplicaConfig field ({known})"))
     images = {role: _text(c.get("imageUri"), f"trainingInput.{role}Config.imageUri", problems)
               for role, c in configs.items()}
@@ -538,7 +319,7 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
     extra_args: list[str] = []
     study: dict[str, Any] | None = None
     if body.get("hyperparameters") is not None:
-        extra_args, study = _hyperparameters(body["hyperparameters"], problems)
+        extra_args, study = study_of_hyperparameters(body["hyperparameters"], problems)
         if extra_args:
             notes.append("hyperparameters: parameters with one value -> " + " ".join(extra_args))
         if study:
@@ -552,7 +333,7 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
         problems.append(SpecError("trainingInput.jobDir", f"{job_dir!r}: give a gs:// path"))
         job_dir = None
     pools: list[dict[str, Any]] = []
-    for role in _ROLES:
+    for role in ROLES:
         if role != "master" and not counts.get(role):
             pools.append({})
             continue
@@ -622,13 +403,6 @@ def translate_training_input(training_input: Mapping[str, Any], *, executor_imag
                              timeout_seconds=timeout, queue_timeout_seconds=queue,
                              service_account=body.get("serviceAccount"), network=body.get("network"),
                              enable_web_access=web, notes=notes, study=study)
-
-
-def fate_table() -> str:
-    """:data:`FIELD_FATES` as a Markdown table (the documentation's "AI Platform Training specs" page prints it)."""
-    rows = ["| TrainingInput field | fate | on Vertex AI |", "| --- | --- | --- |"]
-    rows += [f"| `{f}` | {fate} | {where} |" for f, fate, where in FIELD_FATES]
-    return "\n".join(rows)
 
 
 __all__ = ["CONTAINER_REPOSITORY", "FIELD_FATES", "LEGACY_MACHINES", "REFUSED_MACHINES", "RUNTIME_CONTAINERS",
