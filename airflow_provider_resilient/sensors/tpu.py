@@ -11,49 +11,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import PokeReturnValue
 
-from ..compat import AirflowFailException, conf
+from ..compat import AirflowFailException
+from .base import DeferrableSensor
 
 _GONE = ("TERMINATED", "PREEMPTED", "STOPPED", "STOPPING", "DELETING", "HIDDEN")
 #: Health values of hardware that does not recover by itself (isolate the node and re-create it).
 _UNHEALTHY = ("TIMEOUT", "UNHEALTHY_TENSORFLOW")
 
 
-class _DeferrablePollingSensor(BaseSensorOperator):
-    """Pokes in the worker, or -- deferrable -- frees the worker slot between pokes (``DateTimeTrigger``)."""
-
-    def __init__(self, *, deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 gcp_conn_id: str | None = "google_cloud_default",
-                 impersonation_chain: str | Sequence[str] | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.deferrable = deferrable
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-
-    def execute(self, context: Any) -> Any:
-        from ..hooks.base import GoogleApiHook
-
-        self.log.info("%s", GoogleApiHook(self.gcp_conn_id, self.impersonation_chain).endpoint_summary())
-        if not self.deferrable:
-            return super().execute(context)
-        return self.execute_complete(context)
-
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
-        from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-
-        result = self.poke(context)
-        if isinstance(result, PokeReturnValue):
-            if result.is_done:
-                return result.xcom_value
-        elif result:
-            return None
-        moment = datetime.now(tz=UTC) + timedelta(seconds=float(self.poke_interval))
-        self.defer(trigger=DateTimeTrigger(moment=moment), method_name="execute_complete")
-
-
-class TPUNodeHealthSensor(_DeferrablePollingSensor):
+class TPUNodeHealthSensor(DeferrableSensor):
     """Wait until a TPU node is READY and HEALTHY (no symptoms).
 
     Args:
@@ -95,7 +63,7 @@ class TPUNodeHealthSensor(_DeferrablePollingSensor):
         return state == "READY" and health in ("HEALTHY", "HEALTH_UNSPECIFIED")
 
 
-class TPUMaintenanceEventSensor(_DeferrablePollingSensor):
+class TPUMaintenanceEventSensor(DeferrableSensor):
     """Fire when Cloud Audit Logs show a maintenance or preemption event for a node (the page's query
     ``"tpu.nodes.terminate" OR "tpu.nodes.restart"``, with ``protoPayload.metadata.terminateReason``).
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator
-
-from ..compat import AirflowException, AirflowFailException, conf
+from ..compat import AirflowException, AirflowFailException
+from .base import DeferrableSensor
 
 DEFAULT_TARGET_STATES = ("JOB_STATE_SUCCEEDED",)
 
 
-class CustomJobStateSensor(BaseSensorOperator):
+class CustomJobStateSensor(DeferrableSensor):
     """Wait for ``job_name`` to reach one of ``target_states``; fail if it ends in another terminal state.
 
     Args:
@@ -31,16 +30,12 @@ class CustomJobStateSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("job_name", "impersonation_chain")
 
     def __init__(self, *, job_name: str, target_states: Sequence[str] = DEFAULT_TARGET_STATES,
-                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
-                 impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
+                 poll_interval: float = 30.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
         self.target_states = tuple(s if s.startswith("JOB_STATE_") else f"JOB_STATE_{s}" for s in target_states)
-        self.deferrable = deferrable
         self.poll_interval = poll_interval
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
+        self._summary: dict[str, Any] | None = None
 
     def _hook(self) -> Any:
         from ..hooks.vertex_ai import ResilientVertexAIHook
@@ -63,13 +58,20 @@ class CustomJobStateSensor(BaseSensorOperator):
 
         return self._judge(job_summary(self._hook().get_custom_job(self.job_name)))
 
-    def execute(self, context: Any) -> Any:
-        self.log.info("%s", self._hook().endpoint_summary())
-        if not self.deferrable:
-            super().execute(context)
-            return self._summary
-        if self.poke(context):
-            return self._summary
+    def _result(self, value: Any) -> Any:
+        return self._summary
+
+    def _resumed(self, context: Any, event: Any) -> tuple[bool, Any]:
+        """The trigger's event (a :class:`~..supervisor.watch_event.WatchEvent` payload: ``terminal`` with the job's
+        summary), or -- no event: the first look -- one poke."""
+        if event is None:
+            return self.poke(context), None
+        if not isinstance(event, dict) or event.get("status") != "terminal":
+            raise AirflowException(f"the trigger could not watch {self.job_name}: {event}")
+        return self._judge(event["job"]), None
+
+    def _defer(self, context: Any) -> None:
+        """Wait in a :class:`~..triggers.vertex_ai.CustomJobTrigger` (which cancels nothing on a kill)."""
         from ..clients import serializable_chain
         from ..triggers.vertex_ai import CustomJobTrigger
 
@@ -77,12 +79,6 @@ class CustomJobStateSensor(BaseSensorOperator):
         self.defer(trigger=CustomJobTrigger(self.job_name, self.poll_interval, self.gcp_conn_id, chain,
                                             self._hook().emulator, cancel_on_kill=False),
                    method_name="execute_complete")
-
-    def execute_complete(self, context: Any, event: Any = None) -> Any:
-        if not isinstance(event, dict) or event.get("status") != "terminal":
-            raise AirflowException(f"the trigger could not watch {self.job_name}: {event}")
-        self._judge(event["job"])
-        return self._summary
 
 
 __all__ = ["DEFAULT_TARGET_STATES", "CustomJobStateSensor"]
