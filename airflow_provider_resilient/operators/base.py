@@ -25,6 +25,7 @@ from airflow.sdk import BaseOperator
 from ..backends.base import AttemptSpec, Backend, airflow_task_states, task_instance
 from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf, run_state_store
 from ..policy import Failure, FailureClass, Fallback, RetryPolicy, history_table, history_to_json
+from ..specs.fallbacks import fallbacks_of
 from ..supervisor import (
     EndAttempt,
     Fail,
@@ -272,7 +273,8 @@ class SupervisedOperator(BaseOperator):
             raise ValueError(f"{type(self).__name__}: torn_checkpoints must be one of "
                              f"{', '.join(map(repr, TORN_CHECKPOINT_CHOICES))}, got {torn_checkpoints!r}")
         self.torn_checkpoints = torn_checkpoints
-        self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
+        usable, self.fallback_problems = fallbacks_of(fallbacks)  # a malformed entry is named by _validate
+        self.resilience_policy = policy_with_fallbacks(resilience_policy, usable)
         self.project_id = project_id
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_marker = checkpoint_marker
