@@ -66,7 +66,9 @@ def fallbacks_of(fallbacks: object) -> tuple[list[Fallback | Mapping[str, Any]],
         found = _entry_problems(value, at)
         if not found:
             try:  # what the policy's own checks refuse (a strategy it does not know)
-                Fallback(**{k: (frozenset(FailureClass(c) for c in v) if k == "on" else v) for k, v in value.items()})
+                fields: dict[str, Any] = {k: (frozenset(FailureClass(c) for c in v) if k == "on" else v)
+                                          for k, v in value.items()}
+                Fallback(**fields)
             except (TypeError, ValueError) as exc:
                 found = [SpecError(at, str(exc))]
         if found:

@@ -89,6 +89,7 @@ def topology(accelerator_type: str) -> str:
     family, size = accelerator_type.rsplit("-", 1)
     chips = int(size) // 2 if family in ("v2", "v3", "v4", "v5p") else int(size)
     divisors = [d for d in range(1, chips + 1) if chips % d == 0]
+    shapes: list[tuple[int, ...]]
     if family in ("v4", "v5p"):
         shapes = [(a, b, chips // a // b) for a in divisors for b in divisors if a <= b <= chips // a // b and
                   (chips // a) % b == 0]
