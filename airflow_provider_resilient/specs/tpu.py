@@ -352,6 +352,12 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                 f"fallbacks[{i}].{'accelerator_type' if changed else 'zone'}",
                 fallback.accelerator_type if changed else accelerator_type,
                 fallback.zone if fallback.zone is not None else zone, extra_zones)
+            if fallback.zone is not None and not runtime_version_problems(runtime_version, zone, extra_zones,
+                                                                          extra_runtime_versions):
+                problems += [SpecError(f"fallbacks[{i}].zone", str(p).split(": ", 1)[1] + " (a fallback keeps the "
+                                                                                      "node's runtime_version)")
+                             for p in runtime_version_problems(runtime_version, fallback.zone, extra_zones,
+                                                               extra_runtime_versions)]
     try:
         preflight_of(preflight)
     except SpecError as exc:

@@ -186,6 +186,8 @@ IN_CONTEXT = [
     ("tpu", "accelerator_type", "v5litepod-8", "accelerator_type", "us-west4-a"),
     ("tpu", "accelerator_type", "v6e-8", "accelerator_type", "RESILIENT_EXTRA_ZONES"),
     ("tpu", "fallbacks", [{"zone": "europe-west4-a"}], "fallbacks[0].zone", "is offered in us-central2-b"),
+    ("tpu", "fallbacks", [{"zone": "us-west4-a", "accelerator_type": "v5litepod-8"}], "fallbacks[0].zone",
+     "keeps the node's runtime_version"),  # tpu-ubuntu2204-base: v2-v4; us-west4-a offers v5e
 ]
 
 
