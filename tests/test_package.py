@@ -146,3 +146,23 @@ def test_the_version_is_written_once_and_the_license_ships():
     assert project["project"]["license-files"] == ["LICENSE", "NOTICE"]
     assert "Apache License\n                        Version 2.0, January 2004" in (REPO / "LICENSE").read_text()
     assert set(project["project"]["urls"]) == {"Homepage", "Documentation", "Changelog", "Issues"}
+
+
+def test_the_platform_catalog_ships_as_package_data_and_loads_without_google():
+    """``specs/catalog.json`` (the names the specs check and the emulator serves) goes into the wheel
+    (``package-data``), each list citing Google's public page and the day it was read; loading it imports no
+    Google or Airflow module."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "specs/catalog.json" in project["tool"]["setuptools"]["package-data"]["airflow_provider_resilient"]
+    data = json.loads((REPO / "airflow_provider_resilient" / "specs" / "catalog.json").read_text())
+    lists = {k: v for k, v in data.items() if isinstance(v, dict)}
+    assert len(lists) == 7 and all(v["source"].startswith("https://cloud.google.com/") and
+                                   v["retrieved"] == "2026-11-27" for v in lists.values())
+    code = ("import sys; from airflow_provider_resilient.specs.catalog import catalog; c = catalog()\n"
+            "assert 'n1-standard-4' in c.machine_types and 'us-central2-b' in c.tpu_zones\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('google.', 'grpc', 'proto', 'airflow.', 'pydantic'))"
+            " and m != 'google.cloud'))")  # google / google.cloud: namespace stubs (see PURE_IMPORT_CHECK)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

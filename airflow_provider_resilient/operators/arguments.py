@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 from ..policy import FailureClass, Fallback, RetryPolicy
-from ..policy.checks import closest
+from ..policy.checks import members
 from ..specs.common import SpecError
 from ..supervisor.launch import TORN_CHECKPOINT_CHOICES
-
-#: The keys of a fallback given as a dict: :class:`~..policy.Fallback`'s fields.
-FALLBACK_KEYS = tuple(f.name for f in fields(Fallback))
 
 
 def has_template(value: Any) -> bool:
@@ -76,98 +73,26 @@ def flag_problems(name: str, value: Any) -> list[SpecError]:
     return [] if isinstance(value, bool) else [SpecError(name, f"{value!r} is not a bool: give True or False")]
 
 
-def _failure_class(value: Any, where: str) -> FailureClass:
-    """A failure class from its member or name (``"capacity_stockout"`` or ``"CAPACITY_STOCKOUT"``).
+def policy_with_fallbacks(policy: Any, fallbacks: Sequence[Fallback | Mapping[str, Any]]) -> RetryPolicy:
+    """``policy`` (default: the default rules) with ``fallbacks`` appended: Fallback objects, or dicts of its fields
+    that :func:`~..specs.fallbacks.fallbacks_of` found well formed (``on``: failure classes or their names).
 
     Raises:
-        SpecError: naming ``where``, the closest class names and the list.
+        SpecError: naming ``resilience_policy`` when it is not a :class:`~..policy.RetryPolicy`.
     """
-    if isinstance(value, FailureClass):
-        return value
-    names = [c.value for c in FailureClass]
-    if isinstance(value, str) and value.strip().lower() in names:
-        return FailureClass(value.strip().lower())
-    close = closest(str(value), names)
-    hint = f" -- did you mean {close!r}?" if close else ""
-    raise SpecError(where, f"{value!r} is not a failure class{hint}. Failure classes: {', '.join(names)}")
-
-
-def fallback_of(value: Any, where: str) -> Fallback:
-    """A :class:`~..policy.Fallback` from itself or from a dict of its fields (``on``: failure classes or their
-    names).
-
-    Raises:
-        SpecError: naming ``where`` (and the key): not a Fallback or a dict, an unknown key (with the closest
-            one), a value of the wrong type, or what ``Fallback`` refuses (no field set, an unknown strategy).
-    """
-    if isinstance(value, Fallback):
-        return value
-    if not isinstance(value, Mapping):
-        raise SpecError(where, f"{value!r} is not a fallback: give a dict such as {{'region': 'europe-west4'}} or a "
-                               "Fallback(...)")
-    data = dict(value)
-    problems = []
-    for key in data:
-        if key not in FALLBACK_KEYS:
-            close = closest(str(key), FALLBACK_KEYS)
-            hint = f" -- did you mean {close!r}?" if close else ""
-            problems.append(SpecError(f"{where}.{key}", f"unknown key{hint}. Keys: {', '.join(FALLBACK_KEYS)}"))
-    for key in ("region", "zone", "machine_type", "accelerator_type", "strategy"):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            problems.append(SpecError(f"{where}.{key}", f"{data[key]!r} is not a string"))
-    count = data.get("accelerator_count")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-        problems.append(SpecError(f"{where}.accelerator_count", f"{count!r} is not a whole number"))
-    if "on" in data:
-        on = data["on"]
-        if isinstance(on, str | FailureClass) or not isinstance(on, Sequence | set | frozenset):
-            problems.append(SpecError(f"{where}.on", f"{on!r} is not a list of failure classes: give e.g. "
-                                                     "['capacity_stockout', 'queue_timeout']"))
-        else:
-            classes = []
-            for i, item in enumerate(on):
-                try:
-                    classes.append(_failure_class(item, f"{where}.on[{i}]"))
-                except SpecError as exc:
-                    problems.append(exc)
-            data["on"] = frozenset(classes)
-    if problems:
-        raise SpecError.of_many(problems)
-    try:
-        return Fallback(**data)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(where, str(exc)) from None
-
-
-def policy_with_fallbacks(policy: Any, fallbacks: Any) -> RetryPolicy:
-    """``policy`` (default: the default rules) with ``fallbacks`` (Fallback objects or dicts) appended.
-
-    Raises:
-        SpecError: naming ``resilience_policy`` (not a :class:`~..policy.RetryPolicy`) or ``fallbacks`` /
-            ``fallbacks[i]`` (:func:`fallback_of`), every problem at once.
-    """
-    problems: list[SpecError] = []
     if policy is not None and not isinstance(policy, RetryPolicy):
-        problems.append(SpecError("resilience_policy", (
+        raise SpecError("resilience_policy", (
             f"{type(policy).__name__} {policy!r:.60} is not a RetryPolicy: build one with "
-            "airflow_provider_resilient.policy.RetryPolicy(...) or RetryPolicy.from_counts(...)")))
-        policy = None
-    extra: list[Fallback] = []
-    if fallbacks is None:
-        fallbacks = ()
-    if isinstance(fallbacks, str | bytes | Mapping | Fallback) or not isinstance(fallbacks, Sequence):
-        problems.append(SpecError("fallbacks", f"{fallbacks!r:.60} is not a list of fallbacks: give e.g. "
-                                               "[{'region': 'europe-west4'}]"))
-        fallbacks = ()
-    for i, value in enumerate(fallbacks):
-        try:
-            extra.append(fallback_of(value, f"fallbacks[{i}]"))
-        except SpecError as exc:
-            problems.append(exc)
-    if problems:
-        raise SpecError.of_many(problems)
+            "airflow_provider_resilient.policy.RetryPolicy(...) or RetryPolicy.from_counts(...)"))
     policy = policy or RetryPolicy()
+    extra = [f if isinstance(f, Fallback) else Fallback(**{k: (member_set(v) if k == "on" else v)
+                                                           for k, v in f.items()}) for f in fallbacks]
     return replace(policy, fallbacks=policy.fallbacks + tuple(extra)) if extra else policy
+
+
+def member_set(values: Any) -> frozenset[FailureClass]:
+    """The failure classes ``values`` name (members, values or names in any case)."""
+    return members(FailureClass, "fallbacks.on", values)
 
 
 def common_problems(operator: Any) -> list[SpecError]:
@@ -206,5 +131,13 @@ def common_problems(operator: Any) -> list[SpecError]:
     return problems
 
 
-__all__ = ["FALLBACK_KEYS", "TORN_CHECKPOINT_CHOICES", "common_problems", "fallback_of", "flag_problems",
-           "has_template", "mask_sensitive_env", "policy_with_fallbacks", "seconds_problems"]
+__all__ = [
+    "TORN_CHECKPOINT_CHOICES",
+    "common_problems",
+    "flag_problems",
+    "has_template",
+    "mask_sensitive_env",
+    "member_set",
+    "policy_with_fallbacks",
+    "seconds_problems",
+]

@@ -25,6 +25,7 @@ from ..backends.base import Backend, airflow_task_states, task_instance
 from ..compat import TRIGGER_ON_KILL, AirflowException, AirflowFailException, conf
 from ..policy import Fallback, RetryPolicy
 from ..specs.common import SpecError
+from ..specs.fallbacks import fallbacks_of
 from ..supervisor import (
     EndAttempt,
     Fail,
@@ -151,9 +152,11 @@ class SupervisedOperator(BaseOperator):
         self.goodput_logger_name = goodput_logger_name
         self.checkpoint_interval_cap = checkpoint_interval_cap
         self.torn_checkpoints = torn_checkpoints
+        #: Problems of ``fallbacks`` entries (:func:`~..specs.fallbacks.fallbacks_of`; the platform's checks report
+        #: them) and of ``resilience_policy`` (reported with the shared arguments' problems, :meth:`_refuse`).
+        usable, self.fallback_problems = fallbacks_of(fallbacks)
         try:
-            self.resilience_policy = policy_with_fallbacks(resilience_policy, fallbacks)
-            #: Problems of ``resilience_policy`` / ``fallbacks``, reported with the others (:meth:`_refuse`).
+            self.resilience_policy = policy_with_fallbacks(resilience_policy, usable)
             self._policy_problems: list[SpecError] = []
         except SpecError as exc:
             self.resilience_policy = RetryPolicy()

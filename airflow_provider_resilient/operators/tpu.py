@@ -397,7 +397,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 secret_env=self.secret_env, preflight=self.preflight, maintenance_policy=self.maintenance_policy,
                 maintenance_lead_seconds=self.maintenance_lead_seconds,
                 maintenance_move_seconds=self.maintenance_move_seconds, slices=self.slices,
-                deferrable=self.deferrable, expect_steps=self.expect_steps)
+                deferrable=self.deferrable, expect_steps=self.expect_steps,
+                service_account=self.service_account, fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems = [*exc.errors, *problems]
         self._refuse(problems, skip)

@@ -358,7 +358,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                 labels=self.labels, strategy=self.strategy, max_wait_duration=self.max_wait_duration,
                                 timeout=self.timeout, fallbacks=self.resilience_policy.fallbacks,
                                 checkpoint_dir=self.checkpoint_dir,
-                                extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""))
+                                extra_regions=os.environ.get("RESILIENT_EXTRA_REGIONS", ""),
+                                service_account=self.service_account, fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems.insert(0, exc)
         return problems

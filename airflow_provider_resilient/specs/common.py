@@ -117,6 +117,34 @@ def location_problems(field: str, value: object, pattern: re.Pattern[str], known
     return []
 
 
+def service_account_problems(value: object, field: str = "service_account") -> list[SpecError]:
+    """``value`` as the service account a job or node runs as (None: the platform's default): an email of one of
+    the formats IAM gives service accounts (:mod:`.catalog`: ``NAME@PROJECT_ID.iam.gserviceaccount.com`` with a
+    6-30 character account id, the Compute Engine default ``PROJECT_NUMBER-compute@developer.gserviceaccount.com``,
+    the App Engine default and the service agents)."""
+    from .catalog import catalog
+
+    if value is None:
+        return []
+    how = ("give the email of a service account, NAME@PROJECT_ID.iam.gserviceaccount.com (NAME: 6-30 lowercase "
+           "letters, digits and '-', starting with a letter), e.g. 'trainer@my-project.iam.gserviceaccount.com', or "
+           "the Compute Engine default PROJECT_NUMBER-compute@developer.gserviceaccount.com; or leave it unset for "
+           "the platform's default")
+    if not isinstance(value, str):
+        return [SpecError(field, f"{value!r}: {how}")]
+    if any(kind.pattern.match(value) for kind in catalog().service_accounts):
+        return []
+    name, at, domain = value.partition("@")
+    if at and domain and not domain.endswith("gserviceaccount.com"):
+        why = f"{value!r} is not a service account (its domain is not gserviceaccount.com)"
+    elif at and domain.endswith(".iam.gserviceaccount.com") and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]",
+                                                                                   name):
+        why = f"{value!r}: the account id {name!r} is not 6-30 lowercase letters, digits and '-' starting with a letter"
+    else:
+        why = f"{value!r} is not a service account email"
+    return [SpecError(field, f"{why}: {how}")]
+
+
 def checkpoint_dir_problems(value: object, required: bool = False) -> list[SpecError]:
     """``checkpoint_dir`` must be a ``gs://`` URI, or an absolute local path (the emulator's runs): every attempt
     and every worker must see the same place."""

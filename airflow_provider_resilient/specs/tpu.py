@@ -18,7 +18,15 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .common import PROJECT_RE, SpecError, checkpoint_dir_problems, label_problems, location_problems
+from .catalog import catalog, closest, extra
+from .common import (
+    PROJECT_RE,
+    SpecError,
+    checkpoint_dir_problems,
+    label_problems,
+    location_problems,
+    service_account_problems,
+)
 from .preflight import preflight_of
 
 NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -115,11 +123,11 @@ exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-
 """
 
 
-_TYPE_RE = re.compile(r"^(?P<family>v2|v3|v4|v5p|v5litepod|v5e|v6e)-(?P<size>\d+)$")
 #: The largest slice of each family (its size unit: TensorCores for v2-v5p, chips for v5e/v6e), from the Cloud
-#: TPU documentation: a v2 pod has 512 TensorCores, v3 2048, v4 4096 chips (8192 TensorCores), v5p 8960 chips,
-#: v5e and v6e 256 chips.
-MAX_SLICE = {"v2": 512, "v3": 2048, "v4": 8192, "v5p": 17920, "v5litepod": 256, "v5e": 256, "v6e": 256}
+#: TPU documentation (:mod:`.catalog`): a v2 pod has 512 TensorCores, v3 2048, v4 4096 chips (8192 TensorCores), v5p
+#: 8960 chips, v5e (API name ``v5litepod``) and v6e 256 chips.
+MAX_SLICE: dict[str, int] = {name: family.largest for name, family in catalog().tpu_families.items()}
+_TYPE_RE = re.compile(rf"^(?P<family>{'|'.join(sorted(MAX_SLICE, key=len, reverse=True))})-(?P<size>\d+)$")
 
 
 #: The most slices one multislice group may have here (Cloud TPU's own limit depends on the quota).
@@ -144,7 +152,12 @@ def worker_count(accelerator_type: str) -> int:
     if size > MAX_SLICE[family]:
         raise ValueError(f"{accelerator_type!r} is larger than the largest {family} slice, "
                          f"{family}-{MAX_SLICE[family]}")
-    if family in ("v5litepod", "v5e", "v6e"):
+    sizes = catalog().tpu_families[family]
+    if not sizes.offers(size):
+        raise ValueError(f"{accelerator_type!r} is not a TPU slice size Google offers: {family} comes in "
+                         + (f"sizes {', '.join(map(str, sizes.sizes))}" if sizes.sizes is not None else
+                            f"multiples of 8 up to {sizes.largest}"))
+    if family in ("v5litepod", "v6e"):
         if size in (1, 4, 8):
             return 1
         if size % 4 == 0 and size >= 16:
@@ -164,18 +177,16 @@ def chips_per_host(accelerator_type: str) -> int:
     """
     workers = worker_count(accelerator_type)
     family, size = accelerator_type.rsplit("-", 1)
-    if family in ("v5litepod", "v5e", "v6e"):
+    if family in ("v5litepod", "v6e"):
         return int(size) // workers
     return 4
 
 
-#: Cloud TPU zones (cloud.google.com/tpu/docs/regions-zones, 2026, every TPU generation). A zone Google adds later
-#: is accepted when named in ``RESILIENT_EXTRA_ZONES`` (comma-separated) -- the escape hatch.
-TPU_ZONES = frozenset({
-    "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f", "us-central2-b", "us-east1-c", "us-east1-d",
-    "us-east4-a", "us-east5-a", "us-east5-b", "us-east5-c", "us-south1-a", "us-south1-b", "us-south1-c",
-    "us-west1-c", "us-west4-a", "us-west4-b", "europe-west4-a", "europe-west4-b", "europe-west4-c", "asia-east1-c",
-    "asia-northeast1-b", "asia-southeast1-b", "asia-southeast1-c", "southamerica-east1-c", "southamerica-west1-a"})
+#: Cloud TPU zones (:mod:`.catalog`, from cloud.google.com/tpu/docs/regions-zones), each with the accelerator types
+#: and runtime versions it offers. A zone Google adds later -- or a type Google now offers in a zone -- is accepted
+#: when the zone is named in ``RESILIENT_EXTRA_ZONES`` (comma-separated) -- the escape hatch; a runtime version
+#: Google adds goes in ``RESILIENT_EXTRA_RUNTIME_VERSIONS``.
+TPU_ZONES: frozenset[str] = frozenset(catalog().tpu_zones)
 #: The Fallback fields a TPU run can use: the others are Vertex AI's.
 TPU_FALLBACK_FIELDS = ("zone", "accelerator_type")
 
@@ -190,6 +201,63 @@ def _seconds_problems(name: str, value: object, optional: bool = False) -> list[
     return []
 
 
+def _offered_anywhere(accelerator_type: str) -> bool:
+    try:
+        worker_count(accelerator_type)
+    except ValueError:
+        return False
+    return True
+
+
+def accelerator_in_zone_problems(field: str, accelerator_type: object, zone: object,
+                                 extra_zones: str = "") -> list[SpecError]:
+    """``accelerator_type`` as a Cloud TPU type (:func:`worker_count`) offered in ``zone`` (:mod:`.catalog`); a zone
+    named in ``extra_zones`` (or not a catalog zone: :func:`~.common.location_problems` says so) takes any type."""
+    try:
+        worker_count(accelerator_type)  # type: ignore[arg-type]  # it refuses a non-string itself
+    except ValueError as exc:
+        return [SpecError(field, str(exc))]
+    assert isinstance(accelerator_type, str)
+    if not isinstance(zone, str) or zone not in TPU_ZONES or zone in extra("zone", extra_zones):
+        return []
+    if catalog().zone_offers(zone, accelerator_type):
+        return []
+    offered = catalog().tpu_zones[zone]
+    families = ", ".join(f"{f} ({'all sizes' if sizes is None else ', '.join(f'{f}-{n}' for n in sizes)})"
+                         for f, sizes in offered.items()) or "none of the families this provider knows"
+    elsewhere = sorted(z for z in TPU_ZONES if catalog().zone_offers(z, accelerator_type))
+    return [SpecError(field, f"{accelerator_type!r} is not offered in {zone} (it offers {families}); "
+                             f"{accelerator_type} is offered in {', '.join(elsewhere) or 'no zone'} (Cloud TPU, "
+                             "\"TPU regions and zones\"); if Google offers it there now, name the zone in "
+                             "RESILIENT_EXTRA_ZONES")]
+
+
+def runtime_version_problems(runtime_version: object, zone: object, extra_zones: str = "",
+                             extra_runtime_versions: str | None = None) -> list[SpecError]:
+    """``runtime_version`` as a TPU VM software version (:mod:`.catalog`) offered in ``zone`` (with one of the
+    families the zone offers), or named in ``extra_runtime_versions`` (comma-separated; None: the
+    ``RESILIENT_EXTRA_RUNTIME_VERSIONS`` environment variable)."""
+    if not isinstance(runtime_version, str) or not RUNTIME_RE.match(runtime_version):
+        return [SpecError("runtime_version", f"{runtime_version!r} is not a TPU VM image name like "
+                                             "'tpu-ubuntu2204-base'")]
+    known = catalog().runtime_versions
+    if runtime_version in extra("runtime_version", extra_runtime_versions):
+        return []
+    if runtime_version not in known:
+        return [SpecError("runtime_version", f"{runtime_version!r} is not a TPU software version"
+                                             f"{closest(runtime_version, known)} (Cloud TPU, \"TPU software "
+                                             "versions\"); if Google has just added it, name it in "
+                                             "RESILIENT_EXTRA_RUNTIME_VERSIONS (comma-separated)")]
+    if not isinstance(zone, str) or zone not in TPU_ZONES or zone in extra("zone", extra_zones):
+        return []
+    offered = catalog().runtime_versions_in(zone)
+    if runtime_version in offered:
+        return []
+    return [SpecError("runtime_version", f"{runtime_version!r} runs on {', '.join(known[runtime_version].families)}, "
+                                         f"which {zone} does not offer; there: "
+                                         f"{', '.join(offered[:6]) or 'none'}{', ...' if len(offered) > 6 else ''}")]
+
+
 def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type: object, runtime_version: object,
                           command: object, checkpoint_dir: object, setup_script: object, env: object,
                           tpu_node_id: object, labels: object, spot: object, reserved: object,
@@ -199,9 +267,15 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           secret_env: object = None, preflight: object = True,
                           maintenance_policy: object = "ride_out", maintenance_lead_seconds: object = 600.0,
                           maintenance_move_seconds: object = 600.0, slices: object = 1,
-                          deferrable: object = False, expect_steps: object = False) -> None:
+                          deferrable: object = False, expect_steps: object = False, service_account: object = None,
+                          extra_runtime_versions: str | None = None,
+                          fallback_problems: Sequence[SpecError] = ()) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
-    never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later.
+    never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later. The accelerator type and
+    the runtime version must be offered in the zone (:mod:`.catalog`; a zone named in ``extra_zones`` takes any);
+    ``extra_runtime_versions``: runtime versions Google added after this release (comma-separated; None: the
+    ``RESILIENT_EXTRA_RUNTIME_VERSIONS`` environment variable). ``fallback_problems``: what is wrong with the shape
+    of the ``fallbacks`` argument (:func:`~.fallbacks.fallbacks_of`), reported with the rest.
 
     Raises:
         SpecError: every problem, one per line (field, value, fix; never an ``env`` value); ``field`` names the
@@ -212,13 +286,10 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
         problems.append(SpecError("project_id", f"{project_id!r} is not a Google Cloud project id"))
     problems += location_problems("zone", zone, ZONE_RE, TPU_ZONES, "Cloud TPU zone", "us-central2-b",
                                   "RESILIENT_EXTRA_ZONES", extra_zones)
-    try:
-        worker_count(accelerator_type)  # type: ignore[arg-type]  # it refuses a non-string itself
-    except ValueError as exc:
-        problems.append(SpecError("accelerator_type", str(exc)))
-    if not isinstance(runtime_version, str) or not RUNTIME_RE.match(runtime_version):
-        problems.append(SpecError("runtime_version", f"{runtime_version!r} is not a TPU VM image name like "
-                                                     "'tpu-ubuntu2204-base'"))
+    problems += accelerator_in_zone_problems("accelerator_type", accelerator_type, zone, extra_zones)
+    problems += runtime_version_problems(runtime_version, zone, extra_zones, extra_runtime_versions)
+    problems += service_account_problems(service_account)
+    problems += list(fallback_problems)
     if isinstance(command, str):
         ok = bool(command.strip())
     else:
@@ -271,11 +342,22 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
         if fallback.zone is not None:
             problems += location_problems(f"fallbacks[{i}].zone", fallback.zone, ZONE_RE, TPU_ZONES,
                                           "Cloud TPU zone", "us-central2-b", "RESILIENT_EXTRA_ZONES", extra_zones)
-        if fallback.accelerator_type is not None:
-            try:
-                worker_count(fallback.accelerator_type)
-            except ValueError as exc:
-                problems.append(SpecError(f"fallbacks[{i}].accelerator_type", str(exc)))
+        if fallback.zone is not None or fallback.accelerator_type is not None:
+            if any(p.field == f"fallbacks[{i}].zone" for p in problems):
+                continue  # not a TPU zone: said already
+            changed = fallback.accelerator_type is not None
+            if not changed and not (isinstance(accelerator_type, str) and _offered_anywhere(accelerator_type)):
+                continue  # the node's own type is refused above
+            problems += accelerator_in_zone_problems(
+                f"fallbacks[{i}].{'accelerator_type' if changed else 'zone'}",
+                fallback.accelerator_type if changed else accelerator_type,
+                fallback.zone if fallback.zone is not None else zone, extra_zones)
+            if fallback.zone is not None and not runtime_version_problems(runtime_version, zone, extra_zones,
+                                                                          extra_runtime_versions):
+                problems += [SpecError(f"fallbacks[{i}].zone", str(p).split(": ", 1)[1] + " (a fallback keeps the "
+                                                                                      "node's runtime_version)")
+                             for p in runtime_version_problems(runtime_version, fallback.zone, extra_zones,
+                                                               extra_runtime_versions)]
     try:
         preflight_of(preflight)
     except SpecError as exc:

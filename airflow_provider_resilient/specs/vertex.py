@@ -17,21 +17,29 @@ from datetime import timedelta
 from typing import Any
 
 from ..policy import Fallback
-from .common import PROJECT_RE, SpecError, checkpoint_dir_problems, label_problems, location_problems
+from .catalog import catalog
+from .common import (
+    PROJECT_RE,
+    SpecError,
+    checkpoint_dir_problems,
+    label_problems,
+    location_problems,
+    service_account_problems,
+)
 from .preflight import Preflight, preflight_of, wrap_container_command
-from .vertex_pools import ACCELERATOR_TYPES, MACHINE_TYPE_RE, check_worker_pools
+from .vertex_pools import (
+    ACCELERATOR_TYPES,
+    MACHINE_TYPE_RE,
+    accelerator_problem,
+    check_worker_pools,
+    machine_type_problem,
+)
 
 REGION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+\d+$")
-#: Vertex AI's regions for custom training (cloud.google.com/vertex-ai/docs/general/locations, 2026). A region
-#: Google adds later is accepted when named in ``RESILIENT_EXTRA_REGIONS`` (comma-separated) -- the escape hatch.
-VERTEX_REGIONS = frozenset({
-    "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3", "us-west4",
-    "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "southamerica-west1",
-    "europe-central2", "europe-north1", "europe-southwest1", "europe-west1", "europe-west2", "europe-west3",
-    "europe-west4", "europe-west6", "europe-west8", "europe-west9", "europe-west12", "me-central1", "me-central2",
-    "me-west1", "africa-south1", "asia-east1", "asia-east2", "asia-northeast1", "asia-northeast2",
-    "asia-northeast3", "asia-south1", "asia-south2", "asia-southeast1", "asia-southeast2", "australia-southeast1",
-    "australia-southeast2"})
+#: Vertex AI's regions for custom training (:mod:`.catalog`, from cloud.google.com/vertex-ai/docs/general/locations).
+#: A region Google adds later is accepted when named in ``RESILIENT_EXTRA_REGIONS`` (comma-separated) -- the escape
+#: hatch.
+VERTEX_REGIONS: frozenset[str] = catalog().vertex_regions
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
 
 
@@ -58,10 +66,16 @@ def validate_custom_job(
     fallbacks: Sequence[Fallback],
     checkpoint_dir: Any = None,
     extra_regions: str = "",
+    service_account: object = None,
+    extra_machine_types: str | None = None,
+    fallback_problems: Sequence[SpecError] = (),
 ) -> None:
     """Check the operator's arguments the way Vertex AI would, and a bit more.
 
     Every check runs, and types are checked before values, so a bad argument is never a raw ``TypeError``.
+    ``extra_machine_types``: machine types Google added after this release (comma-separated; None: the
+    ``RESILIENT_EXTRA_MACHINE_TYPES`` environment variable). ``fallback_problems``: what is wrong with the shape of
+    the ``fallbacks`` argument (:func:`~.fallbacks.fallbacks_of`), reported with the rest.
 
     Raises:
         SpecError: every problem, one per line (field, value, fix); ``field`` names the first.
@@ -82,17 +96,27 @@ def validate_custom_job(
     check("display_name", isinstance(display_name, str) and 0 < len(display_name) <= 128,
           f"{display_name!r}: give a string of 1 to 128 characters")
     try:
-        check_worker_pools(worker_pool_specs)
+        check_worker_pools(worker_pool_specs, extra_machine_types=extra_machine_types)
     except SpecError as exc:
         problems.append(exc)
+    problems += service_account_problems(service_account)
+    problems += list(fallback_problems)
     for i, fb in enumerate(fallbacks):  # what a fallback changes must be as valid as the pool it changes
+        if fb.zone is not None:
+            check(f"fallbacks[{i}].zone", False, f"{fb.zone!r}: a zone is a Cloud TPU fallback's; a Vertex AI "
+                                                 "fallback changes region, machine_type, accelerator_type, "
+                                                 "accelerator_count or strategy")
         if fb.machine_type is not None:
-            check(f"fallbacks[{i}].machine_type", isinstance(fb.machine_type, str) and
-                  bool(re.match(MACHINE_TYPE_RE, fb.machine_type)),
-                  f"{fb.machine_type!r}: give a Compute Engine machine type, e.g. 'n1-highmem-16'")
+            if not isinstance(fb.machine_type, str) or not re.match(MACHINE_TYPE_RE, fb.machine_type):
+                check(f"fallbacks[{i}].machine_type", False,
+                      f"{fb.machine_type!r}: give a Compute Engine machine type, e.g. 'n1-highmem-16'")
+            elif problem := machine_type_problem(fb.machine_type, extra_machine_types):
+                check(f"fallbacks[{i}].machine_type", False, problem)
         if fb.accelerator_type is not None:
             check(f"fallbacks[{i}].accelerator_type", fb.accelerator_type in ACCELERATOR_TYPES,
                   f"{fb.accelerator_type!r}: give one of {', '.join(ACCELERATOR_TYPES)}")
+        if fb.machine_type is not None or fb.accelerator_type is not None:
+            problems += _fallback_accelerator_problems(i, fb, worker_pool_specs)
         if fb.accelerator_count is not None:
             check(f"fallbacks[{i}].accelerator_count", type(fb.accelerator_count) is int and fb.accelerator_count >= 1,
                   f"{fb.accelerator_count!r}: give a whole number >= 1")
@@ -114,6 +138,21 @@ def validate_custom_job(
             problems.append(SpecError(name, str(exc)))
     if problems:
         raise SpecError.of_many(problems)
+
+
+def _fallback_accelerator_problems(i: int, fb: Fallback, worker_pool_specs: Any) -> list[SpecError]:
+    """The fallback's machine type and accelerator type on each pool it changes (build_custom_job sets them on every
+    non-empty pool): one problem, at the first pool where the pair does not fit."""
+    for j, pool in enumerate(worker_pool_specs if isinstance(worker_pool_specs, list | tuple) else ()):
+        machine = pool.get("machine_spec") if isinstance(pool, Mapping) else None
+        if not isinstance(machine, Mapping):
+            continue
+        machine_type = fb.machine_type if fb.machine_type is not None else machine.get("machine_type")
+        accelerator = fb.accelerator_type if fb.accelerator_type is not None else machine.get("accelerator_type")
+        if problem := accelerator_problem(machine_type, accelerator):
+            field = "accelerator_type" if fb.accelerator_type is not None else "machine_type"
+            return [SpecError(f"fallbacks[{i}].{field}", f"on worker_pool_specs[{j}]: {problem}")]
+    return []
 
 
 def env_entries(worker_pool_specs: Any) -> list[tuple[str, str]]:

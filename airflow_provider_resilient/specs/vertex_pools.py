@@ -12,7 +12,10 @@ Limits, from the Vertex AI API reference (``CustomJobSpec`` and ``WorkerPoolSpec
 https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec):
 
 * ``replica_count``: a whole number >= 0 (the first pool's must be 1: it runs the primary replica);
-* ``machine_spec.accelerator_type``: an ``AcceleratorType`` name (:data:`ACCELERATOR_TYPES`), with
+* ``machine_spec.machine_type``: a machine type Vertex AI offers for custom training (:mod:`.catalog`, or named
+  in ``RESILIENT_EXTRA_MACHINE_TYPES``: the escape hatch for one Google has just added);
+* ``machine_spec.accelerator_type``: an ``AcceleratorType`` name (:data:`ACCELERATOR_TYPES`) that the machine's
+  family takes (an A100 on an ``a2-highgpu``, an L4 on a ``g2-standard``, a T4 on an ``n1``), with
   ``accelerator_count`` >= 1, and a count without a type is refused;
 * ``disk_spec.boot_disk_size_gb``: 100 to 65536 (GB; Vertex AI's default is 100);
 * ``container_spec.command`` / ``args``, ``python_package_spec.package_uris`` / ``args``: lists of strings;
@@ -21,18 +24,17 @@ https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from .catalog import catalog, closest, extra
 from .common import SpecError
 
-#: ``google.cloud.aiplatform_v1.AcceleratorType`` names a training pool may ask for.
-ACCELERATOR_TYPES = ("NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_T4",
-                     "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-                     "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_RTX_PRO_6000", "TPU_V2", "TPU_V3",
-                     "TPU_V4_POD", "TPU_V5_LITEPOD")
+#: ``google.cloud.aiplatform_v1.AcceleratorType`` names a training pool may ask for (:mod:`.catalog`).
+ACCELERATOR_TYPES: tuple[str, ...] = catalog().vertex_accelerator_types
 #: A Compute Engine machine type name: ``n1-standard-8``, ``a2-highgpu-1g``, ``ct5lp-hightpu-4t``, ``cloud-tpu``.
 MACHINE_TYPE_RE = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$"
 #: An environment variable name a container can be given (no ``=``, no NUL, not empty).
@@ -159,11 +161,57 @@ def _pool_rules(pool: dict[str, Any], i: int, at: str) -> list[tuple[str, str]]:
     return found
 
 
-def check_worker_pools(pools: Any, where: str = "worker_pool_specs") -> None:
+def machine_type_problem(machine_type: object, extra_machine_types: str | None = None) -> str | None:
+    """What is wrong with ``machine_type`` as a Vertex AI machine type for custom training (None: nothing); a
+    non-string or a malformed name is left to the pool model, which names its type."""
+    if not isinstance(machine_type, str) or not re.match(MACHINE_TYPE_RE, machine_type):
+        return None
+    if machine_type in catalog().machine_types or machine_type in extra("machine_type", extra_machine_types):
+        return None
+    family = machine_type.rsplit("-", 1)[0]
+    known = catalog().machine_families.get(family)
+    what = (f"{family} comes in {', '.join(known.machine_types)}" if known else
+            f"{family!r} is not a machine family Vertex AI offers for custom training")
+    return (f"{machine_type!r}: {what}{closest(machine_type, catalog().machine_types)}; if Google has just added it, "
+            "name it in RESILIENT_EXTRA_MACHINE_TYPES (comma-separated)")
+
+
+def accelerator_problem(machine_type: object, accelerator_type: object) -> str | None:
+    """What is wrong with ``accelerator_type`` on ``machine_type`` (None: nothing, or a machine the catalog does
+    not know -- an escape-hatch one -- or whose accelerators it does not check)."""
+    if not isinstance(machine_type, str) or accelerator_type not in ACCELERATOR_TYPES:
+        return None
+    family = catalog().machine_family(machine_type)
+    if family is None or family.accelerators is None or accelerator_type in family.accelerators:
+        return None
+    takes = (f"the {family.name} family takes {', '.join(family.accelerators)}" if family.accelerators else
+             f"the {family.name} family takes no accelerators")
+    fits = sorted(f.name for f in catalog().machine_families.values() if f.accelerators and
+                  accelerator_type in f.accelerators)
+    return (f"{accelerator_type!r} does not attach to {machine_type!r}: {takes}; {accelerator_type} comes on "
+            f"{', '.join(fits) or 'no machine family here'} (Vertex AI, \"Configure compute resources for custom "
+            "training\")")
+
+
+def _machine_rules(pool: dict[str, Any], at: str, extra_machine_types: str | None) -> list[tuple[str, str]]:
+    machine = pool.get("machine_spec")
+    if not isinstance(machine, dict):
+        return []
+    found = []
+    if problem := machine_type_problem(machine.get("machine_type"), extra_machine_types):
+        found.append((f"{at}.machine_spec.machine_type", f"{at}.machine_spec.machine_type: {problem}"))
+    elif problem := accelerator_problem(machine.get("machine_type"), machine.get("accelerator_type")):
+        found.append((f"{at}.machine_spec.accelerator_type", f"{at}.machine_spec.accelerator_type: {problem}"))
+    return found
+
+
+def check_worker_pools(pools: Any, where: str = "worker_pool_specs", extra_machine_types: str | None = None) -> None:
     """Check ``pools`` (a list of ``WorkerPoolSpec`` dicts) against the models above and Vertex AI's rules for a
     CustomJob: at least one pool; the first has ``replica_count`` 1 (the primary); each non-empty pool has
     exactly one of ``container_spec`` / ``python_package_spec``; a container pool gives its ``command`` (the
-    emulator cannot run an image's ENTRYPOINT).
+    emulator cannot run an image's ENTRYPOINT); each machine type is one Vertex AI offers (or named in
+    ``extra_machine_types``, comma-separated; None: the ``RESILIENT_EXTRA_MACHINE_TYPES`` environment variable) and
+    takes the pool's accelerator type.
 
     Raises:
         SpecError: every problem found, one per line in the message, the first one's field as ``field``.
@@ -187,9 +235,10 @@ def check_worker_pools(pools: Any, where: str = "worker_pool_specs") -> None:
             for error in exc.errors():
                 problems.append((at + _path(error["loc"]), _describe(error, at)))
         problems += _pool_rules(pool, i, at)
+        problems += _machine_rules(pool, at, extra_machine_types)
     if problems:
         raise SpecError.of_many([SpecError(field, "", line=line) for field, line in problems])
 
 
 __all__ = ["ACCELERATOR_TYPES", "ContainerSpec", "DiskSpec", "EnvVar", "MachineSpec", "PythonPackageSpec",
-           "WorkerPoolSpec", "check_worker_pools"]
+           "WorkerPoolSpec", "accelerator_problem", "check_worker_pools", "machine_type_problem"]

@@ -43,9 +43,11 @@ MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     ((*P1, "replica_count"), "worker_pool_specs[1].replica_count", ["2", 1.5, -1, None]),
     ((*P0, "machine_spec"), "worker_pool_specs[0].machine_spec", ["n1-standard-4", None, [], 5]),
     ((*P0, "machine_spec", "machine_type"), "worker_pool_specs[0].machine_spec.machine_type",
-     ["", "n1", 5, None, "N1-STANDARD-4", ["n1-standard-4"]]),
+     ["", "n1", 5, None, "N1-STANDARD-4", ["n1-standard-4"], "n1-standard-5", "a2-highgpu-3g", "zz9-standard-4"]),
+    ((*P1, "machine_spec", "machine_type"), "worker_pool_specs[1].machine_spec",  # P1 has a GPU: these take none
+     ["n2-standard-4", "e2-standard-8", "c2-standard-8"]),
     ((*P1, "machine_spec", "accelerator_type"), "worker_pool_specs[1].machine_spec",
-     ["NVIDIA_TESLA_Z999", 3, "", "nvidia_tesla_t4"]),
+     ["NVIDIA_TESLA_Z999", 3, "", "nvidia_tesla_t4", "NVIDIA_L4", "NVIDIA_TESLA_A100", "TPU_V2"]),
     ((*P1, "machine_spec", "accelerator_count"), "worker_pool_specs[1].machine_spec",
      [-1, "2", 1.5, None, 0]),
     ((*P0, "container_spec"), "worker_pool_specs[0]", ["python:3.11", [], 5]),
@@ -68,7 +70,13 @@ MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     (("timeout",), "scheduling.timeout", ["1h", -5, "abc", [], 0]),
     (("fallbacks",), "fallbacks[0]", [[{"region": "Europe"}], [{"region": "mars-north1"}],
                                       [{"machine_type": "bigger"}], [{"accelerator_type": "NVIDIA_TESLA_Z999"}],
-                                      [{"accelerator_count": 0}]]),
+                                      [{"accelerator_count": 0}], [{"machine_type": "n1-standard-5"}],
+                                      [{"regoin": "us-east1"}], ["us-east1"], [{"accelerator_count": "2"}],
+                                      [{"zone": "us-central2-b"}], [{"strategy": "CHEAP"}], [{}]]),
+    (("fallbacks",), "fallbacks", [{"region": "us-east1"}, "us-east1", 5]),
+    (("service_account",), "service_account",
+     ["trainer", "trainer@", "a@b.com", 5, "abc@test-project.iam.gserviceaccount.com", ["trainer"],
+      "trainer@test-project.iam.gserviceaccount.com.evil.com"]),
 ]
 
 
@@ -136,8 +144,9 @@ TPU_VALID: dict[str, Any] = dict(
 TPU_MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     (("project_id",), "project_id", ["P", "", 5, None]),
     (("zone",), "zone", ["us-central2", "mars-north1-a", 5, None, ""]),
-    (("accelerator_type",), "accelerator_type", ["v4-8000000", "v4-12", "V4-8", 8, None, ""]),
-    (("runtime_version",), "runtime_version", ["", "Ubuntu 22.04", 5, None]),
+    (("accelerator_type",), "accelerator_type", ["v4-8000000", "v4-12", "V4-8", 8, None, "", "v2-16"]),
+    (("runtime_version",), "runtime_version", ["", "Ubuntu 22.04", 5, None, "tpu-ubuntu2404-basee"]),
+    (("service_account",), "service_account", ["trainer", "trainer@", "a@b.com", 5, "x@appspot.gserviceaccount.com"]),
     (("command",), "command", ["", [], None, 5, [1, 2], {"python": 1}]),
     (("setup_script",), "setup_script", [5, ["pip"], {"a": 1}]),
     (("env",), "env", [{"X=1; touch /tmp/pwned; Y": "v"}, {"MY-VAR": "v"}, {"A": 1}, {5: "v"}, "A=b", ["A"]]),
@@ -153,7 +162,10 @@ TPU_MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
     (("reserved",), "reserved", ["no", 0]),
     (("fallbacks",), "fallbacks[0]", [[{"zone": "Europe"}], [{"accelerator_type": "v4-8000000"}],
                                       [{"accelerator_type": "NVIDIA_TESLA_T4"}], [{"region": "europe-west4"}],
-                                      [{"machine_type": "n1-standard-8"}]]),
+                                      [{"machine_type": "n1-standard-8"}],
+                                      [{"zone": "us-west4-a", "accelerator_type": "v4-8"}], [{"zone": "us-centrall-b"}],
+                                      [{"regoin": "us-east1"}], ["us-central2-b"], [{"accelerator_type": 8}]]),
+    (("fallbacks",), "fallbacks", [{"zone": "europe-west4-a"}, "europe-west4-a"]),
 ]
 
 
@@ -161,6 +173,62 @@ TPU_MUTATIONS: list[tuple[tuple[Any, ...], str, list[Any]]] = [
 @given(drawn_mutations(TPU_MUTATIONS))
 def test_malformed_tpu_arguments_are_refused_naming_each_field_before_any_node_exists(resilient_emulator, drawn):
     refused_naming_each_field(ResilientTPUWorkloadOperator, TPU_VALID, TPU_MUTATIONS, drawn, resilient_emulator)
+
+
+#: Values refused only with the rest of VALID / TPU_VALID as it is (a T4 on n1-standard-4 pools; v4-16 in
+#: us-central2-b): (operator, argument, value, the field named, a phrase of the fix).
+IN_CONTEXT = [
+    ("vertex", "fallbacks", [{"machine_type": "n2-standard-8"}], "fallbacks[0].machine_type", "takes no accelerators"),
+    ("vertex", "fallbacks", [{"accelerator_type": "NVIDIA_L4"}], "fallbacks[0].accelerator_type", "g2-standard"),
+    ("vertex", "fallbacks", [{"machine_type": "a2-highgpu-1g"}], "fallbacks[0].machine_type", "NVIDIA_TESLA_A100"),
+    ("tpu", "runtime_version", "v2-alpha-tpuv6e", "runtime_version", "does not offer"),
+    ("tpu", "runtime_version", "v2-alpha-tpuv5-lite", "runtime_version", "does not offer"),
+    ("tpu", "accelerator_type", "v5litepod-8", "accelerator_type", "us-west4-a"),
+    ("tpu", "accelerator_type", "v6e-8", "accelerator_type", "RESILIENT_EXTRA_ZONES"),
+    ("tpu", "fallbacks", [{"zone": "europe-west4-a"}], "fallbacks[0].zone", "is offered in us-central2-b"),
+    ("tpu", "fallbacks", [{"zone": "us-west4-a", "accelerator_type": "v5litepod-8"}], "fallbacks[0].zone",
+     "keeps the node's runtime_version"),  # tpu-ubuntu2204-base: v2-v4; us-west4-a offers v5e
+]
+
+
+@pytest.mark.parametrize(("platform", "argument", "value", "field", "fix"), IN_CONTEXT)
+def test_values_that_do_not_fit_the_rest_are_refused_naming_the_field_and_the_fix(platform, argument, value, field,
+                                                                                 fix):
+    operator_class, valid = ((ResilientCustomJobOperator, VALID) if platform == "vertex" else
+                             (ResilientTPUWorkloadOperator, TPU_VALID))
+    with pytest.raises(AirflowFailException) as refused:
+        operator_class(**{**copy.deepcopy(valid), argument: value})
+    assert named_fields(str(refused.value)) == [field] and fix in str(refused.value)
+
+
+def test_the_refusals_say_the_closest_names_and_the_escape_hatch(monkeypatch):
+    arguments = copy.deepcopy(VALID)
+    arguments["worker_pool_specs"][0]["machine_spec"]["machine_type"] = "n1-standard-5"
+    with pytest.raises(AirflowFailException, match=r"worker_pool_specs\[0\]\.machine_spec\.machine_type: "
+                                                   r"'n1-standard-5': n1-standard comes in .*closest: 'n1-standard-8', "
+                                                   r"'n1-standard-4'.*RESILIENT_EXTRA_MACHINE_TYPES"):
+        ResilientCustomJobOperator(**arguments)
+    monkeypatch.setenv("RESILIENT_EXTRA_MACHINE_TYPES", "n1-standard-5, n9-future-8")
+    ResilientCustomJobOperator(**arguments)  # a machine type Google has just added is not locked out
+    with pytest.raises(AirflowFailException, match=r"runtime_version: 'tpu-ubuntu2404-basee' is not a TPU software "
+                                                   r"version \(closest: 'tpu-ubuntu2204-base'\).*"
+                                                   r"RESILIENT_EXTRA_RUNTIME_VERSIONS"):
+        ResilientTPUWorkloadOperator(**{**copy.deepcopy(TPU_VALID), "runtime_version": "tpu-ubuntu2404-basee"})
+    monkeypatch.setenv("RESILIENT_EXTRA_RUNTIME_VERSIONS", "tpu-ubuntu2404-basee")
+    ResilientTPUWorkloadOperator(**{**copy.deepcopy(TPU_VALID), "runtime_version": "tpu-ubuntu2404-basee"})
+    monkeypatch.setenv("RESILIENT_EXTRA_ZONES", "us-central2-b")  # Google offers v6e there now: the zone takes any
+    ResilientTPUWorkloadOperator(**{**copy.deepcopy(TPU_VALID), "accelerator_type": "v6e-8",
+                                    "runtime_version": "v2-alpha-tpuv6e"})
+
+
+@pytest.mark.parametrize("account", ["trainer@test-project.iam.gserviceaccount.com",
+                                     "123456789012-compute@developer.gserviceaccount.com",
+                                     "service-123456789012@gcp-sa-aiplatform-cc.iam.gserviceaccount.com",
+                                     "{{ var.value.trainer_account }}"])
+def test_service_accounts_of_each_documented_kind_are_accepted(account):
+    ResilientCustomJobOperator(**{**copy.deepcopy(VALID), "service_account": account})  # a template: after rendering
+    if "{{" not in account:  # the TPU operator does not template service_account
+        ResilientTPUWorkloadOperator(**{**copy.deepcopy(TPU_VALID), "service_account": account})
 
 
 def test_spot_with_reserved_is_refused():

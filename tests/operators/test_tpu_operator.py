@@ -78,6 +78,11 @@ def context(store: Store | None = None) -> dict[str, Any]:
     return {"task_state_store": store or Store(), "ti": TI(), "run_id": RUN_ID}
 
 
+#: A fallback to another zone: Cloud TPU offers v4 in us-central2-b only ("TPU regions and zones"), so it changes the
+#: accelerator type too, to a one-host v3 that europe-west4-a offers (and runs the same runtime version).
+EUROPE = {"zone": "europe-west4-a", "accelerator_type": "v3-8"}
+
+
 def operator(command: str, **kwargs: Any) -> ResilientTPUWorkloadOperator:
     """The operator under test; its ``poll_interval`` and ``resilience_policy`` are platform seconds (the tests
     on real time pass their own)."""
@@ -479,7 +484,7 @@ def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, platfor
 # ------------------------------------------------------------------ capacity
 def test_a_stockout_falls_back_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout"})
-    result = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])).execute(context())
+    result = platform_time.drive(operator("echo ok", fallbacks=[EUROPE])).execute(context())
     assert "europe-west4-a" in result["node_name"]
     assert decisions(result) == [("capacity_stockout", "recreate_node")]
     assert [(c.resource.split("/")[3], c.code) for c in resilient_emulator.calls.list("CreateNode")] == [
@@ -488,12 +493,12 @@ def test_a_stockout_falls_back_to_another_zone(resilient_emulator, platform_time
 
 def test_a_stockout_falls_back_to_another_accelerator_type(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout", "match": {"nth": 1}})
-    op = operator("echo ok", fallbacks=[{"accelerator_type": "v5litepod-8"}], keep_node=True)
+    op = operator("echo ok", fallbacks=[{"accelerator_type": "v4-16"}], keep_node=True)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("capacity_stockout", "recreate_node")]
     assert result["attempts"][1]["fallback_index"] == 0
     assert [c.resource.split("/")[3] for c in resilient_emulator.calls.list("CreateNode")] == ["us-central2-b"] * 2
-    assert tpu_client().get_node(name=result["node_name"]).accelerator_type == "v5litepod-8"
+    assert tpu_client().get_node(name=result["node_name"]).accelerator_type == "v4-16"
     assert nodes_left() == [result["node_name"]]  # keep_node: the last one, nothing else
     delete_kept(result["node_name"], platform_time)
     assert nodes_left() == []
@@ -504,7 +509,7 @@ def test_resource_exhausted_on_the_create_call_goes_to_the_policy_at_once(resili
     itself with RESOURCE_EXHAUSTED. The hook must hand that to the policy (creating=True), not retry it."""
     from google.api_core import exceptions as gexc
 
-    op = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}]))
+    op = platform_time.drive(operator("echo ok", fallbacks=[EUROPE]))
     hook, made, waits = op._tpu(), [], []
 
     def sleep(seconds: float) -> None:  # the hook's waits: a retry of the refused call would wait here first
@@ -562,7 +567,7 @@ def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(res
     """Seed 004: queuing past the limit ends the attempt even when the request itself never expires."""
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
     policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF, queue_timeout_seconds=1800)  # seed 004: 30 min
-    op = operator("echo ok", queued_resource=True, resilience_policy=policy, fallbacks=[{"zone": "europe-west4-a"}],
+    op = operator("echo ok", queued_resource=True, resilience_policy=policy, fallbacks=[EUROPE],
                   poll_interval=60.0, **PATIENT)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
@@ -575,7 +580,7 @@ def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(res
 
 def test_a_queued_resource_never_provisioned_fails_over_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "never_provision", "match": {"nth": 1}})
-    op = operator("echo ok", valid_until_duration=600, fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0,
+    op = operator("echo ok", valid_until_duration=600, fallbacks=[EUROPE], poll_interval=60.0,
                   **PATIENT)
     result = platform_time.drive(op).execute(context())
     assert decisions(result) == [("queue_timeout", "recreate_node")]
@@ -597,7 +602,7 @@ def test_a_deferred_wait_for_a_queued_resource_is_watched_in_the_trigger(resilie
     events: list[dict] = []
     ctx = context()
     result = run_deferred(lambda: operator("echo ok", queued_resource=True, deferrable=True, resilience_policy=policy,
-                                           fallbacks=[{"zone": "europe-west4-a"}], poll_interval=60.0, **PATIENT), ctx,
+                                           fallbacks=[EUROPE], poll_interval=60.0, **PATIENT), ctx,
                           events=events, platform_time=platform_time)
     watched = [e["status"] for e in events if isinstance(e, dict)]  # a backoff's DateTimeTrigger fires a time
     assert watched and "gone" not in watched  # the node not existing yet is waited for, not news
@@ -849,7 +854,7 @@ def test_a_quota_refusal_of_create_node_waits_for_quota_then_creates(resilient_e
     backoff (quota frees as other work ends) in the same zone, not failed over or retried in the hook."""
     resilient_emulator.add_fault({"kind": "quota", "service": "tpu", "times": 2,
                                   "quota_metric": "tpu.googleapis.com/TPUV4sPerProjectPerZone"})
-    result = platform_time.drive(operator("echo ok", fallbacks=[{"zone": "europe-west4-a"}])).execute(context())
+    result = platform_time.drive(operator("echo ok", fallbacks=[EUROPE])).execute(context())
     assert decisions(result)[:2] == [("quota_exceeded", "resubmit")] * 2  # no node was made: submit again
     failure = result["attempts"][0]["incidents"][0]["failure"]
     assert failure["quota_metric"] == "tpu.googleapis.com/TPUV4sPerProjectPerZone"

@@ -132,7 +132,7 @@ class Emulator:
         import grpc
 
         from .cloud_logging.wire import logging_service_handler
-        from .tpu.wire import tpu_service_handler, tpu_v2alpha1_handler
+        from .tpu.wire import locations_handler, tpu_service_handler, tpu_v2alpha1_handler
         from .vertex.wire import job_service_handler
         from .wire import operations_handler
 
@@ -144,6 +144,7 @@ class Emulator:
         self._grpc.add_generic_rpc_handlers((job_service_handler(self.vertex, self.calls),
                                              tpu_service_handler(self.tpu, self.calls),
                                              tpu_v2alpha1_handler(self.tpu, self.calls),
+                                             locations_handler(self.calls),
                                              logging_service_handler(self.logging, self.calls),
                                              operations_handler(self.operations, self.calls)))
         self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")

@@ -53,6 +53,7 @@ from ..faults import (
     FaultBook,
 )
 from ..operations import OperationStore
+from .catalog import check_create
 from .metadata import MetadataServer
 from .topology import chips_per_host, worker_count
 from .workers import Worker
@@ -247,12 +248,8 @@ class TpuBackend:
         types = _types()
         if not node_id:
             raise InvalidArgument("node_id is required")
-        try:
-            count = worker_count(node.accelerator_type)
-        except ValueError as exc:
-            raise InvalidArgument(f"node.accelerator_type: {exc}") from exc
-        if not node.runtime_version:
-            raise InvalidArgument("node.runtime_version is required, e.g. 'tpu-ubuntu2204-base'")
+        check_create(parent, node_id, node.accelerator_type, node.runtime_version)
+        count = worker_count(node.accelerator_type)
         name = f"{parent}/nodes/{node_id}"
         project, zone = parent.split("/")[1], parent.split("/")[3]
         if not queued_resource:  # a queued resource's node was already let through at its own create
@@ -395,6 +392,9 @@ class TpuBackend:
         if slices is not None and (slices[0] < 2 or specs[0].node_id):
             raise InvalidArgument("queued_resource.tpu.node_spec[0]: multi_node_params.node_count must be > 1, and "
                                   "node_id must not be given with multi_node_params")
+        spec = specs[0]
+        node_id = f"{slices[1] or queued_resource_id}-0" if slices is not None else spec.node_id
+        check_create(spec.parent or parent, node_id, spec.node.accelerator_type, spec.node.runtime_version)
         self._check_quota(queued_resource_id, dict(specs[0].node.labels), f"create:{name}", parent)
         with self.lock:
             if name in self.queued:
