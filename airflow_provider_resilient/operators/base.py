@@ -1,15 +1,12 @@
 """The shell shared by the provider's operators around the pure supervisor (:mod:`..supervisor`).
 
-This class carries out each command of the supervisor through the platform's typed backend
-(:meth:`SupervisedOperator._backend`, :mod:`..backends`): submit an attempt (:meth:`SupervisedOperator._submit`:
-find it by its labels, else look up the latest complete checkpoint and create it), watch one until it ends
-(:meth:`SupervisedOperator._watch`: the backend's look, polled in the worker or deferred to the platform's
-trigger), end one and wait for it (:meth:`SupervisedOperator._end_attempt`), end what a stopping run leaves live
-(:meth:`SupervisedOperator._end_last`). A subclass holds its platform's arguments and specs, builds its backend,
-and says how to defer and what success returns (:meth:`SupervisedOperator._finish`). It decides nothing. This class
-runs the loop: it steps the supervisor, persists its state in Airflow's task state store after every step (so a
-retried or cleared task continues), logs every decision, sleeps (or defers to a ``DateTimeTrigger``) through
-backoffs, and raises ``AirflowFailException`` with the attempt history when the run fails.
+:class:`SupervisedOperator` runs the loop: it steps the supervisor, keeps its state in Airflow's task state store
+after every step (:mod:`.run_store`: a retried or cleared task continues), logs every decision, and carries out
+each command through the platform's typed backend (:mod:`..backends`): submit an attempt (:mod:`.launch`), watch it
+(the backend's look, polled in the worker or deferred to the platform's trigger), end it and wait, end what a
+stopping run leaves live; it sleeps (or defers to a ``DateTimeTrigger``) through backoffs and raises
+``AirflowFailException`` with the attempt history when the run fails. A subclass holds its platform's arguments and
+specs, builds its backend, says how to defer and what success returns. It decides nothing.
 """
 
 from __future__ import annotations
