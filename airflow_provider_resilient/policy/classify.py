@@ -156,6 +156,18 @@ def classify_worker_report(
                                 timestamp=timestamp)
 
 
+def _by_text(text: str, base: dict[str, Any]) -> Failure | None:
+    """What an error's text names beyond exit statuses: quota or capacity (:func:`~.messages.quota_or_stockout`), the
+    platform's internal error, or a class the text names (:func:`~.messages.named_class`); None: nothing."""
+    if failure := quota_or_stockout(text, base):
+        return failure
+    if INTERNAL_RE.search(text):
+        return Failure(FailureClass.INTERNAL_ERROR, **base)
+    if named := named_class(text):
+        return Failure(named, **base)
+    return None
+
+
 def classify_error_message(
     message: str | None,
     *,
@@ -200,12 +212,8 @@ def classify_error_message(
                        worker_id=m["replica"], **base)
     if START_ERROR_RE.search(text):
         return Failure(FailureClass.CONTAINER_START_ERROR, terminate_reason="StartError", **base)
-    if failure := quota_or_stockout(text, base):
+    if failure := _by_text(text, base):
         return failure
-    if INTERNAL_RE.search(text):
-        return Failure(FailureClass.INTERNAL_ERROR, **base)
-    if named := named_class(text):
-        return Failure(named, **base)
     code = as_rpc_code(rpc_code)
     if code == RPC_RESOURCE_EXHAUSTED:
         return Failure(FailureClass.CAPACITY_STOCKOUT, **base)
@@ -352,12 +360,8 @@ def classify_create_error(
     base: dict[str, Any] = {"platform": platform, "message": text, "rpc_code": rpc, "timestamp": timestamp}
     if OOM_RE.search(text) or OOM_TEXT_RE.search(text):
         return Failure(FailureClass.OUT_OF_MEMORY, **base)
-    if failure := quota_or_stockout(text, base):
+    if failure := _by_text(text, base):
         return failure
-    if INTERNAL_RE.search(text):
-        return Failure(FailureClass.INTERNAL_ERROR, **base)
-    if named := named_class(text):
-        return Failure(named, **base)
     if rpc == RPC_RESOURCE_EXHAUSTED:
         return Failure(FailureClass.CAPACITY_STOCKOUT, **base)
     if rpc in RETRYABLE_RPC_CODES:
