@@ -23,7 +23,7 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
   with automatic recovery (seed 002: most events; REPAIRING for the emulator's ``tpu_repair_seconds``) and without
   (TERMINATED), preemptions of the spot node, a crash of the workload (exit 139) and a hang (SIGSTOP: no platform
   signal at all). The same sequence strikes every way;
-* capacity outages of the primary zone us-central2-b (CreateNode fails RESOURCE_EXHAUSTED): one at launch of
+* capacity outages of the primary zone us-central1-b (CreateNode fails RESOURCE_EXHAUSTED): one at launch of
   ``--launch-outage`` seconds, then exponential periods of mean ``--capacity-up`` / ``--capacity-down``; the
   fallback zone europe-west4-a has capacity throughout;
 * a checkpoint cost C every Young/Daly interval for every way; the restart cost R of the ceilings = the workload's
@@ -81,7 +81,9 @@ from airflow_provider_resilient.policy import RetryPolicy
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
 
 PROJECT = "bench-project"
-PRIMARY, FALLBACK = "us-central2-b", "europe-west4-a"
+#: Two zones that both offer the slice (Cloud TPU, "TPU regions and zones": v2-8 and v3-8 in us-central1-b and
+#: europe-west4-a; v4 only in us-central2-b, so a v4 run has no zone to fall back to).
+PRIMARY, FALLBACK = "us-central1-b", "europe-west4-a"
 RUNTIME = "tpu-ubuntu2204-base"
 #: The failure classes of a running TPU node and their shares (seed 002's events; crash and hang of the workload).
 TPU_MIX = {"maintenance_event": 0.4, "maintenance_terminate": 0.1, "preemption": 0.3, "crash": 0.1, "hang": 0.1}
@@ -305,8 +307,8 @@ def main() -> int:
     parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
     parser.add_argument("--maintenance-wait", type=float, help="ours' maintenance_wait budget, platform seconds "
                                                                  "(default: the policy's 900 s; 0: re-create at once)")
-    parser.add_argument("--accelerator-type", default="v4-8", help="the slice: v4-8 has one worker VM, v4-16 two, "
-                                                                   "v4-32 four (every worker runs the workload)")
+    parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "
+                                                                   "(one worker VM, which runs the workload)")
     parser.add_argument("--quick", action="store_true", help="seed 352's trace, a 2 min job (CI; see QUICK)")
     a = parser.parse_args()
     if a.quick:

@@ -25,7 +25,8 @@ def import_time_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     file it wrote."""
     output = tmp_path_factory.mktemp("run_all") / "RESULTS.md"
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--only", "import_time",
-                          "--output", str(output)], capture_output=True, text=True, timeout=300, check=True)
+                          "--output", str(output)], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     return {"stdout": out.stdout, "results": output.read_text()}
 
 
@@ -38,7 +39,8 @@ def test_import_time_benchmark_prints_its_table_and_no_google_import(import_time
 
 def test_detection_benchmark_prints_a_row_per_class_and_poll_interval():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "detection.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300, check=True)
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     assert [r.split("|")[1].strip() for r in rows[1:]] == ["transient_crash", "capacity_stockout"]
     for row in rows[1:]:
@@ -48,7 +50,8 @@ def test_detection_benchmark_prints_a_row_per_class_and_poll_interval():
 
 def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "goodput.py"), "--quick"],
-                         capture_output=True, text=True, timeout=600, check=True)
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     assert "| Young/Daly ceiling | " in out.stdout
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| way | finished |"))
@@ -70,7 +73,8 @@ def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
 
 def test_tpu_goodput_benchmark_prints_the_trace_a_row_per_way_and_the_budget():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tpu_goodput.py"), "--quick"],
-                         capture_output=True, text=True, timeout=600, check=True)
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     assert "| Young/Daly ceiling | " in out.stdout and "| ceiling of the failures that struck | " in out.stdout
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| way | finished |"))
@@ -87,7 +91,8 @@ def test_tpu_goodput_benchmark_prints_the_trace_a_row_per_way_and_the_budget():
 
 def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "checkpoint_interval.py"), "--quick"],
-                         capture_output=True, text=True, timeout=600, check=True)
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     rows = [[c.strip() for c in line.split("|")] for line in out.stdout.splitlines()
             if re.match(r"\| \d+ \| (fixed|handed) interval \|", line)]  # the one seed of --quick
     assert [r[2] for r in rows] == ["fixed interval", "handed interval"], out.stdout
@@ -99,7 +104,8 @@ def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
 
 def test_maintenance_benchmark_prints_the_steps_lost_both_ways():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "maintenance.py"), "--quick"],
-                         capture_output=True, text=True, timeout=600, check=True)
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     rows = {r[2]: r for r in ([c.strip() for c in line.split("|")] for line in out.stdout.splitlines()
                               if line.startswith("| 1 |"))}
     assert set(rows) == {"early checkpoint", "without"}, out.stdout
@@ -113,7 +119,8 @@ def test_maintenance_benchmark_prints_the_steps_lost_both_ways():
 
 def test_multislice_benchmark_prints_the_recovery_of_a_two_slice_run():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "multislice.py"), "--quick"],
-                         capture_output=True, text=True, timeout=600, check=True)
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     (row,) = [[c.strip() for c in line.split("|")] for line in out.stdout.splitlines() if line.startswith("| 2 | 1 |")]
     assert row[5] == "2"  # one failed group, one that finished
     assert float(row[6]) >= 0 and float(row[7]) > 0 and int(row[8]) >= 0  # figures, not timing assertions
@@ -130,7 +137,8 @@ def test_run_all_writes_results_with_the_machine_and_date(import_time_run: dict[
 
 def test_triggerer_loop_benchmark_prints_a_row_per_way_of_importing():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "triggerer_loop.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300, check=True)
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     assert [r.split("|")[1].strip() for r in rows[1:]] == ["in the loop", "thread", "thread, gc held, frozen"]
     for row in rows[1:]:

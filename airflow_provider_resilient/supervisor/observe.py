@@ -76,7 +76,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Clock:
+class ProgressClock:
     """A progress clock: the step last seen (None: no checkpoint yet) and since when (epoch seconds)."""
 
     step: int | None
@@ -97,11 +97,11 @@ class WatchMemory:
     """
 
     resource: str | None = None
-    clocks: tuple[tuple[str, Clock], ...] = ()
+    clocks: tuple[tuple[str, ProgressClock], ...] = ()
     audit_seen: tuple[str, ...] = ()
     stepping: tuple[str, ...] = ()
 
-    def clock(self, key: str) -> Clock | None:
+    def clock(self, key: str) -> ProgressClock | None:
         """The clock of ``key``, or None."""
         return dict(self.clocks).get(key)
 
@@ -129,7 +129,7 @@ class WatchMemory:
         for key, value in (data.get("clocks") or {}).items():
             try:
                 *step, since = value
-                clocks.append((str(key), Clock(int(step[0]) if step else None, float(since))))
+                clocks.append((str(key), ProgressClock(int(step[0]) if step else None, float(since))))
             except (TypeError, ValueError, IndexError):
                 continue
         seen, stepping = data.get("audit_seen"), data.get("stepping")
@@ -213,19 +213,19 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
         step = look.progress[key]
         clock = clocks.get(key)
         if clock is None or clock.step != step:
-            clocks[key] = Clock(step, now)
+            clocks[key] = ProgressClock(step, now)
             progressed.append((key, step or 0, now))
     # Running, with no step yet (a TPU worker's runner heartbeats; no step line in a job's log): judged only once
     # the workload is known to log steps; a clock from the first such look, and no progress for the ledger.
     stepless = sorted(key for key in {*look.heartbeats, *look.progress} if key not in stepped
                       and (limits.expect_steps or key in memory.stepping))
     for key in stepless:
-        clocks.setdefault(key, Clock(None, now))
+        clocks.setdefault(key, ProgressClock(None, now))
     stepping = tuple(sorted((stepped - {CHECKPOINTS}).union(memory.stepping)))
     if look.silent is not None:
         silent = {SILENT + key for key in look.silent}
         clocks = {k: c for k, c in clocks.items() if not k.startswith(SILENT) or k in silent}
-        clocks.update({key: Clock(None, now) for key in silent if key not in clocks})
+        clocks.update({key: ProgressClock(None, now) for key in silent if key not in clocks})
     memory = WatchMemory(resource=look.resource, clocks=tuple(sorted(clocks.items())),
                          audit_seen=(memory.audit_seen + fresh)[-AUDIT_IDS_KEPT:], stepping=stepping)
     judged = {*stepped, *stepless} - ({CHECKPOINTS} if LOGGED in stepping else set())
@@ -286,5 +286,17 @@ def ledger_steps(verdict: Verdict, memory: WatchMemory) -> list[tuple[float, int
     return [(at, step) for key, step, at in verdict.progressed if key in lead]
 
 
-__all__ = ["AUDIT_IDS_KEPT", "CHECKPOINTS", "LOGGED", "SILENT", "Clock", "Limits", "Look", "Verdict", "WatchMemory",
-           "ledger_steps", "observe", "worker_key"]
+__all__ = [
+    "AUDIT_IDS_KEPT",
+    "CHECKPOINTS",
+    "LOGGED",
+    "SILENT",
+    "Limits",
+    "Look",
+    "ProgressClock",
+    "Verdict",
+    "WatchMemory",
+    "ledger_steps",
+    "observe",
+    "worker_key",
+]

@@ -71,7 +71,7 @@ WATCH_MODULES = ("airflow_provider_resilient.backends.vertex", "airflow_provider
                  "airflow_provider_resilient.checkpoints")
 
 
-class Watch:
+class Subscription:
     """One trigger's subscription to a :class:`CustomJobPoller`.
 
     Each cycle the poller sets ``job`` -- the job as listed, or None when the listing did not show it --
@@ -103,7 +103,7 @@ class CustomJobPoller:
         self.key = key
         self.hook = hook
         self._on_idle = on_idle
-        self._watches: list[Watch] = []
+        self._watches: list[Subscription] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.cycles = 0
@@ -118,10 +118,10 @@ class CustomJobPoller:
         """Seconds between the starts of two cycles: the smallest ``poll_interval`` of the subscribers."""
         return min((w.poll_interval for w in self._watches), default=0.0)
 
-    def subscribe(self, job_name: str, poll_interval: float) -> Watch:
+    def subscribe(self, job_name: str, poll_interval: float) -> Subscription:
         """Watch ``job_name`` from the next cycle on, at least every ``poll_interval`` seconds."""
         faster = not self._watches or poll_interval < self.interval
-        watch = Watch(job_name, poll_interval)
+        watch = Subscription(job_name, poll_interval)
         self._watches.append(watch)
         if self._task is None:
             project, region = self.key[:2]
@@ -130,7 +130,7 @@ class CustomJobPoller:
             self._wake.set()  # the cycle being waited for may now be due sooner
         return watch
 
-    def unsubscribe(self, watch: Watch) -> None:
+    def unsubscribe(self, watch: Subscription) -> None:
         """Stop delivering to ``watch``; the last subscriber to leave stops the poller. Idempotent."""
         with contextlib.suppress(ValueError):
             self._watches.remove(watch)

@@ -180,7 +180,7 @@ def test_indexed_listing_finds_what_evaluating_every_entry_finds(store, filter_t
 
 
 def store_view(entry: Any) -> dict[str, Any]:
-    from airflow_provider_resilient.testing.emulator.cloud_logging.backend import _filter_view
+    from airflow_provider_resilient.testing.emulator.cloud_logging.service import _filter_view
 
     return _filter_view(entry)
 

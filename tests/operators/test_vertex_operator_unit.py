@@ -727,10 +727,10 @@ def test_a_deferred_watch_hands_the_run_states_observer_memory_to_its_trigger(mo
     monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", '{"conn_type": "google_cloud_platform"}')
 
     from airflow_provider_resilient.supervisor import RunState
-    from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, Clock, WatchMemory
+    from airflow_provider_resilient.supervisor.observe import CHECKPOINTS, ProgressClock, WatchMemory
 
     name = "projects/test-project/locations/us-central1/customJobs/7"
-    memory = WatchMemory(name, ((CHECKPOINTS, Clock(30, 1_800_000_000.0)),))
+    memory = WatchMemory(name, ((CHECKPOINTS, ProgressClock(30, 1_800_000_000.0)),))
     with pytest.raises(TaskDeferred) as raised:
         operator(deferrable=True, hang_timeout=60.0)._defer_watch(RunState().observed(memory), name)
     trigger = raised.value.trigger

@@ -440,13 +440,13 @@ def resumed(step_: int | None, attempt_state: RunState, job: str, at: float, see
     """``attempt_state`` (submitting; running: the first attempt, from scratch) with the attempt created,
     resuming from ``step_``, and -- ``seen`` -- the observer's memory of it: the newest step it saw (None:
     watched, no step yet)."""
-    from airflow_provider_resilient.supervisor.observe import Clock, WatchMemory
+    from airflow_provider_resilient.supervisor.observe import ProgressClock, WatchMemory
 
     state = attempt_state
     if state.phase == "submitting":
         state, _ = step(state, Submitted(job, at, resumed_from_step=step_,
                                          resumed_from_uri=f"gs://b/step_{step_}" if step_ else None))
-    return state.observed(WatchMemory(state.job_name, (("checkpoints", Clock(seen, at)),)))
+    return state.observed(WatchMemory(state.job_name, (("checkpoints", ProgressClock(seen, at)),)))
 
 
 def to_next_submit(state: RunState, failure: Failure, at: float) -> tuple[RunState, Any]:

@@ -15,9 +15,9 @@ from airflow_provider_resilient.supervisor.observe import (
     AUDIT_IDS_KEPT,
     CHECKPOINTS,
     LOGGED,
-    Clock,
     Limits,
     Look,
+    ProgressClock,
     WatchMemory,
     observe,
     worker_key,
@@ -65,7 +65,7 @@ def test_a_key_not_looked_at_is_not_judged_and_keeps_its_clock():
     memory, _ = observe(WatchMemory(), running(10), T0, Limits(hang_seconds=60))
     unlooked = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0)  # the listing failed this time
     memory, verdict = observe(memory, unlooked, T0 + 500, Limits(hang_seconds=60))
-    assert verdict.failure is None and memory.clock(CHECKPOINTS) == Clock(10, T0)
+    assert verdict.failure is None and memory.clock(CHECKPOINTS) == ProgressClock(10, T0)
 
 
 def test_tpu_workers_stall_by_their_step_or_their_runner_heartbeat_and_are_named():
@@ -100,7 +100,7 @@ def test_a_worker_that_has_logged_steps_is_hung_on_the_next_node_before_its_firs
     next_node = NODE.replace("n-a1", "n-a2")
     memory, verdict = observe(reload(memory), tpu(T0 + 500, next_node), T0 + 500, limits)  # restoring: no step yet
     assert verdict.failure is None and verdict.progressed == ()  # no step: nothing for the ledger
-    assert memory.clock("worker 0") == Clock(None, T0 + 500) and memory.clock("worker 1") is None
+    assert memory.clock("worker 0") == ProgressClock(None, T0 + 500) and memory.clock("worker 1") is None
     _, verdict = observe(reload(memory), tpu(T0 + 600, next_node), T0 + 600, limits)
     assert verdict.failure is None  # 100 s exactly is not past it
     _, verdict = observe(reload(memory), tpu(T0 + 601, next_node), T0 + 601, limits)
@@ -108,7 +108,8 @@ def test_a_worker_that_has_logged_steps_is_hung_on_the_next_node_before_its_firs
     assert verdict.failure.timestamp == T0 + 500
     assert verdict.failure.message == "worker 0: running 101 s without logging a step (hang_timeout 100 s)"
     stepped, verdict = observe(reload(memory), tpu(T0 + 550, next_node, w0=6), T0 + 550, limits)
-    assert verdict.progressed == (("worker 0", 6, T0 + 550),) and stepped.clock("worker 0") == Clock(6, T0 + 550)
+    assert verdict.progressed == (("worker 0", 6, T0 + 550),)
+    assert stepped.clock("worker 0") == ProgressClock(6, T0 + 550)
 
 
 def test_a_workload_that_never_logs_a_step_is_judged_by_its_heartbeat_unless_steps_are_expected():
@@ -141,7 +142,7 @@ def test_once_a_job_has_logged_a_step_its_logged_steps_and_not_its_checkpoints_a
     assert verdict.failure.message == "logged step: no progress past step 9 for 41 s (hang_timeout 40 s)"
     retried = JOB.replace("/1", "/2")  # the next attempt: no step logged yet (restoring), then none at all
     memory, verdict = observe(reload(memory), job(5, None, retried), T0 + 200, limits)
-    assert verdict.failure is None and memory.clock(LOGGED) == Clock(None, T0 + 200)
+    assert verdict.failure is None and memory.clock(LOGGED) == ProgressClock(None, T0 + 200)
     _, verdict = observe(reload(memory), job(5, None, retried), T0 + 241, limits)
     assert verdict.failure.message == "logged step: running 41 s without logging a step (hang_timeout 40 s)"
 
@@ -161,11 +162,11 @@ def test_the_memory_travels_in_the_run_state_and_unreadable_parts_are_dropped():
     memory, _ = observe(WatchMemory(), running(None), T0, Limits())
     memory, _ = observe(memory, Look(JOB, audit_ids=["x"]), T0, Limits())
     state = state_from_json(json.loads(json.dumps(state_to_json(RunState().observed(memory)))))
-    assert state.watch == memory and state.watch.clock(CHECKPOINTS) == Clock(None, T0)
+    assert state.watch == memory and state.watch.clock(CHECKPOINTS) == ProgressClock(None, T0)
     assert "watch" not in state_to_json(RunState())  # nothing stored for nothing seen
     odd = WatchMemory.from_json({"resource": JOB, "clocks": {"checkpoints": "x", "worker 0": [3, T0]},
                                  "audit_seen": "y", "stepping": 3})
-    assert odd == WatchMemory(JOB, (("worker 0", Clock(3, T0)),), ())
+    assert odd == WatchMemory(JOB, (("worker 0", ProgressClock(3, T0)),), ())
     assert WatchMemory.from_json(None) == WatchMemory.from_json([1]) == WatchMemory()
 
 
@@ -191,7 +192,7 @@ def test_a_silent_worker_is_judged_by_its_own_clock_and_speaking_stops_it():
     limits = Limits(startup_seconds=100)
     look = Look(NODE, Platform.TPU, "READY", silent=[worker_key(1)])
     memory, verdict = observe(WatchMemory(), look, T0, limits)
-    assert verdict.failure is None and memory.clock("silent worker 1") == Clock(None, T0)
+    assert verdict.failure is None and memory.clock("silent worker 1") == ProgressClock(None, T0)
     audit_only = Look(NODE, Platform.TPU, audit_ids=["a"])  # workers not looked at: the clock goes on
     memory, _ = observe(reload(memory), audit_only, T0 + 50, limits)
     _, verdict = observe(memory, look, T0 + 101, limits)

@@ -106,18 +106,18 @@ class Emulator:
         self._http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
         self._engine: threading.Thread | None = None
-        from .cloud_logging.backend import LogStore
-        from .tpu.backend import TPU_SERVICE, TpuBackend
-        from .vertex.backend import VertexBackend
+        from .cloud_logging.service import LogStore
+        from .tpu.service import TPU_SERVICE, TpuService
+        from .vertex.service import VertexService
 
         self.logging = LogStore(self.clock.now, faults=self.faults)
-        self.vertex = VertexBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
+        self.vertex = VertexService(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
                                     self.ensure_bucket, self.storage_filesystem, self.clock, logs=self.logging)
 
         def audit(project: str, **entry: Any) -> None:
             self.logging.add_audit_entry(project, service_name=TPU_SERVICE, **entry)
 
-        self.tpu = TpuBackend(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit,
+        self.tpu = TpuService(self.config, self.faults, self.operations, self.work_dir, self.workload_env, audit,
                               self.clock)
         from .secret_manager import SecretStore
 

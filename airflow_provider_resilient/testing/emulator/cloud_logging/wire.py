@@ -11,7 +11,7 @@ from typing import Any
 
 from ..calls import CallLog
 from ..wire import Method, generic_handler
-from .backend import LogStore
+from .service import LogStore
 
 SERVICE = "google.logging.v2.LoggingServiceV2"
 

@@ -13,7 +13,7 @@ from ..calls import CallLog
 from ..errors import InvalidArgument, NotFound
 from ..wire import Method, generic_handler
 from . import catalog
-from .backend import TpuBackend
+from .service import TpuService
 
 SERVICE = "google.cloud.tpu.v2.Tpu"
 SERVICE_V2ALPHA1 = "google.cloud.tpu.v2alpha1.Tpu"
@@ -51,7 +51,7 @@ def _child(name: str, collection: str) -> tuple[str, str]:
     return parent, rest
 
 
-def tpu_service_handler(backend: TpuBackend, calls: CallLog) -> Any:
+def tpu_service_handler(backend: TpuService, calls: CallLog) -> Any:
     """The generic handler for the TPU API, calling ``backend``'s verbs."""
     from google.cloud.tpu_v2.types import cloud_tpu as t
     from google.longrunning import operations_pb2
@@ -175,7 +175,7 @@ def locations_handler(calls: CallLog) -> Any:
     return generic_handler(LOCATIONS_SERVICE, methods, calls)
 
 
-def tpu_v2alpha1_handler(backend: TpuBackend, calls: CallLog) -> Any:
+def tpu_v2alpha1_handler(backend: TpuService, calls: CallLog) -> Any:
     """The v2alpha1 TPU API's GetNode (the v2 node with ``upcoming_maintenance``) and SimulateMaintenanceEvent."""
     from google.cloud.tpu_v2alpha1.types import cloud_tpu as t
     from google.longrunning import operations_pb2

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,11 @@ class Worker:
         self.killed.update(tree[1:])
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        # A VM that is off runs nothing: wait (a bounded while) until the kernel has ended every killed process --
+        # on a loaded machine a SIGKILLed process can stay runnable for a moment after the signal.
+        deadline = time.monotonic() + 5.0
+        while any(_running(pid) for pid in tree[1:]) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def leftovers(self) -> list[int]:
         """Processes this worker started that are still alive: the script, its descendants, and any

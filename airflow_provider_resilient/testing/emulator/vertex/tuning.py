@@ -15,7 +15,7 @@ from .runs import JobRun
 
 
 class TrialHost(Protocol):
-    """What a tuning job needs of the service that runs its trials (the emulator's Vertex AI backend)."""
+    """What a tuning job needs of the service that runs its trials (the emulator's Vertex AI service)."""
 
     config: EmulatorConfig
     clock: Clock

@@ -6,12 +6,12 @@ from typing import Any
 
 from ..calls import CallLog
 from ..wire import Method, generic_handler
-from .backend import VertexBackend
+from .service import VertexService
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 
 
-def job_service_handler(backend: VertexBackend, calls: CallLog) -> Any:
+def job_service_handler(backend: VertexService, calls: CallLog) -> Any:
     """The generic handler for JobService, calling ``backend``'s verbs."""
     from google.cloud.aiplatform_v1.types import (
         CustomJob,

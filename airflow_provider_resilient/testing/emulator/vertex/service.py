@@ -2,7 +2,7 @@
 
 Verbs are named after the RPCs (``create_custom_job``, ``get_custom_job`` ...) and take and return
 proto-plus messages of ``google.cloud.aiplatform_v1``; the wire layer only unpacks and packs. Getters
-never advance state: :meth:`VertexBackend.tick`, called by the engine thread, does.
+never advance state: :meth:`VertexService.tick`, called by the engine thread, does.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _types() -> Any:
     return types
 
 
-class VertexBackend:
+class VertexService:
     """All CustomJobs and HyperparameterTuningJobs of the emulator.
 
     Args:
@@ -50,7 +50,7 @@ class VertexBackend:
         ensure_bucket: creates a Cloud Storage bucket if missing; called for ``base_output_directory``.
         storage_fs: returns the fsspec filesystem of the emulated Cloud Storage (to watch checkpoints).
         clock: where every verb and tick reads the time (:mod:`..clock`; default: real time).
-        logs: the emulated Cloud Logging (:class:`~..cloud_logging.backend.LogStore`): each replica's output goes
+        logs: the emulated Cloud Logging (:class:`~..cloud_logging.service.LogStore`): each replica's output goes
             there as Vertex AI ships it (:meth:`log_sink`); None: to the log files only.
     """
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, ManualClock, SystemClock
-from ..cloud_logging.backend import ACTIVITY_LOG
+from ..cloud_logging.service import ACTIVITY_LOG
 from ..config import EmulatorConfig
 from ..errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from ..faults import (
@@ -120,7 +120,7 @@ class NodeRun:
         return str(self.node.name)
 
 
-class TpuBackend:
+class TpuService:
     """All TPU nodes and queued resources of the emulator.
 
     Args:
