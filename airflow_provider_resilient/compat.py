@@ -27,7 +27,7 @@ from airflow.triggers.base import BaseTrigger
 try:  # Airflow 3.2+
     from airflow.sdk import conf
 except ImportError:  # Airflow 3.1
-    from airflow.configuration import conf  # type: ignore[no-redef]
+    from airflow.configuration import conf  # type: ignore[no-redef,assignment,unused-ignore]
 try:  # Airflow 3.2+: the task SDK's own exceptions
     from airflow.sdk.exceptions import (
         AirflowException,
@@ -36,7 +36,7 @@ try:  # Airflow 3.2+: the task SDK's own exceptions
         TaskDeferred,
     )
 except ImportError:  # Airflow 3.1
-    from airflow.exceptions import (  # type: ignore[assignment,no-redef]
+    from airflow.exceptions import (  # type: ignore[assignment,no-redef,attr-defined,unused-ignore]
         AirflowException,
         AirflowFailException,
         AirflowNotFoundException,

@@ -120,7 +120,8 @@ class ResilientTPUHook(GoogleApiHook):
     def list_nodes(self, project_id: str, zone: str) -> list[Any]:
         """Every node of ``projects/project_id/locations/zone`` (all pages)."""
         parent = f"projects/{project_id}/locations/{zone}"
-        return self.call(lambda: list(self.client().list_nodes(parent=parent, retry=None)))
+        nodes: list[Any] = self.call(lambda: list(self.client().list_nodes(parent=parent, retry=None)))
+        return nodes
 
     def delete_node(self, name: str, timeout: float | None = 1800.0) -> Any:
         """Delete a node and wait up to ``timeout`` seconds for it (None: do not wait); a node that is
