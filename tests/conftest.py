@@ -70,10 +70,14 @@ MAX_TEST_SECONDS = 30.0
 #: (``run_demo.py --dag example_vertex_ai_hyperparameter_tuning``) is real work from end to end, not waiting --
 #: 12 runs of its scikit-learn workload (1.3 s of start-up each) and 111 epochs of training, which its story needs
 #: (a trial crashing past the platform's three retries, each resuming one save further), plus Airflow's own 8 s:
-#: about 30 s of CPU, 34 s on a loaded machine.
+#: about 30 s of CPU, 34 s on a loaded machine. The legacy AI Platform example is real work too: its package trains
+#: through a crash and two internal errors (three attempts, each a scikit-learn process) beside an uninterrupted
+#: baseline of 30 epochs trained at the same time for the accuracy check -- 24 s alone, up to 31 s with the suite's
+#: other worker busy.
 SLOW_ALLOWED = frozenset({"tests/test_demo.py::test_offline_demo_matches_an_uninterrupted_run",
                           "tests/test_demo.py::test_the_tuning_example_finishes_its_study_without_running_a_finished_"
-                          "trial_again"})
+                          "trial_again",
+                          "tests/test_demo.py::test_the_legacy_ai_platform_example_trains_through_its_faults"})
 #: Modules whose tests take the longest: collected first, so that with ``--dist worksteal`` one worker starts on
 #: them while the other takes the rest, and neither waits alone at the end.
 FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/e2e/", "tests/operators/test_tuning_operator.py")
