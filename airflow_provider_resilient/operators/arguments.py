@@ -8,14 +8,13 @@ rendering instead), and masking the secret values of an environment.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..policy import FailureClass, Fallback, RetryPolicy
 from ..policy.checks import members
-from ..specs.common import SpecError
+from ..specs.common import SpecError, flag_problems, seconds_problems
 from ..supervisor.launch import TORN_CHECKPOINT_CHOICES
 
 
@@ -45,32 +44,6 @@ def mask_sensitive_env(entries: Sequence[tuple[str, str]]) -> list[str]:
             mask_secret(value, name)
             masked.append(name)
     return masked
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def seconds_problems(name: str, value: Any, *, minimum: float = 0.0, strict: bool = True,
-                     optional: bool = False) -> list[SpecError]:
-    """Problems of a duration argument in seconds: a finite number (not a bool, not a string), above ``minimum``
-    (``strict``) or at least it; None only when ``optional``."""
-    if value is None and optional:
-        return []
-    if has_template(value):
-        return []
-    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    if not _is_number(value):
-        return [SpecError(name, f"{value!r} is not a number of seconds: give a number {bound}, e.g. 30"
-                                + (" (or None)" if optional else ""))]
-    if (value <= minimum) if strict else (value < minimum):
-        return [SpecError(name, f"{value!r} must be {bound} seconds")]
-    return []
-
-
-def flag_problems(name: str, value: Any) -> list[SpecError]:
-    """Problems of an on/off argument: exactly True or False (``"no"`` would read as on)."""
-    return [] if isinstance(value, bool) else [SpecError(name, f"{value!r} is not a bool: give True or False")]
 
 
 def policy_with_fallbacks(policy: Any, fallbacks: Sequence[Fallback | Mapping[str, Any]]) -> RetryPolicy:

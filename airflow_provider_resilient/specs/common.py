@@ -18,8 +18,11 @@ keys start with a lowercase letter; keys and values use lowercase letters, digit
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
 
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -79,6 +82,34 @@ class SpecError(ValueError):
         judged after rendering, not as the DAG is parsed); None when nothing is left."""
         kept = [e for e in self.errors if re.split(r"[.\[]", e.field, maxsplit=1)[0] not in arguments]
         return SpecError.of_many(kept) if kept else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def seconds_problems(name: str, value: Any, *, minimum: float = 0.0, strict: bool = True,
+                     optional: bool = False) -> list[SpecError]:
+    """Problems of a duration argument in seconds: a finite number (not a bool, not a string), above ``minimum``
+    (``strict``) or at least it; None only when ``optional``."""
+    if value is None and optional:
+        return []
+    if isinstance(value, str) and ("{{" in value or "{%" in value):
+        return []  # a template: judged once rendered
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    if not _is_number(value):
+        return [SpecError(name, f"{value!r} is not a number of seconds: give a number {bound}, e.g. 30"
+                                + (" (or None)" if optional else ""))]
+    if (value <= minimum) if strict else (value < minimum):
+        return [SpecError(name, f"{value!r} must be {bound} seconds")]
+    return []
+
+
+def flag_problems(name: str, value: Any) -> list[SpecError]:
+    """Problems of an on/off argument: exactly True or False (``"no"`` would read as on)."""
+    return [] if isinstance(value, bool) else [SpecError(name, f"{value!r} is not a bool: give True or False")]
 
 
 def label_problems(labels: object) -> list[SpecError]:

@@ -15,7 +15,6 @@ import hashlib
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 from .catalog import catalog, closest, extra
@@ -25,6 +24,7 @@ from .common import (
     checkpoint_dir_problems,
     label_problems,
     location_problems,
+    seconds_problems,
     service_account_problems,
 )
 from .preflight import preflight_of
@@ -191,16 +191,6 @@ TPU_ZONES: frozenset[str] = frozenset(catalog().tpu_zones)
 TPU_FALLBACK_FIELDS = ("zone", "accelerator_type")
 
 
-def _seconds_problems(name: str, value: object, optional: bool = False) -> list[SpecError]:
-    if optional and value is None:
-        return []
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-        return [SpecError(name, f"{value!r}: give a number of seconds > 0" +
-                          (" (or a timedelta)" if name == "valid_until_duration" else ""))]
-    return []
-
-
 def _offered_anywhere(accelerator_type: str) -> bool:
     try:
         worker_count(accelerator_type)
@@ -328,12 +318,12 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
     if spot is True and reserved is True:
         problems.append(SpecError("spot", "and reserved exclude each other: a node is spot (preemptible capacity) "
                                           "or from a reservation; set one"))
-    problems += _seconds_problems("valid_until_duration", valid_until_duration, optional=True)
+    problems += seconds_problems("valid_until_duration", valid_until_duration, optional=True)
     if max_worker_restarts is not None and (type(max_worker_restarts) is not int or max_worker_restarts < 0):
         problems.append(SpecError("max_worker_restarts", f"{max_worker_restarts!r}: give a whole number >= 0"))
     for name, value in (("heartbeat_seconds", heartbeat_seconds), ("hang_timeout", hang_timeout),
                         ("startup_timeout", startup_timeout)):
-        problems += _seconds_problems(name, value)
+        problems += seconds_problems(name, value)
     for i, fallback in enumerate(fallbacks):
         for name in ("region", "machine_type", "accelerator_count", "strategy"):
             if getattr(fallback, name, None) is not None:

@@ -20,7 +20,7 @@ keeps its memory in the run state).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..policy import Failure, Platform, classify_tpu_node, classify_worker_report
@@ -152,8 +152,6 @@ def node_failure(failure: Failure, audits: Sequence[Failure], now: float, names:
                  index: int) -> JobFailed:
     """The live ``JobFailed`` of node ``index``'s ``failure``, dated by ``audits``
     (:func:`~..policy.node_events.dated_node_failure`), its message naming the slice of a group."""
-    from dataclasses import replace
-
     failure = dated_node_failure(failure, audits, now)
     if len(names) > 1:
         failure = replace(failure, message=slice_prefix(names, index) + (failure.message

@@ -1,7 +1,7 @@
 """What a Vertex AI job's reading means to the supervisor: the job's summary (its state and error, read by the
 backend or a trigger, ``backends.vertex.job_summary``) becomes ``JobSucceeded`` / ``JobFailed``, and a verdict the
 observer gave on a live job (a queue timeout or a hang, judged in the trigger or in a poll) travels in the summary
-as its :data:`STOP_KEYS`. Pure: no I/O, no clock.
+as its :data:`~.watch_event.VERDICT_KEYS`. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from typing import Any
 from ..policy import Failure, FailureClass, Platform, classify_vertex_job
 from ..policy.job_states import TERMINAL_STATES
 from .events import JobFailed, JobSucceeded
-from .watch_event import VERDICT_KEYS
-
-#: The keys a trigger event (and a job summary) carries when the observer judged a live job failed.
-STOP_KEYS = VERDICT_KEYS
 
 
 def stop_keys(failure: Failure) -> dict[str, Any]:
-    """The :data:`STOP_KEYS` of a job to be ended for ``failure`` (a QUEUE_TIMEOUT or HANG verdict), as a trigger
-    event carries them and :func:`job_event` reads them."""
+    """The verdict keys (:data:`~.watch_event.VERDICT_KEYS`) of a job to be ended for ``failure`` (a QUEUE_TIMEOUT
+    or HANG verdict), as a trigger event carries them and :func:`job_event` reads them."""
     if failure.failure_class is FailureClass.QUEUE_TIMEOUT:
         return {"queue_timeout": failure.message, "queued_state": failure.terminate_reason,
                 "timed_out_at": failure.timestamp}
@@ -28,9 +24,9 @@ def stop_keys(failure: Failure) -> dict[str, Any]:
 
 
 def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFailed:
-    """What the job of ``summary`` (``backends.vertex.job_summary``, perhaps with the :data:`STOP_KEYS` of a
-    verdict) means to the supervisor at ``now`` (epoch seconds): a queue timeout or hang judged while it ran
-    (``live`` while it is not terminal: the supervisor ends it), success, or its classified failure
+    """What the job of ``summary`` (``backends.vertex.job_summary``, perhaps with the verdict keys,
+    :data:`~.watch_event.VERDICT_KEYS`) means to the supervisor at ``now`` (epoch seconds): a queue timeout or hang
+    judged while it ran (``live`` while it is not terminal: the supervisor ends it), success, or its classified failure
     (:func:`~..policy.classify_vertex_job`, dated when the platform ended it). PARTIALLY_SUCCEEDED is success."""
     live = summary["state"] not in TERMINAL_STATES
     if summary.get("queue_timeout"):  # decided when the wait passed the limit (the queue timeout)
@@ -51,4 +47,4 @@ def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFaile
     return JobFailed(failure, now)
 
 
-__all__ = ["STOP_KEYS", "job_event", "stop_keys"]
+__all__ = ["job_event", "stop_keys"]

@@ -7,7 +7,7 @@ What a status means:
 
 ==================  ===========================================================================================
 ``terminal``        the job ended (``job``: its summary); the supervisor judges it
-``hang``            the observer judged the live job hung (``verdict``: its :data:`~.vertex_look.STOP_KEYS`)
+``hang``            the observer judged the live job hung (``verdict``: its :data:`VERDICT_KEYS`)
 ``queue_timeout``   the observer judged the job queued too long (``verdict`` likewise)
 ``changed``         the node, its queued resource or its workers changed: a full look decides
 ``look_again``      nothing changed, but a full look is due (audit log, progress, maintenance)
