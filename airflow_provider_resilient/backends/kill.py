@@ -56,7 +56,7 @@ def kill_budget(where: str, conf: Any = None) -> float:
     return KILL_SHARE * (seconds if seconds > 0 else default)
 
 
-def release_on_kill(platform: str, releases: Sequence[Release], budget: float, *, gcp_conn_id: str | None,
+def release_on_kill(platform: str, releases: Sequence[Release], budget: float, *, conn_id: str | None,
                     impersonation_chain: Any = None, emulator: str | None = None) -> str | None:
     """Carry out a kill's ``Release`` commands (:func:`~..supervisor.reconcile.releases_on_kill`) with a client of
     its own whose retries stop within ``budget`` seconds: the platform backend's ``release_all`` -- the one way the
@@ -93,12 +93,21 @@ def release_on_kill(platform: str, releases: Sequence[Release], budget: float, *
             release_nodes(hook, releases, budget)
 
         make = ResilientTPUHook
+    elif platform == "modelarts":
+        from ..hooks.modelarts import ResilientModelArtsHook
+        from .modelarts import release_all as release_training_jobs
+
+        def release(hook: Any) -> None:
+            release_training_jobs(hook, releases)
+
+        def make(conn_id: Any, _chain: Any, *, emulator: Any, api_retry_seconds: float) -> Any:
+            return ResilientModelArtsHook(conn_id, api_retry_seconds=api_retry_seconds)
     else:
-        raise ValueError(f"release_on_kill: platform must be 'vertex_ai' or 'tpu', got {platform!r}")
+        raise ValueError(f"release_on_kill: platform must be 'vertex_ai', 'tpu' or 'modelarts', got {platform!r}")
     names = " and ".join(r.resource.name for r in releases)
     hook = None
     try:
-        hook = make(gcp_conn_id, impersonation_chain, emulator=emulator, api_retry_seconds=budget)
+        hook = make(conn_id, impersonation_chain, emulator=emulator, api_retry_seconds=budget)
         release(hook)
     except Exception as exc:  # a kill must end: say what may be left and what to do
         problem = (f"releasing {names} may not have finished within {budget:.0f} s "

@@ -304,8 +304,12 @@ class SupervisedOperator(BaseOperator):
         :func:`~..backends.kill.release_on_kill`, with a client of its own (Airflow calls it from a signal handler,
         perhaps in the middle of a call on the operator's client) within :func:`~..backends.kill.kill_budget`
         (``"worker"``). A release requested but not confirmed in time still happens at Google."""
-        release_on_task_kill(self._live_resources(), self._judge_kill, self.PLATFORM, self.gcp_conn_id,
+        release_on_task_kill(self._live_resources(), self._judge_kill, self.PLATFORM, self._conn_id(),
                              self.impersonation_chain, self.log)
+
+    def _conn_id(self) -> str | None:
+        """The Airflow connection of the platform's calls (Google's ``gcp_conn_id``; ModelArts' own)."""
+        return self.gcp_conn_id
 
     # ------------------------------------------------------------------ kills
     def _judge_kill(self) -> Any:

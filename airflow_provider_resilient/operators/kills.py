@@ -53,7 +53,7 @@ def judge_kill(owner: Owner | None, reader: Reader, log: logging.Logger | Any) -
 
 
 def release_on_task_kill(live: Sequence[OwnedResource], judge: Callable[[], Any], platform: str,
-                         gcp_conn_id: str | None, impersonation_chain: Any, log: logging.Logger | Any) -> None:
+                         conn_id: str | None, impersonation_chain: Any, log: logging.Logger | Any) -> None:
     """An operator's ``on_kill``: release what the supervisor's kill rule says of ``live``
     (:func:`~..supervisor.reconcile.releases_on_kill`: nothing marked ``keep``) when ``judge()`` (:func:`judge_kill`)
     says the task instance is really over, through :func:`~..backends.kill.release_on_kill` within
@@ -72,7 +72,7 @@ def release_on_task_kill(live: Sequence[OwnedResource], judge: Callable[[], Any]
     if not judgement.kill:
         log.info("Task process stopped; leaving %s: %s", names, judgement.why)
         return
-    release_on_kill(platform, todo, kill_budget("worker", conf), gcp_conn_id=gcp_conn_id,
+    release_on_kill(platform, todo, kill_budget("worker", conf), conn_id=conn_id,
                     impersonation_chain=impersonation_chain)
 
 

@@ -41,6 +41,8 @@ from ..worker.protocol import (  # the runner's report, and its exit-status rule
 from ..worker.protocol import classify_exit_status as exit_status_class
 from ..worker.protocol import exit_code_signal as _exit_code_signal
 from .codes import (
+    MODELARTS_ERROR_CODES,
+    MODELARTS_FAULT_SCENARIOS,
     PERMANENT_RPC_CODES,
     QUEUED_STATES,
     RETRYABLE_RPC_CODES,
@@ -56,7 +58,18 @@ from .codes import (
     vertex_state_name,
 )
 from .failures import Failure, FailureClass, Platform
-from .messages import EXIT_RE, INTERNAL_RE, OOM_RE, OOM_TEXT_RE, START_ERROR_RE, named_class, quota_or_stockout
+from .messages import (
+    EXIT_RE,
+    INTERNAL_RE,
+    MODELARTS_PRECHECK_RE,
+    MODELARTS_QUEUE_EXIT_RE,
+    MODELARTS_SUSPENDED_RE,
+    OOM_RE,
+    OOM_TEXT_RE,
+    START_ERROR_RE,
+    named_class,
+    quota_or_stockout,
+)
 
 
 def exit_code_signal(exit_code: int | None) -> int | None:
@@ -369,6 +382,94 @@ def classify_create_error(
     if rpc in PERMANENT_RPC_CODES:
         return Failure(FailureClass.PERMANENT_USER_ERROR, **base)
     return Failure(FailureClass.UNKNOWN, **base)
+
+
+def classify_modelarts_error(
+    status: int | None, error_code: str | None, error_msg: str | None, *, timestamp: float | None = None,
+) -> Failure:
+    """Classify a ModelArts API error (a refused ``create_training_job``): the SDK's ``ServiceResponseException``
+    ``status_code``, ``error_code`` (``ModelArts.2815``) and ``error_msg``.
+
+    The code first (:data:`~.codes.MODELARTS_ERROR_CODES`, from ModelArts' "Error Codes" page: quota, sold-out
+    resources, the platform's own errors, a wrong request); an unknown code by its text and HTTP status, as any
+    create error (:func:`classify_create_error`: 429 and 5xx the platform's, other 4xx the request's).
+    """
+    code = as_text(error_code)
+    text = as_text(error_msg)
+    message = f"{code}: {text}" if code else text
+    known = MODELARTS_ERROR_CODES.get(code)
+    if known is not None:
+        return Failure(known, Platform.MODELARTS, message=message, timestamp=timestamp)
+    return classify_create_error(status, message, platform=Platform.MODELARTS, timestamp=timestamp)
+
+
+def classify_modelarts_job(
+    phase: str | None,
+    *,
+    secondary_phase: str | None = None,
+    exit_code: int | None = None,
+    message: str | None = None,
+    fault_scenario: str | None = None,
+    timestamp: float | None = None,
+) -> Failure | None:
+    """Classify a Huawei Cloud ModelArts training job from its status (ModelArts API reference, "Querying the Details
+    About a Training Job": https://support.huaweicloud.com/intl/en-us/api-modelarts/ShowTrainingJobDetails.html).
+
+    Args:
+        phase: ``status.phase`` (Creating, Pending, Running, Failed, Completed, Terminating, Terminated, Abnormal).
+        secondary_phase: ``status.secondary_phase`` (e.g. CreateFailed, Lost).
+        exit_code: the first non-zero ``status.task_statuses[].exit_code``, if any.
+        message: the failed task's ``message`` and the job's newest Error event, joined.
+        fault_scenario: the newest run record's ``recover_records[].fault_scenario`` (chip_fault, node_fault,
+            job_failed, job_hanged ...), when the platform's fault tolerance recorded one.
+        timestamp: when the job failed, seconds since the epoch.
+
+    Returns:
+        None unless the phase is a failure (Creating, Pending, Running, Terminating and Completed are not).
+        Terminated -> CANCELLED (a stop the provider did not ask for is a user's); Abnormal -> INTERNAL_ERROR (the
+        platform's). Failed, in order: a chip or node fault -> NODE_UNHEALTHY and a hang -> HANG (the fault
+        scenario, :data:`~.codes.MODELARTS_FAULT_SCENARIOS`: the platform's re-issues, when on, were spent); a failed
+        environment pre-check -> PREFLIGHT_FAILURE; a re-issued job that queued too long -> QUEUE_TIMEOUT
+        ("Training Fault Tolerance Check"); a job the platform took for suspended -> HANG; an out-of-memory text ->
+        OUT_OF_MEMORY; a quota, capacity, internal-error, preemption or bad-request text (:func:`_by_text`); the
+        task's exit code (:func:`classify_exit_status`: 139 a transient crash, 1 the user's error); CreateFailed ->
+        INTERNAL_ERROR, Lost -> WORKER_FAILURE; else UNKNOWN.
+    """
+    name = as_text(phase)
+    if name in ("Creating", "Pending", "Running", "Terminating", "Completed"):
+        return None
+    text = as_text(message)
+    base: dict[str, Any] = {"platform": Platform.MODELARTS, "message": text, "timestamp": timestamp}
+    if name == "Terminated":
+        return Failure(FailureClass.CANCELLED, **{**base, "message": text or "the training job was stopped"})
+    if name == "Abnormal":
+        return Failure(FailureClass.INTERNAL_ERROR, **{**base, "message": text or "the training job is Abnormal"})
+    if name != "Failed":
+        return Failure(FailureClass.UNKNOWN, **{**base, "message": f"unexpected training job phase {name!r}: {text}"})
+    code = as_int(exit_code)
+    scenario = MODELARTS_FAULT_SCENARIOS.get(as_text(fault_scenario))
+    if scenario is not None:
+        return Failure(scenario, exit_code=code, **base)
+    if MODELARTS_PRECHECK_RE.search(text):
+        return Failure(FailureClass.PREFLIGHT_FAILURE, exit_code=code, **base)
+    if MODELARTS_QUEUE_EXIT_RE.search(text):
+        return Failure(FailureClass.QUEUE_TIMEOUT, terminate_reason=as_text(secondary_phase) or None, **base)
+    if MODELARTS_SUSPENDED_RE.search(text):
+        return Failure(FailureClass.HANG, **base)
+    if OOM_RE.search(text) or OOM_TEXT_RE.search(text):
+        return Failure(FailureClass.OUT_OF_MEMORY, exit_code=code, signal=exit_code_signal(code), **base)
+    if failure := _by_text(text, base):
+        return failure
+    if code:
+        by_code = classify_exit_status(code, platform=Platform.MODELARTS, message=text, timestamp=timestamp)
+        if by_code is not None:
+            return by_code
+    secondary = as_text(secondary_phase)
+    if secondary == "CreateFailed":
+        return Failure(FailureClass.INTERNAL_ERROR, terminate_reason=secondary, **base)
+    if secondary == "Lost":
+        return Failure(FailureClass.WORKER_FAILURE, terminate_reason=secondary, **base)
+    return Failure(FailureClass.UNKNOWN, terminate_reason=secondary or None, **base)
 
 
 def classify_tpu_node(

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .failures import Platform
+from .failures import FailureClass, Platform
 
 # google.rpc.Code numbers (googleapis, google/rpc/code.proto).
 RPC_OK = 0
@@ -75,8 +75,46 @@ QUEUED_STATES: Mapping[Platform, frozenset[str]] = {
     Platform.VERTEX_AI: frozenset({"QUEUED", "PENDING"}),
     Platform.AI_PLATFORM: frozenset({"QUEUED", "PREPARING"}),
     Platform.TPU: frozenset({"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "CREATING"}),
+    Platform.MODELARTS: frozenset({"CREATING", "PENDING"}),
 }
 
+
+
+#: ModelArts' error codes (``error_code`` of an API error's body) and the failure each stands for (ModelArts API
+#: reference, "Error Codes": https://support.huaweicloud.com/intl/en-us/api-modelarts/modelarts_03_0095.html). A code
+#: not here is classified by its HTTP status and text (:func:`~.classify.classify_modelarts_error`).
+MODELARTS_ERROR_CODES: Mapping[str, FailureClass] = {
+    # quotas: "Exceed quota limit of resource(%s).", "The expected %s exceeds the quota limit.", free-flavor jobs
+    **dict.fromkeys(("ModelArts.2815", "ModelArts.0118", "ModelArts.2833"), FailureClass.QUOTA_EXCEEDED),
+    # capacity: "Insufficient resources. Please try later.", "No resources are available for the selected
+    # specification.", "Resources sold out.", "Sorry, this flavor specification is sold out. Please try others."
+    **dict.fromkeys(("ModelArts.3952", "ModelArts.3976", "ModelArts.4992", "ModelArts.6329"),
+                    FailureClass.CAPACITY_STOCKOUT),
+    # the platform's own errors: unknown, its database / IAM / OBS calls, internal, too many requests (past the
+    # hook's retries), a status that changed under the call, a submission that failed
+    **dict.fromkeys(("ModelArts.2950", "ModelArts.2952", "ModelArts.2953", "ModelArts.2958", "ModelArts.0010",
+                     "ModelArts.2799", "ModelArts.2878", "ModelArts.4907"), FailureClass.INTERNAL_ERROR),
+    # the request itself is wrong: flavor, engine, parameters, paths, image, pool, credentials, permissions, account
+    **dict.fromkeys(("ModelArts.2763", "ModelArts.2781", "ModelArts.2793", "ModelArts.2840", "ModelArts.2780",
+                     "ModelArts.2787", "ModelArts.2788", "ModelArts.0101", "ModelArts.0104", "ModelArts.2757",
+                     "ModelArts.2758", "ModelArts.2791", "ModelArts.2806", "ModelArts.2810", "ModelArts.2837",
+                     "ModelArts.2886", "ModelArts.2887", "ModelArts.2889", "ModelArts.2890", "ModelArts.0201",
+                     "ModelArts.0202", "ModelArts.0203", "ModelArts.4504", "ModelArts.0206", "ModelArts.2784",
+                     "ModelArts.2785", "ModelArts.0108", "ModelArts.4116", "ModelArts.4118", "ModelArts.2786",
+                     "ModelArts.2775"), FailureClass.PERMANENT_USER_ERROR),
+}
+#: ``ModelArts.2751`` DuplicateTrainingJobName: a job of that name exists -- for the provider, whose job names are
+#: per attempt, the attempt's own job created by a call whose reply was lost (the backend finds it).
+MODELARTS_DUPLICATE_NAME = "ModelArts.2751"
+#: ``ModelArts.2796`` NotAllowedToTerminate: the job is over already (a stop of an ended job).
+MODELARTS_NOT_TERMINABLE = "ModelArts.2796"
+#: A ModelArts run record's ``fault_scenario`` (``status.running_records[].recover_records[]``) and the failure it
+#: stands for: a chip or node fault is faulty hardware (a job on new nodes); a hang is a hang.
+MODELARTS_FAULT_SCENARIOS: Mapping[str, FailureClass] = {
+    "chip_fault": FailureClass.NODE_UNHEALTHY,
+    "node_fault": FailureClass.NODE_UNHEALTHY,
+    "job_hanged": FailureClass.HANG,
+}
 
 
 def as_int(value: Any) -> int | None:

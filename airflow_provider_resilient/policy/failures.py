@@ -31,6 +31,8 @@ class Platform(enum.StrEnum):
     AI_PLATFORM = "ai_platform"
     """Legacy AI Platform Training (``ml.googleapis.com/v1``), shut down 2025-01-31; old specs live on."""
     TPU = "tpu"
+    MODELARTS = "modelarts"
+    """Huawei Cloud ModelArts training jobs (the v2 training job API)."""
 
 
 class FailureClass(enum.StrEnum):

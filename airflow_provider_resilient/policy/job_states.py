@@ -10,4 +10,13 @@ TERMINAL_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STA
 #: of a tuning job's trials failed).
 SUCCEEDED_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
 
-__all__ = ["SUCCEEDED_STATES", "TERMINAL_STATES"]
+#: Huawei Cloud ModelArts training job phases (``status.phase``; ModelArts API reference, "Querying the Details About
+#: a Training Job": https://support.huaweicloud.com/intl/en-us/api-modelarts/ShowTrainingJobDetails.html): Creating,
+#: Pending, Running, Failed, Completed, Terminating, Terminated, Abnormal. A job in these never changes again
+#: ("Stopping a Training Job", https://support.huaweicloud.com/intl/en-us/api-modelarts/StopTrainingJob.html: only a
+#: Creating, Pending or Running job can be stopped); Abnormal is the platform's own failure and is not waited on.
+MODELARTS_TERMINAL_PHASES = frozenset({"Completed", "Failed", "Terminated", "Abnormal"})
+#: The ModelArts phase in which a training job did what it was asked.
+MODELARTS_SUCCEEDED_PHASES = frozenset({"Completed"})
+
+__all__ = ["MODELARTS_SUCCEEDED_PHASES", "MODELARTS_TERMINAL_PHASES", "SUCCEEDED_STATES", "TERMINAL_STATES"]

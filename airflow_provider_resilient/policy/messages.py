@@ -200,6 +200,21 @@ CONFIG_ERROR_RE = re.compile(
 )
 
 
+#: ModelArts' environment pre-check that failed (ModelArts, "Viewing Training Job Events":
+#: https://support.huaweicloud.com/intl/en-us/usermanual-standard-modelarts/develop-modelarts-0092.html -- "[worker-0]
+#: ... Pre-check failed. Exception: ..."; "Training Fault Tolerance Check": a failed item is logged under the ``item``
+#: keyword): a PREFLIGHT_FAILURE.
+MODELARTS_PRECHECK_RE = re.compile(r"\bpre-?check failed\b|\bitem\b[^\n]*\bfail", re.IGNORECASE)
+#: A re-issued ModelArts job that queued too long and exited ("Training Fault Tolerance Check": "If the waiting time
+#: exceeds 30 minutes, the training job will automatically exit"; "Viewing Training Job Events": "Failed to be
+#: queued"): a QUEUE_TIMEOUT.
+MODELARTS_QUEUE_EXIT_RE = re.compile(r"\bfailed to be queued\b|\bwaiting time exceeds\b|\bqueu\w*[^\n]{0,40}"
+                                     r"\b(?:exceed\w*|timed? ?out)\b", re.IGNORECASE)
+#: A ModelArts job the platform took for suspended ("Viewing Training Job Events": "The system detects that your
+#: training job may be suspended"): a HANG.
+MODELARTS_SUSPENDED_RE = re.compile(r"\bmay be suspended\b|\bjob (?:is )?hang", re.IGNORECASE)
+
+
 def quota_or_stockout(text: str, base: dict[str, Any]) -> Failure | None:
     """QUOTA_EXCEEDED for a text naming a quota (with its metric), else CAPACITY_STOCKOUT for a capacity text (with
     its region), else None. Quota is looked for first: a quota error must never be read as a stockout. ``base``

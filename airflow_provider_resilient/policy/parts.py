@@ -153,6 +153,8 @@ class Fallback:
         accelerator_type: Vertex ``NVIDIA_L4`` or TPU ``v5litepod-16``.
         accelerator_count: accelerators per replica.
         strategy: Vertex AI ``Scheduling.Strategy`` name: STANDARD, SPOT or FLEX_START.
+        flavor_id: Huawei Cloud ModelArts flavor, e.g. ``modelarts.p3.large.public``.
+        pool_id: ModelArts resource pool (a dedicated pool's id) to run on instead.
         on: the failure classes that consume this fallback (default: stockouts and queue timeouts).
             Add ``FailureClass.OUT_OF_MEMORY`` to a ``machine_type`` fallback to climb a memory ladder.
 
@@ -166,22 +168,25 @@ class Fallback:
     accelerator_type: str | None = None
     accelerator_count: int | None = None
     strategy: str | None = None
+    flavor_id: str | None = None
+    pool_id: str | None = None
     on: frozenset[FailureClass] = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUEUE_TIMEOUT})
 
     def __post_init__(self) -> None:
-        for name in ("region", "zone", "machine_type", "accelerator_type", "strategy"):
+        for name in ("region", "zone", "machine_type", "accelerator_type", "strategy", "flavor_id", "pool_id"):
             checks.text(f"Fallback.{name}", getattr(self, name))
         checks.number("Fallback.accelerator_count", self.accelerator_count, optional=True, whole=True, minimum=1)
         if not self.changes():
             raise ValueError("a Fallback must set at least one of region, zone, machine_type, "
-                             "accelerator_type, accelerator_count, strategy")
+                             "accelerator_type, accelerator_count, strategy, flavor_id, pool_id")
         if self.strategy is not None and self.strategy.upper() not in _STRATEGIES:
             raise ValueError(f"Fallback.strategy {self.strategy!r} is not one of {', '.join(_STRATEGIES)}")
         object.__setattr__(self, "on", checks.members(FailureClass, "Fallback.on", self.on))
 
     def changes(self) -> dict[str, Any]:
         """The fields this fallback sets, e.g. ``{"region": "europe-west4"}``."""
-        keys = ("region", "zone", "machine_type", "accelerator_type", "accelerator_count", "strategy")
+        keys = ("region", "zone", "machine_type", "accelerator_type", "accelerator_count", "strategy", "flavor_id",
+                "pool_id")
         return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
     def describe(self) -> str:

@@ -19,7 +19,7 @@ from ..policy.checks import closest, member, members
 from .common import SpecError
 
 #: The text fields of a fallback dict; ``accelerator_count`` is a whole number, ``on`` a list of failure classes.
-TEXT_FIELDS = ("region", "zone", "machine_type", "accelerator_type", "strategy")
+TEXT_FIELDS = ("region", "zone", "machine_type", "accelerator_type", "strategy", "flavor_id", "pool_id")
 FIELDS = (*TEXT_FIELDS, "accelerator_count", "on")
 _EXAMPLE = "e.g. [{'region': 'us-east1'}, {'machine_type': 'n1-highmem-16'}]"
 

@@ -325,7 +325,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                         ("startup_timeout", startup_timeout)):
         problems += seconds_problems(name, value)
     for i, fallback in enumerate(fallbacks):
-        for name in ("region", "machine_type", "accelerator_count", "strategy"):
+        for name in ("region", "machine_type", "accelerator_count", "strategy", "flavor_id", "pool_id"):
             if getattr(fallback, name, None) is not None:
                 problems.append(SpecError(f"fallbacks[{i}].{name}", "does not apply to a TPU node: a TPU fallback "
                                                                     "changes zone and/or accelerator_type"))

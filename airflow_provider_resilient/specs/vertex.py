@@ -102,6 +102,10 @@ def validate_custom_job(
     problems += service_account_problems(service_account)
     problems += list(fallback_problems)
     for i, fb in enumerate(fallbacks):  # what a fallback changes must be as valid as the pool it changes
+        for name in ("flavor_id", "pool_id"):
+            if getattr(fb, name, None) is not None:
+                check(f"fallbacks[{i}].{name}", False, "a ModelArts fallback's; a Vertex AI fallback changes region, "
+                                                       "machine_type, accelerator_type, accelerator_count or strategy")
         if fb.zone is not None:
             check(f"fallbacks[{i}].zone", False, f"{fb.zone!r}: a zone is a Cloud TPU fallback's; a Vertex AI "
                                                  "fallback changes region, machine_type, accelerator_type, "

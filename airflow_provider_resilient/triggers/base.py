@@ -26,7 +26,7 @@ from ..supervisor.reconcile import OwnedResource
 #: Modules ``on_kill`` needs, imported off the triggerer's event loop (``hooks.loading.load_off_loop``).
 KILL_MODULES = ("airflow_provider_resilient.triggers.ownership", "airflow_provider_resilient.compat",
                 "airflow_provider_resilient.backends.kill", "airflow_provider_resilient.backends.tpu",
-                "airflow_provider_resilient.backends.vertex")
+                "airflow_provider_resilient.backends.vertex", "airflow_provider_resilient.backends.modelarts")
 
 
 class SupervisedTrigger(BaseTrigger):
@@ -34,11 +34,15 @@ class SupervisedTrigger(BaseTrigger):
     (:meth:`_kill_resources`), and has the attributes ``gcp_conn_id``, ``impersonation_chain`` and ``emulator`` (its
     connection, serialized with it)."""
 
-    #: The platform of :func:`~..backends.kill.release_on_kill`: ``"vertex_ai"`` or ``"tpu"``.
+    #: The platform of :func:`~..backends.kill.release_on_kill`: ``"vertex_ai"``, ``"tpu"`` or ``"modelarts"``.
     PLATFORM = ""
     gcp_conn_id: str | None
     impersonation_chain: Any
     emulator: str | None
+
+    def _conn_id(self) -> str | None:
+        """The Airflow connection a kill's release uses (Google's ``gcp_conn_id``; a ModelArts trigger's own)."""
+        return self.gcp_conn_id
 
     def _kill_resources(self) -> list[OwnedResource]:
         """The live resources of the watched attempt as the kill rule reads them (``keep`` set for those the
@@ -76,7 +80,7 @@ class SupervisedTrigger(BaseTrigger):
         self.log.info("The task was killed (%s): releasing %s (within %.0f s)", judgement.why, names, budget)
         try:
             await asyncio.wait_for(asyncio.to_thread(
-                release_on_kill, self.PLATFORM, todo, budget, gcp_conn_id=self.gcp_conn_id,
+                release_on_kill, self.PLATFORM, todo, budget, conn_id=self._conn_id(),
                 impersonation_chain=self.impersonation_chain, emulator=self.emulator), budget + 1.0)
         except TimeoutError:
             self.log.warning("Releasing %s was not confirmed within %.0f s: check it and end it yourself if it is "

@@ -1,0 +1,158 @@
+"""Trigger that watches a Huawei Cloud ModelArts training job from the triggerer until it ends.
+
+Events: a :class:`~..supervisor.watch_event.WatchEvent`, as the Vertex AI trigger's: ``terminal`` with the job's
+summary (:func:`~..backends.modelarts.job_summary`: phase, exit code, error events, fault scenario, the platform's
+re-issues) once its phase is terminal; ``error`` when the job can no longer be read; ``hang`` / ``queue_timeout``
+when the pure observer (:mod:`..supervisor.observe`) judges the live job failed (no new complete checkpoint for
+``hang_timeout``; Creating or Pending longer than ``queue_timeout``) -- the job is left live, the supervisor commands
+its end. The SDK's calls block (``requests``; the SDK's "async" client is a thread pool too): every read runs in a
+worker thread, never in the triggerer's event loop. Transient errors are retried by the hook and never end the
+trigger. ``on_kill`` is :class:`~.base.SupervisedTrigger`'s: it stops the job only when the task was really killed.
+
+Importing this module imports no Huawei Cloud library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import cached_property
+from typing import Any
+
+from airflow.triggers.base import TriggerEvent
+
+from ..supervisor.watch_event import VERDICT_KEYS, WatchEvent
+from .base import SupervisedTrigger
+
+#: The provider's modules a watch uses, imported in a worker thread when it starts.
+WATCH_MODULES = ("airflow_provider_resilient.backends.modelarts", "airflow_provider_resilient.hooks.modelarts",
+                 "airflow_provider_resilient.supervisor.observe", "airflow_provider_resilient.checkpoints",
+                 "huaweicloudsdkmodelarts.v1")
+
+
+class ModelArtsTrainingJobTrigger(SupervisedTrigger):
+    """Watch one training job, every ``poll_interval`` seconds, until it is terminal or judged failed.
+
+    Args:
+        job_name: the provider's resource name ``modelarts/<region>/<project>/<job id>``.
+        poll_interval: seconds between two looks.
+        huaweicloud_conn_id: the Airflow connection (:mod:`..hooks.modelarts`).
+        cancel_on_kill: stop the job when a user kills the deferred task.
+        hang_timeout: seconds a Running job may go without a new complete checkpoint under ``checkpoint_dir``;
+            None: never (and no listing).
+        checkpoint_dir, checkpoint_marker: where progress is seen, as for the operator.
+        queue_timeout: seconds the job may be Creating or Pending (from its ``create_time``); None: never.
+        fire_not_before: epoch seconds before which the event is held back (``operators.base``'s guard).
+        watch: the observer's memory of this attempt (``WatchMemory.to_json()``); every event carries it on.
+
+    Raises:
+        ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
+    """
+
+    PLATFORM = "modelarts"
+    FIELDS = ("job_name", "poll_interval", "huaweicloud_conn_id", "cancel_on_kill", "hang_timeout", "checkpoint_dir",
+              "checkpoint_marker", "queue_timeout", "fire_not_before", "watch")
+    gcp_conn_id = None
+    impersonation_chain = None
+    emulator = None
+
+    def __init__(self, job_name: str, poll_interval: float = 30.0, huaweicloud_conn_id: str = "huaweicloud_default",
+                 cancel_on_kill: bool = True, hang_timeout: float | None = None, checkpoint_dir: str | None = None,
+                 checkpoint_marker: str | None = None, queue_timeout: float | None = None,
+                 fire_not_before: float | None = None, watch: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        if hang_timeout is not None and not checkpoint_dir:
+            raise ValueError("ModelArtsTrainingJobTrigger: hang_timeout needs checkpoint_dir, where progress is seen")
+        if queue_timeout is not None and queue_timeout <= 0:
+            raise ValueError(f"ModelArtsTrainingJobTrigger: queue_timeout must be > 0 seconds, got {queue_timeout}")
+        self.job_name = job_name
+        self.poll_interval = poll_interval
+        self.huaweicloud_conn_id = huaweicloud_conn_id
+        self.cancel_on_kill = cancel_on_kill
+        self.hang_timeout = hang_timeout
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_marker = checkpoint_marker
+        self.queue_timeout = queue_timeout
+        self.fire_not_before = fire_not_before
+        self.watch = dict(watch or {})
+        #: Seconds since the epoch, now (replaced in tests).
+        self._clock: Callable[[], float] = time.time
+        self._steps: list[list[float]] = []
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
+
+    def _conn_id(self) -> str | None:
+        return self.huaweicloud_conn_id
+
+    def _kill_resources(self) -> list[Any]:
+        from ..backends.modelarts import live_resources
+
+        return live_resources(self.job_name, self.cancel_on_kill)
+
+    @cached_property
+    def _memory(self) -> Any:
+        from ..supervisor.observe import WatchMemory
+
+        return WatchMemory.from_json(self.watch)
+
+    def _hook(self) -> Any:
+        from ..hooks.modelarts import ResilientModelArtsHook, region_of
+
+        return ResilientModelArtsHook(self.huaweicloud_conn_id, region_of(self.job_name))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from ..hooks.loading import load_off_loop
+
+        await load_off_loop(WATCH_MODULES)
+        hook = await asyncio.to_thread(self._hook)
+        try:
+            payload = await self._watch(hook)
+        finally:
+            await asyncio.to_thread(hook.close)
+        event = WatchEvent(payload["status"], self.job_name, payload.get("message", ""), payload.get("job"),
+                           {k: payload[k] for k in VERDICT_KEYS if k in payload}, self._memory.to_json() or None,
+                           self._steps)
+        if self.fire_not_before is not None:  # operators.base.DEFAULT_MIN_DEFER_SECONDS: Airflow's race
+            await asyncio.sleep(max(0.0, self.fire_not_before - self._clock()))
+        yield TriggerEvent(event.payload())
+
+    async def _watch(self, hook: Any) -> dict[str, Any]:
+        """Look every ``poll_interval`` seconds until the watch is over; the event's payload."""
+        from ..backends.modelarts import read_summary
+        from ..policy.job_states import MODELARTS_TERMINAL_PHASES
+
+        while True:
+            try:
+                summary = await asyncio.to_thread(read_summary, hook, self.job_name)
+            except Exception as exc:  # past the hook's retries: the operator reads it itself
+                return {"status": "error", "message": f"cannot read {self.job_name}: {exc}"}
+            if summary["state"] in MODELARTS_TERMINAL_PHASES:
+                return {"status": "terminal", "job": summary}
+            if payload := await self._verdict(summary):
+                return payload
+            self.log.debug("%s is %s", self.job_name, summary["state"])
+            await asyncio.sleep(self.poll_interval)
+
+    async def _verdict(self, summary: dict[str, Any]) -> dict[str, Any] | None:
+        """The ``queue_timeout`` or ``hang`` payload when the observer judges the live job failed, else None."""
+        from ..backends.modelarts import job_look, wants_checkpoints
+        from ..supervisor.observe import Limits, ledger_steps, observe
+        from ..supervisor.vertex_look import stop_keys
+
+        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:
+            look = await asyncio.to_thread(job_look, summary, self.checkpoint_dir, self.checkpoint_marker)
+        else:
+            look = job_look(summary)
+        self._memory, verdict = observe(self._memory, look, self._clock(),
+                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
+        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
+        if verdict.failure is None:
+            return None
+        self.log.warning("%s: %s", self.job_name, verdict.failure.message)
+        keys = stop_keys(verdict.failure)
+        return {"status": "queue_timeout" if "queue_timeout" in keys else "hang", "job": summary, **keys}
+
+
+__all__ = ["ModelArtsTrainingJobTrigger"]
