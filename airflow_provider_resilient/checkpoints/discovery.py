@@ -1,4 +1,5 @@
-"""Find the newest *complete* checkpoint under a prefix, over fsspec (``gs://`` via gcsfs, local paths).
+"""Find the newest *complete* checkpoint under a prefix, over fsspec (``gs://`` via gcsfs, ``obs://`` via
+:mod:`.obs`, local paths).
 
 Cost model -- it lists by prefix and delimiter, never scans a bucket:
 
@@ -54,7 +55,7 @@ def _filesystem(prefix: str, storage_options: Mapping[str, Any] | None) -> tuple
 def _resolve(caller: str, prefix: str, storage_options: Mapping[str, Any] | None, fs: Any) -> tuple[Any, str]:
     """(filesystem, path without a trailing slash) of ``prefix``; ValueError naming ``caller`` when empty."""
     if not prefix:
-        raise ValueError(f"{caller}: prefix must be a gs:// URI or a local path, got ''")
+        raise ValueError(f"{caller}: prefix must be an object-store URL (gs://, obs://) or a local path, got ''")
     if fs is None:
         fs, path = _filesystem(prefix, storage_options)
     else:
@@ -150,8 +151,9 @@ def scan_checkpoints(
     """The newest complete checkpoint directly under ``prefix`` and the torn saves newer than it.
 
     Args:
-        prefix: ``gs://bucket/path/checkpoints`` or a local directory; its children are the step
-            directories (``step_N``, ``checkpoint-N``, ``ckpt_N``, ``N``) or TensorFlow checkpoint files.
+        prefix: ``gs://bucket/path/checkpoints``, ``obs://bucket/path/checkpoints`` or a local directory; its
+            children are the step directories (``step_N``, ``checkpoint-N``, ``ckpt_N``, ``N``) or TensorFlow
+            checkpoint files.
         marker: a completion marker file name the workload writes last (e.g. ``COMMITTED``); when set,
             a step directory without it is never chosen, whatever its format.
         storage_options: passed to fsspec (e.g. ``{"token": "anon"}`` or a project for gcsfs).
