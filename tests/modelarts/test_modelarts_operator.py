@@ -1,0 +1,86 @@
+"""The ModelArts operator's arguments, refused before anything is submitted, and the body one attempt submits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from airflow_provider_resilient.compat import AirflowFailException
+from airflow_provider_resilient.operators.modelarts import ResilientModelArtsTrainingJobOperator
+from airflow_provider_resilient.specs.modelarts import JOB_RETRY_ANNOTATION, attempt_job_name, build_training_job
+
+GOOD = {"task_id": "train", "name": "digits", "flavor_id": "modelarts.vm.cpu.8u", "command": "python3 train.py",
+        "image_url": "swr.cn-north-4.myhuaweicloud.com/team/train:1", "checkpoint_dir": "obs://bucket/run/ckpt",
+        "job_retry_num": 2}
+
+
+def test_good_arguments_make_an_operator() -> None:
+    op = ResilientModelArtsTrainingJobOperator(**GOOD, fallbacks=[{"flavor_id": "modelarts.vm.cpu.2u"}])
+    assert op.PLATFORM == "modelarts" and op._conn_id() == "huaweicloud_default"
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"flavor_id": "n1-standard-4"}, "flavor_id"),
+    ({"job_retry_num": 0}, "job_retry_num"),
+    ({"job_retry_num": 129}, "job_retry_num"),
+    ({"job_retry_num": True}, "job_retry_num"),
+    ({"job_retry_num": "3"}, "job_retry_num"),
+    ({"checkpoint_dir": "gs://bucket/ckpt"}, "checkpoint_dir"),
+    ({"region": "us-central1"}, "region"),
+    ({"name": "digits job!"}, "name"),
+    ({"node_count": 0}, "node_count"),
+    ({"code_dir": "/bucket/code/"}, "command"),
+    ({"command": None, "image_url": None}, "command"),
+    ({"annotations": {JOB_RETRY_ANNOTATION: "3"}}, "annotations"),
+    ({"environments": {"A": 1}}, "environments"),
+    ({"fallbacks": [{"region": "cn-east-3"}]}, "fallbacks[0]"),
+    ({"fallbacks": [{"flavor_id": "big"}]}, "fallbacks[0].flavor_id"),
+    ({"fallbacks": [{"flavour_id": "modelarts.vm.cpu.2u"}]}, "fallbacks[0].flavour_id"),
+    ({"huaweicloud_conn_id": ""}, "huaweicloud_conn_id"),
+])
+def test_a_bad_argument_is_refused_naming_it(change: dict, field: str) -> None:
+    with pytest.raises(AirflowFailException) as raised:
+        ResilientModelArtsTrainingJobOperator(**{**GOOD, **change})
+    assert field in str(raised.value)
+
+
+def test_a_templated_argument_is_judged_after_rendering() -> None:
+    op = ResilientModelArtsTrainingJobOperator(**{**GOOD, "checkpoint_dir": "{{ var.value.ckpt }}"})
+    assert op.checkpoint_dir.startswith("{{")
+
+
+def test_an_attempt_body_carries_the_annotation_the_environment_and_the_fallback() -> None:
+    from airflow_provider_resilient.hooks.modelarts import _model
+
+    name = attempt_job_name("digits", "airflow-dag=d,airflow-task=t", 3)
+    assert name.startswith("digits-") and name.endswith("-a3") and len(name) <= 64
+    body = build_training_job(job_name=name, description=None, workspace_id=None, flavor_id="modelarts.vm.cpu.2u",
+                              node_count=2, pool_id="pool-1", command="python3 train.py", image_url="img",
+                              code_dir=None, boot_file=None, engine=None, parameters={"epochs": "3"},
+                              environments={"RESILIENT_ATTEMPT": "3"}, inputs=None, outputs=None, annotations=None,
+                              job_retry_num=2)
+    assert body["metadata"] == {"name": name, "annotations": {JOB_RETRY_ANNOTATION: "2"}}
+    assert body["spec"]["resource"] == {"flavor_id": "modelarts.vm.cpu.2u", "node_count": 2, "pool_id": "pool-1"}
+    job = _model("Job", body)  # the SDK's own model takes every field
+    assert job.algorithm.environments == {"RESILIENT_ATTEMPT": "3"} and job.spec.resource.pool_id == "pool-1"
+
+
+def test_the_operator_imports_no_huawei_cloud_library() -> None:
+    code = ("import sys, airflow_provider_resilient.operators.modelarts, airflow_provider_resilient.sensors.modelarts,"
+            " airflow_provider_resilient.triggers.modelarts;"
+            " bad = [m for m in sys.modules if m.startswith(('huaweicloudsdk', 's3fs', 'boto'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_missing_connection_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_resilient.hooks.modelarts import ResilientModelArtsHook
+
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_HUAWEI", raising=False)
+    with pytest.raises(Exception, match="no_such_huawei.*does not exist.*--conn-type huaweicloud"):
+        _ = ResilientModelArtsHook("no_such_huawei").settings
+    monkeypatch.setenv("AIRFLOW_CONN_HALF_HUAWEI", '{"conn_type": "huaweicloud", "login": "ak", "extra": {}}')
+    with pytest.raises(ValueError, match="password, extra.region, extra.project_id"):
+        _ = ResilientModelArtsHook("half_huawei").settings
