@@ -14,6 +14,7 @@ PACKAGE_NAME = "airflow-provider-resilient"
 PKG = "airflow_provider_resilient"
 VERTEX = "Resilient Vertex AI training"
 TPU = "Resilient Cloud TPU training"
+MODELARTS = "Resilient Huawei Cloud ModelArts training"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -22,9 +23,9 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": PACKAGE_NAME,
         "name": "Resilient ML training on Google Cloud",
         "description": (
-            "Operators, sensors and triggers that run ML training on Vertex AI and Cloud TPU and make it "
-            "finish despite crashes, stockouts, internal errors, preemptions and maintenance events: "
-            "failures are classified, retried by rule and resumed from the latest complete checkpoint."
+            "Operators, sensors and triggers that run ML training on Vertex AI, Cloud TPU and Huawei Cloud "
+            "ModelArts and make it finish despite crashes, stockouts, internal errors, preemptions and maintenance "
+            "events: failures are classified, retried by rule and resumed from the latest complete checkpoint."
         ),
         "versions": [__version__],
         "integrations": [
@@ -38,21 +39,31 @@ def get_provider_info() -> dict[str, Any]:
                 "external-doc-url": "https://cloud.google.com/tpu/docs/maintenance-events",
                 "tags": ["gcp"],
             },
+            {
+                "integration-name": MODELARTS,
+                "external-doc-url": "https://support.huaweicloud.com/intl/en-us/develop-modelarts/modelarts_trouble_0003.html",
+                "tags": ["software"],
+            },
         ],
         "operators": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.operators.vertex_ai",
                                                                        f"{PKG}.operators.vertex_ai_tuning",
                                                                        f"{PKG}.operators.ai_platform",
                                                                        f"{PKG}.operators.reconcile"]},
-                      {"integration-name": TPU, "python-modules": [f"{PKG}.operators.tpu"]}],
+                      {"integration-name": TPU, "python-modules": [f"{PKG}.operators.tpu"]},
+                      {"integration-name": MODELARTS, "python-modules": [f"{PKG}.operators.modelarts"]}],
         "sensors": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.sensors.vertex_ai"]},
-                    {"integration-name": TPU, "python-modules": [f"{PKG}.sensors.tpu"]}],
+                    {"integration-name": TPU, "python-modules": [f"{PKG}.sensors.tpu"]},
+                    {"integration-name": MODELARTS, "python-modules": [f"{PKG}.sensors.modelarts"]}],
         "hooks": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.hooks.vertex_ai"]},
-                  {"integration-name": TPU, "python-modules": [f"{PKG}.hooks.tpu"]}],
+                  {"integration-name": TPU, "python-modules": [f"{PKG}.hooks.tpu"]},
+                  {"integration-name": MODELARTS, "python-modules": [f"{PKG}.hooks.modelarts"]}],
         "triggers": [{"integration-name": VERTEX, "python-modules": [f"{PKG}.triggers.vertex_ai"]},
-                     {"integration-name": TPU, "python-modules": [f"{PKG}.triggers.tpu"]}],
+                     {"integration-name": TPU, "python-modules": [f"{PKG}.triggers.tpu"]},
+                     {"integration-name": MODELARTS, "python-modules": [f"{PKG}.triggers.modelarts"]}],
         "extra-links": [f"{PKG}.links.vertex_ai.VertexAICustomJobLink",
                         f"{PKG}.links.vertex_ai.VertexAICustomJobLogsLink",
-                        f"{PKG}.links.tpu.TPUNodeLink", f"{PKG}.links.tpu.TPUAuditLogLink"],
+                        f"{PKG}.links.tpu.TPUNodeLink", f"{PKG}.links.tpu.TPUAuditLogLink",
+                        f"{PKG}.links.modelarts.ModelArtsTrainingJobLink"],
         "config": {
             "resilient": {
                 "description": (
