@@ -113,6 +113,13 @@ def filesystem(uri: str) -> tuple[Any, str]:
     return fs, path.rstrip("/") or "/"
 
 
+def is_writer() -> bool:
+    """Whether this process writes checkpoints and the model: worker 0 of slice 0 of a TPU slice or multislice group
+    (``TPU_WORKER_ID``, ``MEGASCALE_SLICE_ID``), node 0 of a multi-node ModelArts job (``VC_TASK_INDEX``, ModelArts
+    "Environment Variables of a Training Container"), or the only process."""
+    return all(os.environ.get(name, "0") == "0" for name in ("TPU_WORKER_ID", "MEGASCALE_SLICE_ID", "VC_TASK_INDEX"))
+
+
 def is_local(fs: Any) -> bool:
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     return protocol in ("file", "local")
@@ -263,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.epoch_seconds > 0:
             time.sleep(args.epoch_seconds)
         print(f"step {epoch} loss {loss:.6f}", flush=True)
-        # On a multi-host TPU slice -- and on every slice of a multislice group -- every worker trains the same
-        # replica; worker 0 of slice 0 alone writes checkpoints.
-        writer = os.environ.get("TPU_WORKER_ID", "0") == "0" and os.environ.get("MEGASCALE_SLICE_ID", "0") == "0"
+        # On a multi-host TPU slice -- and on every slice of a multislice group -- and on every node of a multi-node
+        # ModelArts job, every worker trains the same replica; the first alone writes checkpoints.
+        writer = is_writer()
         due = time.monotonic() - last_save >= interval if interval > 0 else epoch % args.checkpoint_every == 0
         token = requested()  # a checkpoint asked for before a maintenance window
         if writer and (due or token or epoch == args.epochs):
@@ -282,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no epoch to train and no checkpoint to evaluate", file=sys.stderr, flush=True)
         return 1
     accuracy = float(model.score(x_test, y_test))
-    if args.model_dir and os.environ.get("TPU_WORKER_ID", "0") == "0" and os.environ.get("MEGASCALE_SLICE_ID",
-                                                                                          "0") == "0":
+    if args.model_dir and is_writer():
         model_fs, model_path = filesystem(args.model_dir)
         metrics = {"test_accuracy": accuracy, "epochs": args.epochs, "seed": args.seed}
         write_files(model_fs, model_path, [(MODEL_FILE, pickle.dumps(model)),
