@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
     parser.add_argument("--control-port", type=int, default=0, help="HTTP control API port (default: a free one)")
     parser.add_argument("--storage-port", type=int, default=0, help="Cloud Storage port (default: a free one)")
+    parser.add_argument("--modelarts-port", type=int, default=0,
+                        help="Huawei Cloud ModelArts REST API port (default: a free one)")
     parser.add_argument("--fault-plan", type=Path, help="YAML or JSON fault plan")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="multiply platform latencies by this (e.g. 0.01 for tests)")
@@ -55,7 +57,7 @@ def build(argv: list[str] | None = None) -> Emulator:
     config = EmulatorConfig(time_scale=args.time_scale, seed=args.seed)  # None: the plan's seed
     return Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
                     control_port=args.control_port, storage_port=args.storage_port,
-                    advertise_host=args.advertise_host)
+                    advertise_host=args.advertise_host, modelarts_port=args.modelarts_port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,11 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     with emulator:
         print(f"Vertex AI JobService (gRPC): {emulator.address}")
         print(f"Cloud Storage (HTTP):        {emulator.storage_url or '-'}")
+        print(f"ModelArts (HTTP, REST v2):   {emulator.modelarts_url}")
         print(f"Control API (HTTP):          {emulator.control_url}")
-        print("  GET /calls[?method=M], /faults, /jobs; POST /faults (a fault as JSON), "
+        print("  GET /calls[?method=M], /faults, /jobs, /nodes, /modelarts-jobs; POST /faults (a fault as JSON), "
               '/faults/end ({"index": i}), /reset')
         print(f"Replica logs:                {emulator.work_dir}")
-        print("Point the provider's operators (Airflow connection google_cloud_default) and gcsfs at it:")
+        print("Point the provider's operators (Airflow connections google_cloud_default and huaweicloud_default) "
+              "and gcsfs at it:")
         for key, value in emulator.env().items():
             print(f"  export {key}={shlex.quote(value)}")
         sys.stdout.flush()

@@ -25,6 +25,12 @@ class Latencies(BaseModel):
     tpu_repair_seconds: float = Field(300.0, ge=0, description="a maintenance event with recovery: REPAIRING")
     tpu_delete_seconds: float = Field(30.0, ge=0, description="DeleteNode / StopNode")
     tpu_queue_seconds: float = Field(30.0, ge=0, description="queued resource ACCEPTED until PROVISIONING")
+    modelarts_create_seconds: float = Field(5.0, ge=0, description="ModelArts training job: Creating until Pending")
+    modelarts_schedule_seconds: float = Field(10.0, ge=0, description="ModelArts: Pending (Queuing) until nodes "
+                                              "are granted; also how often a queued job looks for capacity again")
+    modelarts_precheck_seconds: float = Field(10.0, ge=0, description="ModelArts: the fault-tolerance environment "
+                                              "pre-check (only with fault-tolerance/job-retry-num)")
+    modelarts_terminate_seconds: float = Field(5.0, ge=0, description="ModelArts: Terminating until Terminated")
 
 
 class RpcCodes(BaseModel):
@@ -53,6 +59,13 @@ class PlatformRules(BaseModel):
     internal_retries: int = 2  # "restarts the job twice (three attempts in total)"
     worker_restarts: int = 5  # non-permanent worker failure: "up to five restarts per worker"
     worker_job_retries: int = 3  # "then retries the whole job up to three times"
+    # ModelArts, "Training Fault Tolerance Check"
+    # (https://support.huaweicloud.com/intl/en-us/usermanual-standard-modelarts/modelarts_trouble_0003.html):
+    # fault-tolerance/job-retry-num "can be an integer ranging from 1 to 3" (the newer "Unconditional Auto Restart"
+    # page allows up to 128: raise this to model it), and a re-issued job that queues "more than 30 minutes"
+    # exits. The 30 minutes are platform time: scaled by time_scale like the latencies.
+    modelarts_job_retry_max: int = 3
+    modelarts_requeue_limit_seconds: float = 1800.0
 
 
 class EmulatorConfig(BaseModel):

@@ -34,6 +34,18 @@ running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the 
 TPU boot       ``hardware`` (chips missing), ``preflight`` (an environment item fails)
 ============== =================================================================================
 
+``service: modelarts`` aims a fault at Huawei Cloud ModelArts training jobs (and only at them: a fault of another
+service never strikes a ModelArts job, nor counts one for ``match.nth``). ``match.display_name`` is the job's
+``metadata.name``, ``match.labels`` its annotations and TMS tags, ``match.location`` the region served
+(``cn-north-4``), ``match.platform_attempt`` the job's issue (1, then 2 after the first fault-tolerance re-issue):
+``quota`` refuses CreateTrainingJob (400 ``ModelArts.2815``), ``unavailable`` answers a ShowTrainingJobDetails
+(``calls: get``) or a training-job search (``calls: list``) with 500 ``ModelArts.0010``, ``stockout`` keeps the job
+Pending (Queuing) for each look at capacity it fires on (a re-issued job that queues 30 minutes exits), ``crash`` /
+``hang`` strike node ``worker``'s process, ``hardware`` fails node ``worker``'s hardware (with a timing: while it
+runs, found by the periodic check; without: found by the environment pre-check, or -- with fault tolerance off --
+when the workload starts), ``preflight`` fails pre-check ``item`` (only with fault tolerance on: without it the
+pre-check does not run). See ``modelarts/runs.py``.
+
 ``match.nth`` counts, per fault, the matching calls of its RPC for create/get-time faults, and the
 matching jobs in creation order for the others. A TPU node's display name is its node id, so a fault can strike
 one slice of a multislice group: ``match: {display_name: "*-a1-1"}`` is slice 1 of an attempt's first group.
@@ -87,6 +99,14 @@ TPU_RUNNING_KINDS = frozenset({"crash", "hang", "maintenance", "preemption", "un
 #: resolve; ``disk-size root`` -- 1 GB free; ``disk-size shm`` -- Docker's 64 MiB ``/dev/shm``).
 TPU_BOOT_KINDS = frozenset({"hardware", "preflight"})
 QUEUED_RESOURCE_KINDS = frozenset({"never_provision"})
+#: Faults of a running ModelArts training job (``service: modelarts``): ``crash`` / ``hang`` strike node ``worker``'s
+#: process; ``hardware`` with a timing fails the node's hardware under it (the process dies with it).
+MODELARTS_RUNNING_KINDS = frozenset({"crash", "hang", "hardware"})
+#: Faults a ModelArts job's fault-tolerance environment pre-check finds as its nodes start: ``preflight`` (``item``
+#: fails) and ``hardware`` without a timing.
+MODELARTS_BOOT_KINDS = frozenset({"hardware", "preflight"})
+#: The pre-check items of a TPU VM's worker runner; ModelArts adds ``disk-size cache``, ``ulimit`` and ``gpu-check``.
+TPU_PREFLIGHT_ITEMS = frozenset({"dns", "disk-size root", "disk-size shm"})
 
 
 class Match(BaseModel):
@@ -131,11 +151,13 @@ class Fault(BaseModel):
     probability: float = Field(1.0, ge=0, le=1)
     quota_metric: str = "aiplatform.googleapis.com/custom_model_training_cpus"
     calls: Literal["get", "list"] = Field("get", description="unavailable: Get calls or List calls")
-    service: Literal["aiplatform", "tpu", "logging"] = Field(
+    service: Literal["aiplatform", "tpu", "logging", "modelarts"] = Field(
         "aiplatform", description="quota / unavailable: the API whose calls are refused (tpu: CreateNode and "
-                                  "CreateQueuedResource for quota; logging: ListLogEntries)")
+                                  "CreateQueuedResource for quota; logging: ListLogEntries); modelarts: every kind "
+                                  "strikes ModelArts training jobs only")
     region: str | None = Field(None, description="stockout: the region named (default: the job's)")
-    worker: int = Field(0, ge=0, description="TPU: the worker VM struck by crash / hang")
+    worker: int = Field(0, ge=0, description="TPU: the worker VM struck by crash / hang; ModelArts: the node "
+                                             "(VC_TASK_INDEX) struck by crash / hang / hardware / preflight")
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
     terminate_reason: str = "Maintenance event without automatic recovery"
     grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
@@ -148,8 +170,9 @@ class Fault(BaseModel):
     health: Literal["TIMEOUT", "UNHEALTHY_TENSORFLOW"] = "TIMEOUT"
     symptoms: tuple[str, ...] = ()
     chips: int | None = Field(None, ge=1, description="hardware: TPU chips of the worker lost (null: all)")
-    item: Literal["dns", "disk-size root", "disk-size shm"] = Field(
-        "dns", description="preflight: the pre-check item the VM's environment fails")
+    item: Literal["dns", "disk-size root", "disk-size shm", "disk-size cache", "ulimit", "gpu-check"] = Field(
+        "dns", description="preflight: the pre-check item the VM's environment fails (disk-size cache, ulimit and "
+                           "gpu-check: ModelArts only)")
     active_seconds: tuple[float, float] | None = Field(
         None, description="[from, until): real seconds since the plan was loaded in which the fault may fire")
 
@@ -158,6 +181,9 @@ class Fault(BaseModel):
         if self.active_seconds is not None and not 0 <= self.active_seconds[0] < self.active_seconds[1]:
             raise ValueError(f"active_seconds must be [from, until) with 0 <= from < until, got "
                              f"{list(self.active_seconds)}")
+        if self.kind == "preflight" and self.service != "modelarts" and self.item not in TPU_PREFLIGHT_ITEMS:
+            raise ValueError(f"preflight item {self.item!r} is a ModelArts pre-check item (service: modelarts); a TPU "
+                             f"VM checks {sorted(TPU_PREFLIGHT_ITEMS)}")
         if self.kind == "crash" and self.exit_code is None:
             raise ValueError("a crash fault needs exit_code (e.g. 139 for SIGSEGV)")
         if self.kind == "crash" and self.exit_code == 0:
@@ -224,7 +250,7 @@ class FaultBook:
         self._fired: list[int] = [0] * len(self._faults)
         self._jobs: list[list[str]] = [[] for _ in self._faults]  # matching job names, creation order
         self._calls: list[int] = [0] * len(self._faults)  # matching calls counted
-        self._created: list[tuple[str, str, dict[str, str]]] = []  # every job (name, display, labels)
+        self._created: list[tuple[str, str, dict[str, str], str | None]] = []  # (name, display, labels, service)
         self._ended: set[int] = set()  # faults ended at run time (end()): they fire no more
 
     @property
@@ -238,8 +264,8 @@ class FaultBook:
         with self._lock:
             self._faults.append(fault)
             self._fired.append(0)
-            self._jobs.append([name for name, display, labels in self._created
-                               if fault.kind not in CREATE_KINDS | GET_KINDS
+            self._jobs.append([name for name, display, labels, service in self._created
+                               if fault.kind not in CREATE_KINDS | GET_KINDS and _serves(fault, service)
                                and fault.match.selects(display, labels, name)])
             self._calls.append(0)
             return len(self._faults) - 1
@@ -271,12 +297,14 @@ class FaultBook:
         with self._lock:
             self._load(plan)
 
-    def job_created(self, name: str, display_name: str, labels: Mapping[str, str]) -> None:
-        """Note a new job so that ``match.nth`` can count jobs in creation order."""
+    def job_created(self, name: str, display_name: str, labels: Mapping[str, str], service: str | None = None) -> None:
+        """Note a new job so that ``match.nth`` can count jobs in creation order. ``service="modelarts"``: a ModelArts
+        training job, seen only by ``service: modelarts`` faults (None: a Google job, seen by the others)."""
         with self._lock:
-            self._created.append((name, display_name, dict(labels)))
+            self._created.append((name, display_name, dict(labels), service))
             for i, fault in enumerate(self._faults):
-                if fault.kind not in CREATE_KINDS | GET_KINDS and fault.match.selects(display_name, labels, name):
+                if fault.kind not in CREATE_KINDS | GET_KINDS and _serves(fault, service) \
+                        and fault.match.selects(display_name, labels, name):
                     self._jobs[i].append(name)
 
     def _available(self, i: int) -> bool:
@@ -316,12 +344,15 @@ class FaultBook:
                     return fault
             return None
 
-    def candidates(self, kinds: frozenset[str], job_name: str, platform_attempt: int) -> list[tuple[int, Fault]]:
-        """Faults of ``kinds`` that may still strike this job in this platform attempt."""
+    def candidates(self, kinds: frozenset[str], job_name: str, platform_attempt: int,
+                   service: str | None = None) -> list[tuple[int, Fault]]:
+        """Faults of ``kinds`` that may still strike this job in this platform attempt (``service``: as for
+        :meth:`job_created`)."""
         with self._lock:
             out = []
             for i, fault in enumerate(self._faults):
-                if fault.kind not in kinds or job_name not in self._jobs[i] or not self._available(i):
+                if fault.kind not in kinds or job_name not in self._jobs[i] or not self._available(i) \
+                        or not _serves(fault, service):
                     continue
                 nth = fault.match.nth
                 if nth is not None and self._jobs[i].index(job_name) + 1 != nth:
@@ -338,3 +369,8 @@ class FaultBook:
                 return False
             self._fired[index] += 1
             return True
+
+
+def _serves(fault: Fault, service: str | None) -> bool:
+    """Whether ``fault`` may strike a job of ``service`` ("modelarts"; None: a Google job -- Vertex AI or TPU)."""
+    return (fault.service == "modelarts") == (service == "modelarts")

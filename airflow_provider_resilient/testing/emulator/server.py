@@ -42,6 +42,8 @@ EMULATOR_HOST_ENV = "RESILIENT_EMULATOR_HOST"
 #: ``gcp_conn_id``), whose extra ``emulator_host`` points the provider's operators at the emulator.
 DEFAULT_CONN_ID = "google_cloud_default"
 CONNECTION_ENV = "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"
+#: The Airflow connection on the emulated ModelArts that :meth:`Emulator.env` defines (``huaweicloud_default``).
+MODELARTS_CONNECTION_ENV = "AIRFLOW_CONN_HUAWEICLOUD_DEFAULT"
 ADVANCE_STEP_SECONDS = 1.0  # the longest span of manual time the platform goes without a look (Emulator.advance)
 
 log = logging.getLogger(__name__)
@@ -75,12 +77,13 @@ class Emulator:
             is a wildcard address such as 0.0.0.0). In docker compose: the service name.
         clock: where every verb and engine tick reads the time (:mod:`.clock`). Default: real time. With a
             :class:`~.clock.ManualClock` the platform acts only when :meth:`advance` moves time on.
+        modelarts_port: port of the emulated Huawei Cloud ModelArts REST API (0: a free one; :attr:`modelarts_url`).
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, fault_plan: FaultPlan | None = None,
                  config: EmulatorConfig | None = None, work_dir: str | Path | None = None, storage: bool = True,
                  control_port: int | None = None, storage_port: int = 0, advertise_host: str | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, modelarts_port: int = 0) -> None:
         self.host = host
         self.clock: Clock = clock or SystemClock()
         self.advertise_host = advertise_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
@@ -124,6 +127,13 @@ class Emulator:
         #: Secret Manager's secrets, read by workers through :attr:`secret_manager_url` (``add_secret``).
         self.secrets = SecretStore()
         self._secret_manager: Any = None
+        from .modelarts.service import ModelArtsService
+
+        #: Huawei Cloud ModelArts training jobs (:mod:`.modelarts`), served at :attr:`modelarts_url`.
+        self.modelarts = ModelArtsService(self.config, self.faults, self.work_dir, self.workload_env, self.clock,
+                                          host=self.advertise_host, checkpoint_fs=_obs_checkpoint_fs)
+        self._modelarts_port = modelarts_port
+        self._modelarts: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Emulator:
@@ -152,6 +162,9 @@ class Emulator:
         from .secret_manager import SecretManagerServer
 
         self._secret_manager = SecretManagerServer(self.secrets, host=self.host)
+        from .modelarts.wire import ModelArtsServer
+
+        self._modelarts = ModelArtsServer(self.modelarts, self.calls, host=self.host, port=self._modelarts_port)
         self._engine = threading.Thread(target=self._run_engine, name="emulator-engine", daemon=True)
         self._engine.start()
         if self._control_port is not None:
@@ -168,6 +181,10 @@ class Emulator:
             self._engine = None
         self.vertex.shutdown()
         self.tpu.shutdown()
+        self.modelarts.shutdown()
+        if self._modelarts is not None:
+            self._modelarts.stop()
+            self._modelarts = None
         if self._grpc is not None:
             self._grpc.stop(grace=None)
             self._grpc = None
@@ -202,7 +219,7 @@ class Emulator:
         """One look at every job and node at the clock's time (the workloads' processes run in real time, so
         the engine looks every ``tick_seconds`` whatever the clock)."""
         now = self.clock.monotonic()
-        for platform in (self.vertex, self.tpu):  # one platform's error never stops the other
+        for platform in (self.vertex, self.tpu, self.modelarts):  # one platform's error never stops another
             try:
                 platform.tick(now)
             except Exception:  # keep the platform alive; the error is in the log
@@ -252,6 +269,24 @@ class Emulator:
             return None
         return f"http://{self.advertise_host}:{self.storage.port}"
 
+    @property
+    def modelarts_url(self) -> str | None:
+        """``http://host:port`` of the emulated ModelArts REST API (the SDK's endpoint), or None before start."""
+        if self._modelarts is None:
+            return None
+        return f"http://{self.advertise_host}:{self._modelarts.port}"
+
+    def modelarts_connection(self) -> str:
+        """The Airflow connection (JSON) on the emulated ModelArts: ``{"conn_type": "huaweicloud", "login": <AK>,
+        "password": <SK>, "extra": {"region": "cn-north-4", "project_id": <32 hex>, "endpoint": <modelarts_url>}}``
+        (fake credentials: the emulator checks that requests are signed, not the signature)."""
+        from .modelarts import catalog
+
+        return json.dumps({"conn_type": "huaweicloud", "login": catalog.FAKE_ACCESS_KEY,
+                           "password": catalog.FAKE_SECRET_KEY,
+                           "extra": {"region": self.modelarts.region, "project_id": catalog.FAKE_PROJECT_ID,
+                                     "endpoint": self.modelarts_url}})
+
     def connection(self) -> str:
         """The Airflow connection (JSON, the value of an ``AIRFLOW_CONN_<ID>`` variable) that points the provider's
         operators, sensors, triggers and hooks at this emulator: ``{"conn_type": "google_cloud_platform", "extra":
@@ -265,8 +300,11 @@ class Emulator:
     def env(self) -> dict[str, str]:
         """What a process exports to use this emulator: the Airflow connection ``google_cloud_default`` on it
         (:meth:`connection_env`, what switches the provider's operators to it), ``STORAGE_EMULATOR_HOST`` and the
-        gcsfs settings for Cloud Storage, and :data:`EMULATOR_HOST_ENV` for the emulator's own tools."""
+        gcsfs settings for Cloud Storage, :data:`EMULATOR_HOST_ENV` for the emulator's own tools, and the Airflow
+        connection ``huaweicloud_default`` on the emulated ModelArts (:data:`MODELARTS_CONNECTION_ENV`)."""
         env = {EMULATOR_HOST_ENV: self.address, **self.connection_env()}
+        if self._modelarts is not None:
+            env[MODELARTS_CONNECTION_ENV] = self.modelarts_connection()
         if self.storage is not None:
             env.update(self.storage.env())
             env["STORAGE_EMULATOR_HOST"] = str(self.storage_url)
@@ -319,6 +357,7 @@ class Emulator:
         self.secrets.clear()
         self.vertex.reset()
         self.tpu.reset()
+        self.modelarts.reset()
         self.logging.reset()
         self.calls.clear()
         self.operations.clear()
@@ -354,11 +393,18 @@ class Emulator:
             self._stop.wait(self.config.tick_seconds)
 
     def processes(self) -> list[int]:
-        """PIDs of replica and TPU worker processes still alive."""
+        """PIDs of replica, TPU worker and ModelArts node processes still alive."""
         with self.vertex.lock:
             runs = list(self.vertex.runs.values()) + [r for t in self.vertex.tuning.values() for r in t.current]
             pids = [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
-        return pids + self.tpu.processes()
+        return pids + self.tpu.processes() + self.modelarts.processes()
+
+
+def _obs_checkpoint_fs(prefix: str) -> Any:
+    """The fsspec filesystem an ``at_step`` fault lists a ModelArts job's ``RESILIENT_CHECKPOINT_DIR`` through: None
+    (the local file system) for a local directory; for ``obs://`` none yet -- such a fault then waits -- until the
+    OBS emulator (``testing.obs.ObsEmulator``) lands: then return its ``.filesystem()`` here."""
+    return None
 
 
 def _at_exit(stop: Any) -> None:
@@ -376,7 +422,7 @@ def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
     """The HTTP control API: GET /calls[?method=M], GET /faults, POST /faults, POST /faults/end ({"index": i}: the
     fault fires no more), POST /reset, GET /jobs (CustomJobs
     with their state and story), GET /nodes (TPU nodes and queued resources with their state: what a leak
-    check reads)."""
+    check reads), GET /modelarts-jobs (ModelArts training jobs: id, name, phase, secondary_phase, running records)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _reply(self, status: int, body: Any) -> None:
@@ -407,6 +453,8 @@ def _control_handler(emulator: Emulator) -> type[BaseHTTPRequestHandler]:
                              for n, r in emulator.tpu.nodes.items()]
                     queued = [{"name": n, "state": q["qr"].state.state.name} for n, q in emulator.tpu.queued.items()]
                 self._reply(200, {"nodes": nodes, "queued_resources": queued})
+            elif url.path == "/modelarts-jobs":
+                self._reply(200, emulator.modelarts.summary())
             elif url.path == "/healthz":
                 self._reply(200, {"status": "ok"})
             else:
