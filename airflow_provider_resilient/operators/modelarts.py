@@ -223,6 +223,7 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
         from ..backends.modelarts import read_summary
+        from ..checkpoints import find_latest_checkpoint
         from ..hooks.modelarts import job_id_of
         from ..policy import history_to_json
 
@@ -230,9 +231,11 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
         summary = read_summary(self._hook(), job_name)
         self._note_reissues(summary)
         checkpoint = None
-        saves = self._checkpoint_saves()
-        if saves:
-            checkpoint = {"uri": saves[-1].uri, "step": saves[-1].step}
+        try:
+            found = find_latest_checkpoint(str(self.checkpoint_dir), marker=self.checkpoint_marker)
+            checkpoint = {"uri": found.uri, "step": found.step} if found else None
+        except Exception as exc:  # the job succeeded; a missing listing does not change that
+            self.log.warning("Could not list the final checkpoint: %s", exc)
         return {"job_name": job_name, "job_id": job_id_of(job_name), "state": summary["state"],
                 "platform_reissues": dict(self._reissues), "checkpoint": checkpoint,
                 "attempts": history_to_json(state.history)}

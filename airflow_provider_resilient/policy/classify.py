@@ -61,6 +61,7 @@ from .failures import Failure, FailureClass, Platform
 from .messages import (
     EXIT_RE,
     INTERNAL_RE,
+    MODELARTS_HARDWARE_RE,
     MODELARTS_PRECHECK_RE,
     MODELARTS_QUEUE_EXIT_RE,
     MODELARTS_SUSPENDED_RE,
@@ -429,7 +430,7 @@ def classify_modelarts_job(
         Terminated -> CANCELLED (a stop the provider did not ask for is a user's); Abnormal -> INTERNAL_ERROR (the
         platform's). Failed, in order: a chip or node fault -> NODE_UNHEALTHY and a hang -> HANG (the fault
         scenario, :data:`~.codes.MODELARTS_FAULT_SCENARIOS`: the platform's re-issues, when on, were spent); a failed
-        environment pre-check -> PREFLIGHT_FAILURE; a re-issued job that queued too long -> QUEUE_TIMEOUT
+        environment pre-check -> PREFLIGHT_FAILURE; a hardware fault named in the text -> NODE_UNHEALTHY; a re-issued job that queued too long -> QUEUE_TIMEOUT
         ("Training Fault Tolerance Check"); a job the platform took for suspended -> HANG; an out-of-memory text ->
         OUT_OF_MEMORY; a quota, capacity, internal-error, preemption or bad-request text (:func:`_by_text`); the
         task's exit code (:func:`classify_exit_status`: 139 a transient crash, 1 the user's error); CreateFailed ->
@@ -452,6 +453,8 @@ def classify_modelarts_job(
         return Failure(scenario, exit_code=code, **base)
     if MODELARTS_PRECHECK_RE.search(text):
         return Failure(FailureClass.PREFLIGHT_FAILURE, exit_code=code, **base)
+    if MODELARTS_HARDWARE_RE.search(text):
+        return Failure(FailureClass.NODE_UNHEALTHY, exit_code=code, **base)
     if MODELARTS_QUEUE_EXIT_RE.search(text):
         return Failure(FailureClass.QUEUE_TIMEOUT, terminate_reason=as_text(secondary_phase) or None, **base)
     if MODELARTS_SUSPENDED_RE.search(text):

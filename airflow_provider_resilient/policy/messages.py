@@ -210,6 +210,11 @@ MODELARTS_PRECHECK_RE = re.compile(r"\bpre-?check failed\b|\bitem\b[^\n]*\bfail"
 #: queued"): a QUEUE_TIMEOUT.
 MODELARTS_QUEUE_EXIT_RE = re.compile(r"\bfailed to be queued\b|\bwaiting time exceeds\b|\bqueu\w*[^\n]{0,40}"
                                      r"\b(?:exceed\w*|timed? ?out)\b", re.IGNORECASE)
+#: A ModelArts node whose hardware failed ("Training Fault Tolerance Check": a "hardware fault" found by the
+#: pre-check or the periodic hardware check; "isolate the faulty node"; a run record's ``chip_fault`` / ``node_fault``
+#: scenario): NODE_UNHEALTHY -- a job on new nodes.
+MODELARTS_HARDWARE_RE = re.compile(r"\bhardware (?:fault|failure)\b|\b(?:chip|node|npu|gpu)[ _]fault\b|"
+                                   r"\bfaulty (?:node|hardware)\b", re.IGNORECASE)
 #: A ModelArts job the platform took for suspended ("Viewing Training Job Events": "The system detects that your
 #: training job may be suspended"): a HANG.
 MODELARTS_SUSPENDED_RE = re.compile(r"\bmay be suspended\b|\bjob (?:is )?hang", re.IGNORECASE)

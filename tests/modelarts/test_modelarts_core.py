@@ -27,6 +27,8 @@ def test_a_phase_that_is_no_failure(phase: str) -> None:
     ({"phase": "Failed", "exit_code": 1, "fault_scenario": "node_fault"}, FC.NODE_UNHEALTHY),
     ({"phase": "Failed", "fault_scenario": "chip_fault"}, FC.NODE_UNHEALTHY),
     ({"phase": "Failed", "fault_scenario": "job_hanged"}, FC.HANG),
+    ({"phase": "Failed", "exit_code": 137, "message": "[worker-0] hardware fault | Training job failed."},
+     FC.NODE_UNHEALTHY),
     ({"phase": "Failed", "message": "[worker-0] [Duration: 3s] Pre-check failed. Error: item disk-size shm"},
      FC.PREFLIGHT_FAILURE),
     ({"phase": "Failed", "message": "Failed to be queued"}, FC.QUEUE_TIMEOUT),
