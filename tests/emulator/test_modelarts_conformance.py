@@ -291,3 +291,18 @@ def test_the_emulator_exports_a_huaweicloud_connection(resilient_emulator):
     assert conn["extra"] == {"region": "cn-north-4", "project_id": catalog.FAKE_PROJECT_ID,
                              "endpoint": resilient_emulator.modelarts_url}
     assert len(conn["extra"]["project_id"]) == 32 and int(conn["extra"]["project_id"], 16) >= 0
+
+
+def test_the_control_api_lists_modelarts_jobs_for_leak_checks():
+    from airflow_provider_resilient.testing.emulator.config import EmulatorConfig
+    from airflow_provider_resilient.testing.emulator.server import Emulator
+
+    with Emulator(config=EmulatorConfig(time_scale=0.002), storage=False, control_port=0) as emulator:
+        job_id = create(sdk_client(ModelArtsClient, emulator), job("import time; time.sleep(30)", name="leak"))
+        wait_phase(emulator, job_id, {"Running"})
+        [listed] = requests.get(f"{emulator.control_url}/modelarts-jobs", timeout=5).json()
+        assert listed == {"id": job_id, "project_id": catalog.FAKE_PROJECT_ID, "name": "leak", "phase": "Running",
+                          "secondary_phase": "Running", "running_records": 1, "stage_records": 1}
+        emulator.reset()
+        assert requests.get(f"{emulator.control_url}/modelarts-jobs", timeout=5).json() == []
+        assert emulator.processes() == []

@@ -212,3 +212,14 @@ def test_job_retry_num_accepts_1_to_3(client, resilient_emulator):
     for value in ("0", "4", "two"):
         with pytest.raises(ClientRequestException, match=RETRY):
             create(client, job(name=f"bad-{value}", retries=value))
+
+
+def test_an_at_step_fault_reads_the_newest_step_under_the_checkpoint_dir(client, resilient_emulator, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    code = (f"import os, time\nfor s in range(1, 200):\n    os.makedirs('{ckpt}/step_%d' % s, exist_ok=True)\n"
+            f"    open('{ckpt}/step_%d/model' % s, 'w').write('w')\n    time.sleep(0.02)")
+    resilient_emulator.add_fault({"kind": "hardware", "service": "modelarts", "at_step": 5})
+    job_id = create(client, job(code, name="ckpt", env={"RESILIENT_CHECKPOINT_DIR": str(ckpt)}))
+    assert wait_phase(resilient_emulator, job_id, {"Completed", "Failed"}) == "Failed"
+    steps = sorted(int(p.name.split("_")[1]) for p in ckpt.iterdir())
+    assert 5 <= steps[-1] < 150  # struck once step 5 was written, long before the workload's end
