@@ -58,14 +58,15 @@ RETRY = "fault-tolerance/job-retry-num"
 PY = sys.executable
 
 
-def _builder(cls: Any, emulator: Any) -> Any:
+def sdk_client(cls: Any, emulator: Any) -> Any:
+    """A ``ModelArtsClient`` (or ``ModelArtsAsyncClient``) built as users build it, on the emulator's endpoint."""
     credentials = BasicCredentials(catalog.FAKE_ACCESS_KEY, catalog.FAKE_SECRET_KEY, catalog.FAKE_PROJECT_ID)
     return cls.new_builder().with_credentials(credentials).with_endpoints([emulator.modelarts_url]).build()
 
 
 @pytest.fixture
 def client(resilient_emulator: Any) -> Any:
-    return _builder(ModelArtsClient, resilient_emulator)
+    return sdk_client(ModelArtsClient, resilient_emulator)
 
 
 def job(code: str = "print('ok')", *, name: str = "train", nodes: int = 1, retries: str | None = None,
@@ -231,7 +232,7 @@ def test_tags_searches_and_flavors(client, resilient_emulator):
 
 def test_the_async_client_reads_a_job(client, resilient_emulator):
     job_id = create(client, job())
-    async_client = _builder(ModelArtsAsyncClient, resilient_emulator)
+    async_client = sdk_client(ModelArtsAsyncClient, resilient_emulator)
     future = async_client.show_training_job_details_async(ShowTrainingJobDetailsRequest(training_job_id=job_id))
     got = future.result()  # the SDK's FutureSdkResponse (requests on a thread pool), not asyncio
     assert got.metadata.id == job_id and got.status.phase in ("Creating", "Pending", "Running", "Completed")
@@ -290,3 +291,18 @@ def test_the_emulator_exports_a_huaweicloud_connection(resilient_emulator):
     assert conn["extra"] == {"region": "cn-north-4", "project_id": catalog.FAKE_PROJECT_ID,
                              "endpoint": resilient_emulator.modelarts_url}
     assert len(conn["extra"]["project_id"]) == 32 and int(conn["extra"]["project_id"], 16) >= 0
+
+
+def test_the_control_api_lists_modelarts_jobs_for_leak_checks():
+    from airflow_provider_resilient.testing.emulator.config import EmulatorConfig
+    from airflow_provider_resilient.testing.emulator.server import Emulator
+
+    with Emulator(config=EmulatorConfig(time_scale=0.002), storage=False, control_port=0) as emulator:
+        job_id = create(sdk_client(ModelArtsClient, emulator), job("import time; time.sleep(30)", name="leak"))
+        wait_phase(emulator, job_id, {"Running"})
+        [listed] = requests.get(f"{emulator.control_url}/modelarts-jobs", timeout=5).json()
+        assert listed == {"id": job_id, "project_id": catalog.FAKE_PROJECT_ID, "name": "leak", "phase": "Running",
+                          "secondary_phase": "Running", "running_records": 1, "stage_records": 1}
+        emulator.reset()
+        assert requests.get(f"{emulator.control_url}/modelarts-jobs", timeout=5).json() == []
+        assert emulator.processes() == []

@@ -9,7 +9,8 @@ or on the command line, ``pytest -p airflow_provider_resilient.testing.emulator.
 ``resilient_emulator`` starts an :class:`~.server.Emulator` in process on free ports with a compressed
 time scale, exports its environment for the test (:meth:`~.server.Emulator.env`: the Airflow connection
 ``google_cloud_default`` with the extra ``emulator_host``, which is what points the provider's operators at the
-emulator, and ``STORAGE_EMULATOR_HOST`` for Cloud Storage), and stops it afterwards -- killing every replica
+emulator, ``STORAGE_EMULATOR_HOST`` for Cloud Storage, and the connection ``huaweicloud_default`` on the
+emulated ModelArts), and stops it afterwards -- killing every replica
 process, also when the test failed mid-job.
 Configure it with the marker ``@pytest.mark.resilient_emulator(time_scale=..., fault_plan=..., seed=...)``;
 other keyword arguments are :class:`~.config.EmulatorConfig` fields (``latencies={...}``, ``rpc_codes={...}``).
