@@ -430,10 +430,11 @@ def classify_modelarts_job(
         Terminated -> CANCELLED (a stop the provider did not ask for is a user's); Abnormal -> INTERNAL_ERROR (the
         platform's). Failed, in order: a chip or node fault -> NODE_UNHEALTHY and a hang -> HANG (the fault
         scenario, :data:`~.codes.MODELARTS_FAULT_SCENARIOS`: the platform's re-issues, when on, were spent); a failed
-        environment pre-check -> PREFLIGHT_FAILURE; a hardware fault named in the text -> NODE_UNHEALTHY; a re-issued job that queued too long -> QUEUE_TIMEOUT
-        ("Training Fault Tolerance Check"); a job the platform took for suspended -> HANG; an out-of-memory text ->
-        OUT_OF_MEMORY; a quota, capacity, internal-error, preemption or bad-request text (:func:`_by_text`); the
-        task's exit code (:func:`classify_exit_status`: 139 a transient crash, 1 the user's error); CreateFailed ->
+        environment pre-check -> PREFLIGHT_FAILURE; a hardware fault named in the text -> NODE_UNHEALTHY; a re-issued
+        job that queued too long -> QUEUE_TIMEOUT ("Training Fault Tolerance Check"); a job the platform took for
+        suspended -> HANG; an out-of-memory text -> OUT_OF_MEMORY; a quota, capacity, internal-error, preemption or
+        bad-request text (:func:`_by_text`); the task's exit code (:func:`classify_exit_status`: 139 a transient
+        crash, 1 the user's error); CreateFailed ->
         INTERNAL_ERROR, Lost -> WORKER_FAILURE; else UNKNOWN.
     """
     name = as_text(phase)

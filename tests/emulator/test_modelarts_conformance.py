@@ -248,7 +248,7 @@ def test_errors_arrive_as_sdk_exceptions_with_modelarts_codes(client, resilient_
         details(client, "00000000-0000-4000-8000-000000000000")
     assert (missing.value.status_code, missing.value.error_code) == (400, "ModelArts.2775")
     with pytest.raises(ClientRequestException) as retries:
-        create(client, job(retries="4"))
+        create(client, job(retries="129"))
     assert (retries.value.status_code, retries.value.error_code) == (400, "ModelArts.2788")
     assert "job-retry-num" in retries.value.error_msg
     with pytest.raises(ClientRequestException) as flavor:

@@ -204,12 +204,12 @@ def test_faults_of_other_services_leave_modelarts_jobs_alone(client, resilient_e
         Fault.model_validate({"kind": "preflight", "service": "tpu", "item": "ulimit"})
 
 
-def test_job_retry_num_accepts_1_to_3(client, resilient_emulator):
-    for value in ("1", "3"):
+def test_job_retry_num_accepts_1_to_128(client, resilient_emulator):
+    for value in ("1", "3", "128"):
         create(client, job(name=f"retry-{value}", retries=value))
     from huaweicloudsdkcore.exceptions.exceptions import ClientRequestException
 
-    for value in ("0", "4", "two"):
+    for value in ("0", "129", "two"):
         with pytest.raises(ClientRequestException, match=RETRY):
             create(client, job(name=f"bad-{value}", retries=value))
 

@@ -7,7 +7,6 @@ live)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,6 @@ import pytest
 from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.operators.modelarts import ResilientModelArtsTrainingJobOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
-from airflow_provider_resilient.testing.obs import ObsEmulator
-from airflow_provider_resilient.testing.storage import patched_environ
 
 from ..operators.test_vertex_operator_unit import TI, Store
 
@@ -29,16 +26,10 @@ BUCKET = "ma-ckpt"
 pytestmark = pytest.mark.resilient_emulator(time_scale=0.002)
 
 
-@pytest.fixture(scope="module")
-def obs() -> Iterator[ObsEmulator]:
-    with ObsEmulator() as server, patched_environ(server.env()):
-        server.create_bucket(BUCKET)
-        yield server
-
-
 @pytest.fixture
-def emulator(obs: ObsEmulator, resilient_emulator: Any, request: pytest.FixtureRequest) -> Any:
-    """The emulator, and a checkpoint directory of this test's own in OBS."""
+def emulator(resilient_emulator: Any, request: pytest.FixtureRequest) -> Any:
+    """The emulator (its OBS's address and credentials exported), and a checkpoint directory of this test's own in
+    OBS (the bucket made on demand)."""
     resilient_emulator.ckpt = f"obs://{BUCKET}/{request.node.name}/ckpt"
     return resilient_emulator
 
@@ -73,7 +64,8 @@ def fault(emulator: Any, **spec: Any) -> None:
 
 
 def test_a_crash_is_resumed_from_the_latest_checkpoint_in_obs(emulator: Any) -> None:
-    fault(emulator, kind="crash", exit_code=139, at_step=4, step_source="log", match={"display_name": "digits-*-a1"})
+    # at_step is read from the newest complete checkpoint in the emulated OBS
+    fault(emulator, kind="crash", exit_code=139, at_step=3, match={"display_name": "digits-*-a1"})
     result, xcom = run(operator(emulator, train()))
     attempts = result["attempts"]
     assert [a["number"] for a in attempts] == [1, 2]

@@ -79,8 +79,8 @@ def test_a_missing_connection_is_an_error_naming_it(monkeypatch: pytest.MonkeyPa
     from airflow_provider_resilient.hooks.modelarts import ResilientModelArtsHook
 
     monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_HUAWEI", raising=False)
-    with pytest.raises(Exception, match="no_such_huawei.*does not exist.*--conn-type huaweicloud"):
+    with pytest.raises(Exception, match=r"no_such_huawei.*does not exist.*--conn-type huaweicloud"):
         _ = ResilientModelArtsHook("no_such_huawei").settings
     monkeypatch.setenv("AIRFLOW_CONN_HALF_HUAWEI", '{"conn_type": "huaweicloud", "login": "ak", "extra": {}}')
-    with pytest.raises(ValueError, match="password, extra.region, extra.project_id"):
+    with pytest.raises(ValueError, match=r"password, extra\.region, extra\.project_id"):
         _ = ResilientModelArtsHook("half_huawei").settings

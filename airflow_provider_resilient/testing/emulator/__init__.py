@@ -17,8 +17,9 @@ importing this package raises ImportError naming it.
 import importlib.util
 
 #: What the emulator needs beyond the provider's runtime dependencies (the ``emulator`` extra): the emulated Cloud
-#: Storage. Checked before anything is imported, so that a missing extra is one clear ImportError.
-EXTRA_MODULES = {"gcp_storage_emulator": "gcp-storage-emulator"}
+#: Storage and OBS (moto's S3 server, read through s3fs). Checked before anything is imported, so that a missing
+#: extra is one clear ImportError.
+EXTRA_MODULES = {"gcp_storage_emulator": "gcp-storage-emulator", "moto": "moto[s3,server]", "s3fs": "s3fs"}
 
 _missing = [dist for module, dist in EXTRA_MODULES.items() if importlib.util.find_spec(module) is None]
 if _missing:

@@ -83,7 +83,7 @@ class Emulator:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, fault_plan: FaultPlan | None = None,
                  config: EmulatorConfig | None = None, work_dir: str | Path | None = None, storage: bool = True,
                  control_port: int | None = None, storage_port: int = 0, advertise_host: str | None = None,
-                 clock: Clock | None = None, modelarts_port: int = 0) -> None:
+                 clock: Clock | None = None, modelarts_port: int = 0, obs_port: int = 0) -> None:
         self.host = host
         self.clock: Clock = clock or SystemClock()
         self.advertise_host = advertise_host or ("127.0.0.1" if host in _WILDCARD_HOSTS else host)
@@ -131,7 +131,12 @@ class Emulator:
 
         #: Huawei Cloud ModelArts training jobs (:mod:`.modelarts`), served at :attr:`modelarts_url`.
         self.modelarts = ModelArtsService(self.config, self.faults, self.work_dir, self.workload_env, self.clock,
-                                          host=self.advertise_host, checkpoint_fs=_obs_checkpoint_fs)
+                                          host=self.advertise_host, checkpoint_fs=self._obs_checkpoint_fs)
+        #: Huawei Cloud OBS (moto's S3 server, :class:`~..obs.ObsEmulator`), beside Cloud Storage: where ModelArts
+        #: workloads write their ``obs://`` checkpoints.
+        self.obs: Any = None
+        self._obs_port = obs_port
+        self._obs_buckets: set[str] = set()
         self._modelarts_port = modelarts_port
         self._modelarts: Any = None
 
@@ -150,6 +155,9 @@ class Emulator:
             from ..storage import StorageEmulator
 
             self.storage = StorageEmulator(host=self.host, port=self._storage_port).start()
+            from ..obs import ObsEmulator
+
+            self.obs = ObsEmulator(host=self.host, port=self._obs_port).start()
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="emulator-grpc"))
         self._grpc.add_generic_rpc_handlers((job_service_handler(self.vertex, self.calls),
                                              tpu_service_handler(self.tpu, self.calls),
@@ -199,6 +207,9 @@ class Emulator:
         if self.storage is not None:
             self.storage.stop()
             self.storage = None
+        if self.obs is not None:
+            self.obs.stop()
+            self.obs = None
             self._storage_fs = None
         if self._tmp is not None:
             with contextlib.suppress(OSError):
@@ -308,6 +319,8 @@ class Emulator:
         if self.storage is not None:
             env.update(self.storage.env())
             env["STORAGE_EMULATOR_HOST"] = str(self.storage_url)
+        if self.obs is not None:  # what ObsFileSystem (obs:// URLs) reads, with the advertised host
+            env.update({**self.obs.env(), "OBS_ENDPOINT": f"http://{self.advertise_host}:{self.obs.port}"})
         return env
 
     def workload_env(self) -> dict[str, str]:
@@ -320,6 +333,18 @@ class Emulator:
         # "python3" on an emulated VM is the emulator's interpreter (with the workload's libraries).
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         return env
+
+    def _obs_checkpoint_fs(self, prefix: str) -> Any:
+        """The filesystem a ModelArts job's ``RESILIENT_CHECKPOINT_DIR`` is listed through (an ``at_step`` fault):
+        None (the local file system) for a local directory; for ``obs://`` the emulated OBS, whose bucket is made on
+        demand (as Cloud Storage's are here); None without OBS (``storage=False``: such a fault then waits)."""
+        if not prefix.startswith("obs://") or self.obs is None:
+            return None
+        bucket = prefix[len("obs://"):].split("/", 1)[0]
+        if bucket and bucket not in self._obs_buckets:
+            self.obs.create_bucket(bucket)
+            self._obs_buckets.add(bucket)
+        return self.obs.filesystem()
 
     def storage_filesystem(self) -> Any:
         """A gcsfs filesystem on the emulated Cloud Storage (one per emulator), for the emulator's own reads."""
@@ -364,6 +389,9 @@ class Emulator:
         self.faults.reset(fault_plan)
         if self.storage is not None:
             self.storage.wipe()
+        if self.obs is not None:
+            self.obs.wipe()
+            self._obs_buckets.clear()
 
     def replica_log(self, job_name: str, replica: str = "workerpool0-0") -> str:
         """Everything replica ``replica`` of job ``job_name`` printed, across restarts."""
@@ -398,13 +426,6 @@ class Emulator:
             runs = list(self.vertex.runs.values()) + [r for t in self.vertex.tuning.values() for r in t.current]
             pids = [p.pid for r in runs for p in r.replicas.values() if p.pid and p.poll() is None]
         return pids + self.tpu.processes() + self.modelarts.processes()
-
-
-def _obs_checkpoint_fs(prefix: str) -> Any:
-    """The fsspec filesystem an ``at_step`` fault lists a ModelArts job's ``RESILIENT_CHECKPOINT_DIR`` through: None
-    (the local file system) for a local directory; for ``obs://`` none yet -- such a fault then waits -- until the
-    OBS emulator (``testing.obs.ObsEmulator``) lands: then return its ``.filesystem()`` here."""
-    return None
 
 
 def _at_exit(stop: Any) -> None:

@@ -174,6 +174,8 @@ class ModelArtsService:
                    "spec": {**_dict(body.get("spec"), "spec"), "resource": {**resource, "node_count": nodes}}}
             gpus = catalog.accelerators(entry)
             user_env = algorithm.get("environments") or {}
+            if self.checkpoint_fs is not None and str(user_env.get(CHECKPOINT_ENV, "")).startswith("obs://"):
+                self.checkpoint_fs(str(user_env[CHECKPOINT_ENV]))  # its bucket exists before the workload writes
             plans = self._plans(job_id, algorithm, nodes, gpus)
             run = TrainingRun(job=job, key=self._key(project, job_id), plans=plans,
                               log_dir=self.work_dir / "modelarts" / job_id, config=self.config, faults=self.faults,
