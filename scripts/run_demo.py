@@ -9,7 +9,11 @@
    logs, beside the newest checkpoint that run saved), and the model's held-out accuracy.
 4. Does the same for ``example_tpu_resilient_training`` with ``dags/faults/tpu_demo.yaml``: a 2-worker TPU
    node has a maintenance event it recovers from, then one that terminates it; the node is re-created
-   and training resumes from the checkpoint. (Full logs: ``.demo/<dag_id>.log``.)
+   and training resumes from the checkpoint.
+5. And for ``example_modelarts_resilient_training`` with ``dags/faults/modelarts_demo.yaml``: ModelArts re-issues
+   the first training job once after a hardware fault (its own fault tolerance), the re-issued run's node fails too,
+   and the operator takes over: a new job resumed from the checkpoint in OBS, whose flavor is sold out, then a job on
+   the fallback flavor. (Full logs: ``.demo/<dag_id>.log``.)
 
 With ``--dag DAG_ID`` it runs that example of :data:`PHASES` instead, e.g. ``example_tpu_fault_tolerance_checks`` with
 ``dags/faults/tpu_preflight.yaml`` (the fault-tolerance checks: a chip missing at boot, then one lost while training).
@@ -43,6 +47,7 @@ TPU_DAG_ID = "example_tpu_resilient_training"
 CHECKS_DAG_ID = "example_tpu_fault_tolerance_checks"
 LEGACY_DAG_ID = "example_ai_platform_legacy_training"
 TUNING_DAG_ID = "example_vertex_ai_hyperparameter_tuning"
+MODELARTS_DAG_ID = "example_modelarts_resilient_training"
 
 
 def airflow_env() -> dict[str, str]:
@@ -90,8 +95,10 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         details = [f"exit {fault.exit_code}" if fault.exit_code else "",
                    f"at step {fault.at_step}" if fault.at_step is not None else "",
                    ("recovers" if fault.recover else "no recovery") if fault.kind == "maintenance" else ""]
-        print(f"  resource {fault.match.nth}: {fault.kind} " + ", ".join(d for d in details if d)
-              + f" ({fault.times} time(s))")
+        which = f"resource {fault.match.nth}" if fault.match.nth else f"job {fault.match.display_name}" + (
+            f" run {fault.match.platform_attempt}" if fault.match.platform_attempt else "")
+        print(f"  {which}: {fault.kind} " + ", ".join(d for d in details if d)
+              + (f" ({fault.times} time(s))" if fault.times is not None else " (every time)"))
     log = DEMO_DIR / f"{dag_id}.log"
     with Emulator(fault_plan=plan, config=EmulatorConfig(time_scale=TIME_SCALE, seed=plan.seed)) as emulator:
         print(f"Emulator up at {emulator.address}; running `airflow dags test {dag_id}` ...", flush=True)
@@ -103,7 +110,11 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
         for name in sorted(emulator.vertex.tuning, key=lambda n: int(n.rsplit("/", 1)[1])):
             events = [e for e in emulator.job_events(name) if e not in ("QUEUED", "RUNNING")]
             print(f"  {name.rsplit('/', 3)[1]}/{name.rsplit('/', 1)[1]} (tuning): " + "; ".join(events))
-        resumes = workload_resumes(emulator) + tpu_workload_story(emulator)
+        for job in emulator.modelarts.summary():
+            reissues = job["stage_records"] - 1
+            print(f"  ModelArts {job['name']} ({job['id']}): {job['phase']}"
+                  + (f", re-issued {reissues} time(s) by its own fault tolerance" if reissues else ""))
+        resumes = workload_resumes(emulator) + tpu_workload_story(emulator) + modelarts_workload_story(emulator)
         if resumes:
             print("What the workload said (replica logs; one line per run of a replica, in order):")
             print("\n".join(resumes))
@@ -124,10 +135,12 @@ def run_phase(dag_id: str, plan_file: str, env: dict[str, str], summary: str) ->
     return code, report
 
 
-#: Every example DAG the script runs, with its fault plan and a summary; the first two are the demo.
+#: Every example DAG the script runs, with its fault plan and a summary; the first three are the demo.
 PHASES = [
     (DAG_ID, "vertex_demo.yaml", "Vertex AI CustomJob through a crash, a stockout and internal errors"),
     (TPU_DAG_ID, "tpu_demo.yaml", "a 2-worker TPU slice through two maintenance events"),
+    (MODELARTS_DAG_ID, "modelarts_demo.yaml", "a ModelArts training job through hardware faults past the platform's "
+                                              "own re-issue and a sold-out flavor"),
     (CHECKS_DAG_ID, "tpu_preflight.yaml", "fault-tolerance checks: a TPU chip missing at boot, "
                                          "then one lost while training"),
     (LEGACY_DAG_ID, "ai_platform_legacy.yaml", "a DAG written for AI Platform Training, on Vertex AI, through a "
@@ -138,13 +151,13 @@ PHASES = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``run_demo.py``: the demo (the first two of :data:`PHASES`); ``run_demo.py --dag DAG_ID``: that one."""
+    """``run_demo.py``: the demo (the first three of :data:`PHASES`); ``run_demo.py --dag DAG_ID``: that one."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--dag", choices=[p[0] for p in PHASES], help="run this example DAG only")
     args = parser.parse_args(argv)
-    phases = [p for p in PHASES if p[0] == args.dag] if args.dag else PHASES[:2]
+    phases = [p for p in PHASES if p[0] == args.dag] if args.dag else PHASES[:3]
     started = time.monotonic()
     env = airflow_env()
     if not (Path(env["AIRFLOW_HOME"]) / "airflow.db").exists():
@@ -217,6 +230,25 @@ def tpu_workload_story(emulator: Any) -> list[str]:
                          f"resuming from step {resumed[1] if resumed else '?'}; "
                          f"saved up to step {max(saved) if saved else '-'}"
                          + (f"; saved step {asked[1]} on request ({asked[2]})" if asked else ""))
+    return lines
+
+
+def modelarts_workload_story(emulator: Any) -> list[str]:
+    """One line per run of node 0 of every ModelArts training job (creation order): the job's issue (ModelArts
+    re-issues it on new nodes after a hardware fault), where the workload resumed and the newest checkpoint it saved,
+    e.g. ``  workload: job digits-mlp-4a2ee9e4-a1 issue 2: resuming from step 6; saved up to step 9``.
+    ``tests/test_demo.py`` reads these lines."""
+    lines = []
+    for job in emulator.modelarts.summary():
+        path = emulator.work_dir / "modelarts" / job["id"] / "worker-0.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for issue, body in re.findall(r"^===== modelarts-job-\S+ worker-0 issue (\d+) =====\n(.*?)(?=^===== |\Z)",
+                                      text, re.MULTILINE | re.DOTALL):
+            resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
+            saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)", body, re.MULTILINE)]
+            lines.append(f"  workload: job {job['name']} issue {issue}: "
+                         f"resuming from step {resumed[1] if resumed else '?'}; "
+                         f"saved up to step {max(saved) if saved else '-'}")
     return lines
 
 

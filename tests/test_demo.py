@@ -1,5 +1,5 @@
 """The README's first command: the offline demos train a real model through the injected faults, on
-Vertex AI and on a 2-worker TPU slice.
+Vertex AI, on a 2-worker TPU slice and on ModelArts.
 
 It must finish, show every attempt with the step it resumed from, never restart from step 0 once a
 complete checkpoint exists -- by the workload's own word, its ``resuming from step N`` line in the replica
@@ -101,7 +101,8 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_demo.py")], capture_output=True, text=True,
                          env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    vertex, tpu = out.stdout.split("##### example_tpu_resilient_training")
+    vertex, rest = out.stdout.split("##### example_tpu_resilient_training")
+    tpu, modelarts = rest.split("##### example_modelarts_resilient_training")
     rows = [line.split() for line in vertex.splitlines() if re.match(r"^\d+\s+\d{10,}", line)]
     assert [r[0] for r in rows] == ["1", "2", "3", "4"]
     assert [r[2] for r in rows] == ["-", "-", "1", "1"]  # attempts 3 and 4 on fallback 1 (europe-west4)
@@ -157,9 +158,25 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
                      r"[0-9.]+, INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION [0-9.]+, ", tpu), tpu[-2000:]
     assert "=== CHECKPOINTING: checkpoints every" in vertex and "Cloud TPU: about every 3600 s" in vertex
 
+    # ModelArts: the platform re-issued the first job once after a hardware fault (its own fault tolerance) and
+    # gave up at the second; the operator's new job resumed from the checkpoint in OBS, queued on a sold-out flavor
+    # past the queue timeout, and the next ran on the fallback flavor, resumed again.
+    ma_rows = [line.split() for line in modelarts.splitlines() if re.match(r"^\d+\s+[0-9a-f]{8}-", line)]
+    assert [(r[0], r[-1]) for r in ma_rows] == [("1", "resubmit"), ("2", "resubmit"), ("3", "-")], modelarts[-3000:]
+    assert "node_unhealthy" in ma_rows[0] and "queue_timeout" in " ".join(ma_rows[1])
+    assert ma_rows[2][2] == "1" and all(r[3] == "step" and int(r[4]) >= 12 for r in ma_rows[1:])
+    assert re.search(r"ModelArts digits-mlp-\w+-a1 \(\S+\): Failed, re-issued 1 time\(s\) by its own fault "
+                     r"tolerance", modelarts), modelarts[-3000:]
+    issues = re.findall(r"^  workload: job \S+-a(\d) issue (\d): resuming from step (\d+); saved up to step (\d+)$",
+                        modelarts, re.MULTILINE)
+    assert [(i[0], i[1]) for i in issues] == [("1", "1"), ("1", "2"), ("3", "1")], modelarts[-3000:]
+    assert int(issues[0][2]) == 0 and int(issues[1][2]) >= 6 and int(issues[2][2]) >= 12  # each from the newest save
+    ma_accuracy = float(re.search(r"MODELARTS FINAL HELD-OUT ACCURACY: ([0-9.]+) \(checkpoint obs://", modelarts)[1])
+
     baseline = baseline_run.accuracy()
     assert abs(accuracy - baseline) <= 0.01
     assert abs(tpu_accuracy - baseline) <= 0.01
+    assert abs(ma_accuracy - baseline) <= 0.01
 
 
 def test_the_fault_tolerance_checks_example_isolates_both_faulty_nodes(tmp_path: Path, airflow_db: Path,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -238,7 +238,7 @@ class ResilientModelArtsHook:
         while True:
             request = ListTrainingJobsByTagsRequest(limit=LIST_PAGE_SIZE, offset=offset,
                                                     body=ResourceInstancesFilterReq(**filters))
-            page = self.call(lambda c, r=request: c.list_training_jobs_by_tags(r))
+            page = self.call(partial(_list_by_tags, request=request))
             items = list(page.resources or [])
             found.extend(items)
             offset += len(items)
@@ -291,6 +291,10 @@ class ResilientModelArtsHook:
             if clock() > deadline:
                 raise TimeoutError(f"training job {job_id} is still {job.status.phase} after {timeout:.0f} s")
             self._sleep(interval)
+
+
+def _list_by_tags(client: Any, *, request: Any) -> Any:
+    return client.list_training_jobs_by_tags(request)
 
 
 def _model(name: str, body: Mapping[str, Any]) -> Any:

@@ -98,7 +98,7 @@ class ObsEmulator:
         server = moto._server
         assert server is not None
 
-        class QuietHandler(MotoRequestHandler):  # type: ignore[misc, valid-type]
+        class QuietHandler(MotoRequestHandler):  # type: ignore[misc, valid-type, unused-ignore]
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 """No line per request (errors are still logged)."""
 

@@ -63,7 +63,8 @@ class PlatformRules(BaseModel):
     # (https://support.huaweicloud.com/intl/en-us/usermanual-standard-modelarts/modelarts_trouble_0003.html):
     # fault-tolerance/job-retry-num "can be an integer ranging from 1 to 3"; the newer "Unconditional Auto Restart"
     # page (https://support.huaweicloud.com/intl/en-us/develop-modelarts/develop-modelarts-0041.html) accepts 1 to
-    # 128, which the emulator models; a re-issued job that queues "more than 30 minutes" exits. The 30 minutes are platform time: scaled by time_scale like the latencies.
+    # 128, which the emulator models; a re-issued job that queues "more than 30 minutes" exits. The 30 minutes are
+    # platform time: scaled by time_scale like the latencies.
     modelarts_job_retry_max: int = 128
     modelarts_requeue_limit_seconds: float = 1800.0
 
