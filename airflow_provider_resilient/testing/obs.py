@@ -75,7 +75,8 @@ class ObsEmulator:
         return f"http://{self._host}:{self.port}"
 
     def env(self) -> dict[str, str]:
-        """Environment variables that point :class:`ObsFileSystem` (and ``obs://`` URLs) at this server."""
+        """Environment variables that point
+        :class:`~airflow_provider_resilient.checkpoints.obs.ObsFileSystem` (and ``obs://`` URLs) at this server."""
         return {"OBS_ENDPOINT": self.url, "OBS_ACCESS_KEY_ID": ACCESS_KEY_ID,
                 "OBS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY}
 
