@@ -232,6 +232,19 @@ class SupervisedOperator(BaseOperator):
         payload) brings for the watched attempt of ``state`` (phase RUNNING)."""
         raise NotImplementedError
 
+    def _judged_summary(self, event: WatchEvent | None) -> dict[str, Any] | None:
+        """What a job trigger's event brings: the observer's memory goes on (folded in by the next step), and the job
+        it saw end (``terminal``) or judged failed while live (``hang``, ``queue_timeout``: the supervisor commands
+        its end) is returned as the job's summary with the verdict; None for anything else (``error``, said in the
+        log; no event): the platform's operator then looks itself."""
+        if event is not None and event.watch:
+            self._observed = WatchMemory.from_json(event.watch)
+        if event is not None and event.job is not None and event.status in ("terminal", "hang", "queue_timeout"):
+            return {**event.job, **event.verdict}
+        if event is not None and event.status == "error":
+            self.log.warning("The trigger could not read the job: %s", event.message)
+        return None
+
     def _prepare_resume(self) -> None:
         """Before a resumed process goes on (:meth:`execute_complete`): what ``execute`` prepares from the
         rendered arguments besides checking them (default: nothing)."""

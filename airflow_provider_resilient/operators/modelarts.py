@@ -149,16 +149,8 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
     def _resumed(self, context: Any, state: RunState, event: Any) -> Any:
         """The trigger's event (:class:`~..supervisor.watch_event.WatchEvent`): the job it saw end or judged failed
         while live, with the observer's memory going on; anything else -> one look here."""
-        if event is not None and event.watch:
-            from ..supervisor.observe import WatchMemory
-
-            self._observed = WatchMemory.from_json(event.watch)
-        summary = None
-        if event is not None and event.job is not None and event.status in ("terminal", "hang", "queue_timeout"):
-            summary = {**event.job, **event.verdict}
+        summary = self._judged_summary(event)
         if summary is None:
-            if event is not None and event.status == "error":
-                self.log.warning("The trigger could not read the job: %s", event.message)
             from ..backends.modelarts import read_summary
 
             summary = read_summary(self._hook(), state.job_name)

@@ -195,16 +195,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
         (``terminal``) or judged failed while live (``hang``, ``queue_timeout``: the supervisor commands its end),
         with the observer's memory (``watch``) going on; anything else (``error``: it could not read the job; no
         event) -> one GetCustomJob here."""
-        if event is not None and event.watch:  # the observer's memory goes on (folded in by the next step)
-            from ..supervisor.observe import WatchMemory
-
-            self._observed = WatchMemory.from_json(event.watch)
-        summary = None
-        if event is not None and event.job is not None and event.status in ("terminal", "hang", "queue_timeout"):
-            summary = {**event.job, **event.verdict}
+        summary = self._judged_summary(event)
         if summary is None:
-            if event is not None and event.status == "error":
-                self.log.warning("The trigger could not read the job: %s", event.message)
             summary = self._job_summary(self._hook().get_job(state.job_name))
         return self._outcome(summary)
 

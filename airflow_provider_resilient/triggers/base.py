@@ -40,6 +40,24 @@ class SupervisedTrigger(BaseTrigger):
     impersonation_chain: Any
     emulator: str | None
 
+    def _observe_job(self, look: Any, summary: dict[str, Any]) -> dict[str, Any] | None:
+        """A job trigger's one judgement of a live job (the Vertex AI and ModelArts triggers'): the pure observer
+        (:func:`~..supervisor.observe.observe`) over ``look`` with the trigger's ``hang_timeout`` and
+        ``queue_timeout``, its memory kept in ``_memory`` and the steps it saw added to ``_steps``; the ``hang`` or
+        ``queue_timeout`` event's payload (the job's ``summary`` with the verdict keys) when it judged the job failed,
+        else None. The job is left live: the supervisor commands its end."""
+        from ..supervisor.observe import Limits, ledger_steps, observe
+        from ..supervisor.vertex_look import stop_keys
+
+        self._memory, verdict = observe(self._memory, look, self._clock(),
+                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
+        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
+        if verdict.failure is None:
+            return None
+        self.log.warning("%s: %s", self.job_name, verdict.failure.message)
+        keys = stop_keys(verdict.failure)
+        return {"status": "queue_timeout" if "queue_timeout" in keys else "hang", "job": summary, **keys}
+
     def _conn_id(self) -> str | None:
         """The Airflow connection a kill's release uses (Google's ``gcp_conn_id``; a ModelArts trigger's own)."""
         return self.gcp_conn_id

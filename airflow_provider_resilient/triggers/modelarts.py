@@ -138,21 +138,12 @@ class ModelArtsTrainingJobTrigger(SupervisedTrigger):
     async def _verdict(self, summary: dict[str, Any]) -> dict[str, Any] | None:
         """The ``queue_timeout`` or ``hang`` payload when the observer judges the live job failed, else None."""
         from ..backends.modelarts import job_look, wants_checkpoints
-        from ..supervisor.observe import Limits, ledger_steps, observe
-        from ..supervisor.vertex_look import stop_keys
 
-        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:
+        if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # a listing: in a thread
             look = await asyncio.to_thread(job_look, summary, self.checkpoint_dir, self.checkpoint_marker)
         else:
             look = job_look(summary)
-        self._memory, verdict = observe(self._memory, look, self._clock(),
-                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
-        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
-        if verdict.failure is None:
-            return None
-        self.log.warning("%s: %s", self.job_name, verdict.failure.message)
-        keys = stop_keys(verdict.failure)
-        return {"status": "queue_timeout" if "queue_timeout" in keys else "hang", "job": summary, **keys}
+        return self._observe_job(look, summary)
 
 
 __all__ = ["ModelArtsTrainingJobTrigger"]

@@ -318,8 +318,6 @@ class CustomJobTrigger(SupervisedTrigger):
         else None. The job is left running: the supervisor commands its end. Lists the checkpoints (in a
         worker thread) only when a RUNNING job is judged for a hang."""
         from ..backends.vertex import job_look, job_summary, wants_checkpoints
-        from ..supervisor.observe import Limits, ledger_steps, observe
-        from ..supervisor.vertex_look import stop_keys
 
         summary = job_summary(job)
         if wants_checkpoints(summary, self.hang_timeout) and self.checkpoint_dir:  # listing, reading: in a thread
@@ -327,14 +325,7 @@ class CustomJobTrigger(SupervisedTrigger):
                                            self._step_log_reader())
         else:
             look = job_look(summary)
-        self._memory, verdict = observe(self._memory, look, self._clock(),
-                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
-        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
-        if verdict.failure is None:
-            return None
-        self.log.warning("%s: %s", self.job_name, verdict.failure.message)
-        status = "queue_timeout" if "queue_timeout" in (keys := stop_keys(verdict.failure)) else "hang"
-        return {"status": status, "job": summary, **keys}
+        return self._observe_job(look, summary)
 
     def _step_log_reader(self) -> Any:
         """The :class:`~..backends.vertex.StepLogReader` of the watch (None without ``read_step_logs``), over a
