@@ -33,6 +33,8 @@ CONN_TYPE = "huaweicloud"
 TRANSIENT_CODES = frozenset({"ModelArts.2799", "ModelArts.2878"})
 #: Training jobs per page of the tags listing (``list_training_jobs_by_tags``' ``limit``).
 LIST_PAGE_SIZE = 100
+#: Training jobs per page of the job searches (``training-job-searches``' ``limit``: at most 50).
+SEARCH_PAGE_SIZE = 50
 
 
 def missing_connection_message(conn_id: str) -> str:
@@ -260,6 +262,28 @@ class ResilientModelArtsHook:
 
         return self._resources(tags=[MutiValueTag(key=k, values=[v] if v else []) for k, v in tags.items()])
 
+    def list_live_jobs(self) -> list[Any]:
+        """The live training jobs the provider created (tagged ``resilient-attempt``; phase Creating, Pending, Running
+        or Terminating), with their status, from the job searches (``training-job-searches``, pages of
+        :data:`SEARCH_PAGE_SIZE`): what a shared poller reads once per cycle for every watched job."""
+        from huaweicloudsdkmodelarts.v1 import Filter, JobSearches, ListTagFilter, ListTrainingJobsRequest
+
+        from ..policy.job_states import MODELARTS_TERMINAL_PHASES
+        from ..specs.common import LABEL_ATTEMPT
+
+        live = sorted({"Creating", "Pending", "Running", "Terminating"} - MODELARTS_TERMINAL_PHASES)
+        found: list[Any] = []
+        page = 0
+        while True:
+            body = JobSearches(offset=page, limit=SEARCH_PAGE_SIZE, tags=[ListTagFilter(key=LABEL_ATTEMPT, values=[])],
+                               filters=[Filter(key="phase", operator="in", value=live)])
+            reply = self.call(partial(_search, request=ListTrainingJobsRequest(body=body)))
+            items = list(reply.items or [])
+            found.extend(items)
+            page += 1
+            if len(items) < SEARCH_PAGE_SIZE:
+                return found
+
     def list_events(self, job_id: str, *, level: str | None = None, limit: int = 50) -> list[Any]:
         """The job's newest events (``Event``: ``time``, ``level``, ``message``, ``source``), newest first."""
         from huaweicloudsdkmodelarts.v1 import ListTrainingJobEventsRequest
@@ -291,6 +315,10 @@ class ResilientModelArtsHook:
             if clock() > deadline:
                 raise TimeoutError(f"training job {job_id} is still {job.status.phase} after {timeout:.0f} s")
             self._sleep(interval)
+
+
+def _search(client: Any, *, request: Any) -> Any:
+    return client.list_training_jobs(request)
 
 
 def _list_by_tags(client: Any, *, request: Any) -> Any:

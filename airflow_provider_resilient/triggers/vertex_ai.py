@@ -184,8 +184,10 @@ _POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[PollerKey, C
     weakref.WeakKeyDictionary()
 
 
-def poller_for(key: PollerKey, make_hook: Callable[[], Any]) -> CustomJobPoller:
-    """The running event loop's poller for ``key``, created (with ``make_hook()``) when there is none."""
+def poller_for(key: PollerKey, make_hook: Callable[[], Any],
+               kind: type[CustomJobPoller] | None = None) -> CustomJobPoller:
+    """The running event loop's poller for ``key``, created (a ``kind``, default :class:`CustomJobPoller`, with
+    ``make_hook()``) when there is none; ``kind``: a poller of another platform's jobs (its key says which)."""
     pollers = _POLLERS.setdefault(asyncio.get_running_loop(), {})
     poller = pollers.get(key)
     if poller is None:
@@ -193,7 +195,7 @@ def poller_for(key: PollerKey, make_hook: Callable[[], Any]) -> CustomJobPoller:
             if pollers.get(key) is poller:
                 del pollers[key]
 
-        poller = pollers[key] = CustomJobPoller(key, make_hook(), forget)
+        poller = pollers[key] = (kind or CustomJobPoller)(key, make_hook(), forget)
     return poller
 
 

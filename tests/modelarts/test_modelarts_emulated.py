@@ -176,3 +176,35 @@ def test_a_deferred_run_waits_in_the_trigger_and_resumes_through_execute_complet
             call = lambda p=payload: op.execute_complete(ctx, p)  # noqa: E731
     assert "ModelArtsTrainingJobTrigger" in triggers
     assert [a["number"] for a in result["attempts"]] == [1, 2] and result["state"] == "Completed"
+
+
+def test_two_deferred_jobs_share_one_poller_of_the_region(emulator: Any) -> None:
+    """Two triggers of one event loop watching jobs of one region: one job search per cycle serves both; each reads
+    its own job only once it ended (to classify it)."""
+    import asyncio
+
+    from airflow_provider_resilient.compat import TaskDeferred
+    from airflow_provider_resilient.triggers.modelarts import ModelArtsTrainingJobTrigger
+
+    triggers = []
+    for index in (1, 2):
+        ti = TI()
+        ctx = {"task_state_store": Store(), "ti": ti, "run_id": f"{RUN_ID}-{index}"}
+        with pytest.raises(TaskDeferred) as deferred:
+            operator(emulator, train(6), deferrable=True, checkpoint_dir=f"{emulator.ckpt}/{index}").execute(ctx)
+        assert isinstance(deferred.value.trigger, ModelArtsTrainingJobTrigger)
+        triggers.append(deferred.value.trigger)
+
+    async def both() -> list[Any]:
+        async def first(trigger: Any) -> Any:
+            async for event in trigger.run():
+                return event.payload
+        return await asyncio.gather(*(first(t) for t in triggers))
+
+    before = {m: len(emulator.calls.list(m)) for m in ("ListTrainingJobs", "ShowTrainingJobDetails")}
+    payloads = asyncio.run(both())
+    assert [p["status"] for p in payloads] == ["terminal", "terminal"]
+    assert all(p["job"]["state"] == "Completed" for p in payloads)
+    searches = len(emulator.calls.list("ListTrainingJobs")) - before["ListTrainingJobs"]
+    reads = len(emulator.calls.list("ShowTrainingJobDetails")) - before["ShowTrainingJobDetails"]
+    assert searches >= 3 and reads == 2, (searches, reads)  # one read each, at the end
