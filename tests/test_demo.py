@@ -164,6 +164,7 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
     ma_rows = [line.split() for line in modelarts.splitlines() if re.match(r"^\d+\s+[0-9a-f]{8}-", line)]
     assert [(r[0], r[-1]) for r in ma_rows] == [("1", "resubmit"), ("2", "resubmit"), ("3", "-")], modelarts[-3000:]
     assert "node_unhealthy" in ma_rows[0] and "queue_timeout" in " ".join(ma_rows[1])
+    assert "(after 1 platform re-issue)" in " ".join(ma_rows[0])  # the platform's own, in the history
     assert ma_rows[2][2] == "1" and all(r[3] == "step" and int(r[4]) >= 12 for r in ma_rows[1:])
     assert re.search(r"ModelArts digits-mlp-\w+-a1 \(\S+\): Failed, re-issued 1 time\(s\) by its own fault "
                      r"tolerance", modelarts), modelarts[-3000:]

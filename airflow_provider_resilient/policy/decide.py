@@ -87,6 +87,8 @@ class Attempt:
             attempt ran, and the next try ended it to start a new attempt (no failure, no budget spent);
             ``"maintenance"`` -- the run moved off its node before a maintenance window
             (:mod:`..supervisor.maintenance`).
+        platform_restarts: how many times the platform restarted or re-issued the resource on its own, by its
+            records (ModelArts' fault-tolerance re-issues, one stage record each); None: none known.
     """
 
     number: int
@@ -98,6 +100,7 @@ class Attempt:
     resumed_from_uri: str | None = None
     incidents: tuple[Incident, ...] = field(default_factory=tuple)
     ended_by: str | None = None
+    platform_restarts: int | None = None
 
     def with_incident(self, incident: Incident) -> Attempt:
         """A copy with ``incident`` appended."""

@@ -83,15 +83,18 @@ def history_table(history: Any) -> list[str]:
         fallback = "-" if attempt.fallback_index < 0 else str(attempt.fallback_index + 1)
         step = "-" if attempt.resumed_from_step is None else f"step {attempt.resumed_from_step}"
         incidents = attempt.incidents or ()
+        reissued = (f" (after {attempt.platform_restarts} platform re-issue"
+                    f"{'s' if attempt.platform_restarts > 1 else ''})") if attempt.platform_restarts else ""
         if not incidents and not attempt.ended_by:
-            rows.append((str(attempt.number), resource, fallback, step, "succeeded" if attempt.ended_at else
-                         "running", "-"))
-        for incident in incidents:
+            rows.append((str(attempt.number), resource, fallback, step, ("succeeded" if attempt.ended_at else
+                                                                         "running") + reissued, "-"))
+        for index, incident in enumerate(incidents):
             f = incident.failure
             what = f.failure_class.value
             what += f" exit {f.exit_code}" if f.exit_code is not None else ""
             what += f" node {f.node_state}" if f.node_state else ""
             what += f" ({f.terminate_reason})" if f.terminate_reason and f.terminate_reason != "Error" else ""
+            what += reissued if index == len(incidents) - 1 else ""
             row = (str(attempt.number), resource, fallback, step, what, incident.decision.action.value)
             previous = rows[-1]
             if previous[:4] == row[:4] and previous[4].split(" (x")[0] == what and previous[5] == row[5]:

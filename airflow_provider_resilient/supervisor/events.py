@@ -55,10 +55,12 @@ class SubmitFailed:
 @dataclass(frozen=True)
 class JobSucceeded:
     """The watched attempt finished successfully. ``live``: its resource still exists and bills until it is
-    ended (a TPU node whose workers are done); a CustomJob that SUCCEEDED is over (False)."""
+    ended (a TPU node whose workers are done); a CustomJob that SUCCEEDED is over (False). ``platform_restarts``:
+    the restarts or re-issues the platform made of it on its own, by its records (None: none known)."""
 
     now: float
     live: bool = False
+    platform_restarts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,13 @@ class JobFailed:
     """The watched attempt failed (classified by the shell). ``live``: its resource still exists and must
     be ended before another attempt starts or the run stops -- a CustomJob the observer judged hung or
     queued too long (still RUNNING / QUEUED), a TPU node whose workload failed; False when the platform
-    already ended it (a FAILED CustomJob, a node that is gone)."""
+    already ended it (a FAILED CustomJob, a node that is gone). ``platform_restarts``: as for
+    :class:`JobSucceeded` (a ModelArts job the platform re-issued before it gave up)."""
 
     failure: Failure
     now: float
     live: bool = False
+    platform_restarts: int | None = None
 
 
 @dataclass(frozen=True)

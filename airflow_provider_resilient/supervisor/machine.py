@@ -237,13 +237,17 @@ def _submit_failed(state: RunState, event: SubmitFailed, ctx: _Context) -> Step:
 def _job_succeeded(state: RunState, event: JobSucceeded, ctx: _Context) -> Step:
     _need(state, event, state.job_name and state.history)
     assert state.job_name is not None
-    last = replace(state.history[-1], ended_at=event.now)
+    last = replace(state.history[-1], ended_at=event.now,
+                   platform_restarts=event.platform_restarts or state.history[-1].platform_restarts)
     return (replace(state, phase=Phase.SUCCEEDED, history=(*state.history[:-1], last)),
             Succeed(state.job_name, end=event.live))
 
 
 def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
     failure = event.failure
+    if event.platform_restarts and state.history:
+        last = replace(state.history[-1], platform_restarts=event.platform_restarts)
+        state = replace(state, history=(*state.history[:-1], last))
     segment = state.segment
     before = segment[-2] if len(segment) >= 2 else None
     demote = checkpoint_to_demote(

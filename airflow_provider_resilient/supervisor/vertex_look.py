@@ -63,14 +63,15 @@ def job_event(summary: Mapping[str, Any], now: float) -> JobSucceeded | JobFaile
     if summary.get("hang"):  # the last progress is when the hang began
         return JobFailed(Failure(FailureClass.HANG, platform, message=summary["hang"],
                                  timestamp=summary.get("hang_since") or now), now, live=live)
+    restarts = summary.get("reissues") or None  # the platform's own, by its records (ModelArts' stages)
     if summary["state"] in reading.succeeded:
-        return JobSucceeded(now)
+        return JobSucceeded(now, platform_restarts=restarts)
     # The failure happened when the platform ended the job; we learn of it now (detection, in the ledger).
     ended = summary.get("end_time") or now
     failure = reading.classify(summary, min(ended, now))
     if failure is None:  # PARTIALLY_SUCCEEDED is not a failure of a CustomJob
-        return JobSucceeded(now)
-    return JobFailed(failure, now)
+        return JobSucceeded(now, platform_restarts=restarts)
+    return JobFailed(failure, now, platform_restarts=restarts)
 
 
 __all__ = ["JOB_READINGS", "JobReading", "job_event", "stop_keys"]

@@ -88,3 +88,16 @@ def test_a_vertex_summary_without_a_platform_reads_as_before() -> None:
                        "started": True, "end_time": 10.0}, 20.0)
     assert isinstance(event, JobFailed) and event.failure.failure_class is FC.INTERNAL_ERROR
     assert event.failure.platform is Platform.VERTEX_AI
+
+
+def test_the_platforms_reissues_reach_the_attempt_history() -> None:
+    from airflow_provider_resilient.policy import RetryPolicy, history_table
+    from airflow_provider_resilient.supervisor import RunState, Started, Submitted, step
+
+    state, _ = step(RunState(), Started(0.0), RetryPolicy(), "seed")
+    state, _ = step(state, Submitted("modelarts/cn-north-4/p/j1", 1.0), RetryPolicy(), "seed")
+    failed = job_event(_summary(state="Failed", fault_scenario="node_fault", reissues=2, end_time=50.0), 60.0)
+    assert isinstance(failed, JobFailed) and failed.platform_restarts == 2
+    state, _ = step(state, failed, RetryPolicy(), "seed")
+    assert state.history[0].platform_restarts == 2
+    assert "node_unhealthy (after 2 platform re-issues)" in history_table(state.history)[1]

@@ -82,6 +82,10 @@ def test_the_platforms_own_reissue_after_a_failed_precheck_stays_within_one_atte
     result, _ = run(operator(emulator, train(3), job_retry_num=2))
     assert [a["number"] for a in result["attempts"]] == [1]
     assert list(result["platform_reissues"].values()) == [1]
+    assert result["attempts"][0]["platform_restarts"] == 1  # in the attempt history too
+    from airflow_provider_resilient.policy import history_table
+
+    assert "succeeded (after 1 platform re-issue)" in history_table(result["attempts"])[1]
     assert [j["phase"] for j in jobs(emulator)] == ["Completed"]
 
 
