@@ -64,7 +64,8 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
             "Unconditional Auto Restart" up to 128); None (default): off, as on ModelArts (no pre-check).
         description, workspace_id: the job's.
         region: the ModelArts region (None: the connection's extra ``region``).
-        checkpoint_dir: the ``obs://`` prefix the workload writes checkpoints under (required).
+        checkpoint_dir: the ``obs://`` prefix the workload writes checkpoints under (required; a local absolute path
+            only where the nodes and the worker share a disk, as the emulator's do).
         hang_timeout: seconds a Running job may go without a new complete checkpoint before it counts as hung (the
             job is stopped and resumed in a new attempt); None (default): never.
         cancel_on_kill: stop the live job when the task is killed (``on_kill`` / the trigger's ``on_kill``).

@@ -127,8 +127,10 @@ def validate_training_job(*, name: Any, region: Any, flavor_id: Any, node_count:
     problems.extend(job_retry_problems(job_retry_num))
     if not isinstance(checkpoint_dir, str) or not (OBS_URL_RE.match(checkpoint_dir)
                                                    or checkpoint_dir.startswith("/")):
-        problems.append(SpecError("checkpoint_dir", f"{checkpoint_dir!r} is not an OBS URL (obs://bucket/path): new "
-                                                    "attempts resume from the checkpoints written there"))
+        problems.append(SpecError("checkpoint_dir", f"{checkpoint_dir!r} is not an OBS URL (obs://bucket/path; a local "
+                                                    "absolute path only where the nodes share a disk, as the "
+                                                    "emulator's do): new attempts resume from the checkpoints "
+                                                    "written there"))
     if isinstance(labels, Mapping):
         problems.extend(SpecError("labels", f"{k!r} is not a label key (lower-case letters, digits, '_' and '-')")
                         for k in labels if not isinstance(k, str) or not LABEL_KEY_RE.match(k))
