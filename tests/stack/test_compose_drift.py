@@ -218,6 +218,9 @@ def test_modelarts_and_obs_settings_are_the_emulators_own(common_env: dict[str, 
     assert common_env["OBS_ENDPOINT"] == f"http://emulator:{option(emu_argv, '--obs-port')}"
     assert (common_env["OBS_ACCESS_KEY_ID"], common_env["OBS_SECRET_ACCESS_KEY"]) == (obs.ACCESS_KEY_ID,
                                                                                     obs.SECRET_ACCESS_KEY)
+    # The reconciler sweeps the ModelArts jobs of every connection it names, and each is defined here.
+    for conn_id in common_env["AIRFLOW__RESILIENT__RECONCILE_HUAWEICLOUD_CONN_IDS"].split(","):
+        assert "AIRFLOW_CONN_" + conn_id.strip().upper() in common_env, conn_id
 
 
 def test_dags_are_mounted_where_airflow_and_the_emulator_look(services: dict, common_env: dict[str, str],
