@@ -93,8 +93,8 @@ UNFINISHED = ("scheduled", "queued", "running", "deferred", "up_for_retry", "up_
 
 def what_was_going_on(stack: NativeStack, lines: int = 40) -> str:
     """For a failed stack test's report: every unfinished task instance (state, try, trigger) with the tail of
-    its current try's log, the TPU nodes the emulator holds, and the tail of each component's log. CI keeps
-    no work directory, so this is all a red run leaves to read."""
+    its current try's log, the TPU nodes and ModelArts jobs the emulator holds, and the tail of each component's
+    log. CI keeps no work directory, so this is all a red run leaves to read."""
     parts: list[str] = []
     try:
         status, body = stack.api("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?limit=200")
@@ -109,6 +109,7 @@ def what_was_going_on(stack: NativeStack, lines: int = 40) -> str:
             events = [str(line.get("event", "")) for line in (log.get("content") or [])] if status == 200 else []
             parts.append("\n".join(events[-lines:]) or f"(no log: HTTP {status})")
         parts.append(f"----- emulator nodes: {stack.emulator_get('/nodes')}")
+        parts.append(f"----- emulator ModelArts jobs: {stack.emulator_get('/modelarts-jobs')}")
     except Exception as exc:  # a report of a failure must not fail itself
         parts.append(f"(could not read the stack: {exc!r})")
     parts.append(stack.tails(lines))
