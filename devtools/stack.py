@@ -778,6 +778,10 @@ class NativeStack:
         executor: ``"local"`` (the compose file's default: the scheduler's LocalExecutor, one triggerer) or
             ``"celery"`` (profile ``celery``: Redis, two ``airflow celery worker`` and a second triggerer, with the
             ``AIRFLOW_EXECUTOR`` variable set to ``CeleryExecutor``), as ``make compose-up EXECUTOR=...``.
+        role_env: more environment variables for the components of a role only (:attr:`ServicePlan.role`), e.g.
+            ``{"triggerer": {"PYTHONASYNCIODEBUG": "1"}}``: a diagnostic aimed at one kind of process, which the
+            others -- the task workers, the emulator's workloads -- do not run under (asyncio's debug mode also makes
+            aiohttp's HTTP parser strict).
 
     Raises (from :meth:`start`):
         StackError: something did not start (PostgreSQL, emulator, ``airflow db migrate``, a component) or
@@ -789,7 +793,7 @@ class NativeStack:
                  fault_plan: str | Path | None = _COMPOSE_DEFAULT, time_scale: float | None = None,
                  keep: bool = False, health_timeout: float = 180.0, stop_timeout: float = 15.0,
                  compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None,
-                 executor: str = "local") -> None:
+                 executor: str = "local", role_env: Mapping[str, Mapping[str, str]] | None = None) -> None:
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {sorted(EXECUTORS)}, got {executor!r}")
         self.executor = executor
@@ -817,6 +821,7 @@ class NativeStack:
         if executor != "local" or "AIRFLOW_EXECUTOR" in self.variables:
             self.variables["AIRFLOW_EXECUTOR"] = executor_class
         self.keep = keep
+        self.role_env = {role: dict(env) for role, env in (role_env or {}).items()}
         self.health_timeout = health_timeout
         self.stop_timeout = stop_timeout
         self.compose_file = Path(compose_file)
@@ -993,6 +998,7 @@ class NativeStack:
         if service.name not in ("emulator", REDIS_SERVICE):
             env.update(self.plan.local_settings)
         env.update(service.local_settings)
+        env.update(self.role_env.get(service.role, {}))
         process = _Process(service.name, self._resolve(service.command, env), env,
                            self.work_dir / "logs" / f"{service.name}.log", cwd)
         self._processes[service.name] = process
