@@ -119,7 +119,8 @@ LOCAL_ONLY_SETTINGS = ("AIRFLOW_HOME", "AIRFLOW__API__HOST", "AIRFLOW__API__PORT
 #: (127.0.1.N), which the api-server can reach -- a log server listens on all of the machine's addresses.
 HOSTNAME_ENV = "RESILIENT_STACK_HOSTNAME"
 #: What a client in the calling process needs to reach the stack's emulator (:attr:`NativeStack.emulator_env`).
-EMULATOR_CLIENT_ENV = ("RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")
+EMULATOR_CLIENT_ENV = ("RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT",
+                       "OBS_ENDPOINT", "OBS_ACCESS_KEY_ID", "OBS_SECRET_ACCESS_KEY")
 #: The compose file's connection that points the operators at the emulator (its extra ``emulator_host``).
 EMULATOR_CONNECTION_ENV = "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"
 
@@ -265,6 +266,8 @@ class Ports:
     emulator: int  #: emulator gRPC (Vertex AI, Cloud TPU, Cloud Logging, operations)
     emulator_control: int  #: emulator HTTP control API
     emulator_storage: int  #: emulator Cloud Storage
+    emulator_modelarts: int  #: emulator Huawei Cloud ModelArts (REST)
+    emulator_obs: int  #: emulator Huawei Cloud OBS (S3 API): the ModelArts jobs' obs:// checkpoints
     worker_log_server: int  #: [logging] worker_log_server_port (the scheduler's LocalExecutor workers)
     trigger_log_server: int  #: [logging] trigger_log_server_port (the first triggerer)
     redis: int = 0  #: the Celery broker (profile ``celery``)
@@ -386,8 +389,7 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
     emu_argv = emulator_argv(services["emulator"])
     port_map = {("postgres", POSTGRES_CONTAINER_PORT): ports.postgres,
                 ("airflow-apiserver", _container_port(services[APISERVER_SERVICE].get("ports") or [], 8080)): ports.api}
-    for opt, local_port in (("--port", ports.emulator), ("--control-port", ports.emulator_control),
-                            ("--storage-port", ports.emulator_storage)):
+    for opt, local_port in _emulator_ports(ports):
         value = option(emu_argv, opt)
         if value is None or value == "0":
             raise ValueError(f"emulator: {opt} is not a fixed port in its command line")
@@ -420,8 +422,7 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
     emu_args = [local(a, "emulator command") for a in emu_argv]
     _replace_option(emu_args, "--host", "127.0.0.1")
     _replace_option(emu_args, "--advertise-host", "127.0.0.1")
-    for opt, port in (("--port", ports.emulator), ("--control-port", ports.emulator_control),
-                      ("--storage-port", ports.emulator_storage)):
+    for opt, port in _emulator_ports(ports):
         _replace_option(emu_args, opt, str(port))
     emulator = ServicePlan("emulator", emu_args, mapped_env(environment_of(services["emulator"]), "emulator"))
 
@@ -470,6 +471,14 @@ def native_plan(*, ports: Ports, dags_folder: str | Path, work_dir: str | Path,
                      emulator=emulator, init=airflow_service(INIT_SERVICE), components=components,
                      environment=mapped_env(environment_of(common), "x-airflow-common"),
                      local_settings=local_settings, port_map=port_map, redis=redis, profiles=tuple(profiles))
+
+
+def _emulator_ports(ports: Ports) -> tuple[tuple[str, int], ...]:
+    """The emulator's port options and the stack's loopback port of each: each must be a fixed port in the compose
+    command line (what the containers reach), and is replaced by the stack's own."""
+    return (("--port", ports.emulator), ("--control-port", ports.emulator_control),
+            ("--storage-port", ports.emulator_storage), ("--modelarts-port", ports.emulator_modelarts),
+            ("--obs-port", ports.emulator_obs))
 
 
 def service_hostname() -> str:
@@ -769,6 +778,10 @@ class NativeStack:
         executor: ``"local"`` (the compose file's default: the scheduler's LocalExecutor, one triggerer) or
             ``"celery"`` (profile ``celery``: Redis, two ``airflow celery worker`` and a second triggerer, with the
             ``AIRFLOW_EXECUTOR`` variable set to ``CeleryExecutor``), as ``make compose-up EXECUTOR=...``.
+        role_env: more environment variables for the components of a role only (:attr:`ServicePlan.role`), e.g.
+            ``{"triggerer": {"PYTHONASYNCIODEBUG": "1"}}``: a diagnostic aimed at one kind of process, which the
+            others -- the task workers, the emulator's workloads -- do not run under (asyncio's debug mode also makes
+            aiohttp's HTTP parser strict).
 
     Raises (from :meth:`start`):
         StackError: something did not start (PostgreSQL, emulator, ``airflow db migrate``, a component) or
@@ -780,7 +793,7 @@ class NativeStack:
                  fault_plan: str | Path | None = _COMPOSE_DEFAULT, time_scale: float | None = None,
                  keep: bool = False, health_timeout: float = 180.0, stop_timeout: float = 15.0,
                  compose_file: str | Path = COMPOSE_FILE, variables: Mapping[str, str] | None = None,
-                 executor: str = "local") -> None:
+                 executor: str = "local", role_env: Mapping[str, Mapping[str, str]] | None = None) -> None:
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {sorted(EXECUTORS)}, got {executor!r}")
         self.executor = executor
@@ -808,6 +821,7 @@ class NativeStack:
         if executor != "local" or "AIRFLOW_EXECUTOR" in self.variables:
             self.variables["AIRFLOW_EXECUTOR"] = executor_class
         self.keep = keep
+        self.role_env = {role: dict(env) for role, env in (role_env or {}).items()}
         self.health_timeout = health_timeout
         self.stop_timeout = stop_timeout
         self.compose_file = Path(compose_file)
@@ -984,6 +998,7 @@ class NativeStack:
         if service.name not in ("emulator", REDIS_SERVICE):
             env.update(self.plan.local_settings)
         env.update(service.local_settings)
+        env.update(self.role_env.get(service.role, {}))
         process = _Process(service.name, self._resolve(service.command, env), env,
                            self.work_dir / "logs" / f"{service.name}.log", cwd)
         self._processes[service.name] = process
@@ -1398,8 +1413,9 @@ class NativeStack:
     @property
     def emulator_env(self) -> dict[str, str]:
         """RESILIENT_EMULATOR_HOST (the emulator's address, from the compose file's connection
-        :data:`EMULATOR_CONNECTION_ENV`), STORAGE_EMULATOR_HOST and GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT: what a client
-        in the test process needs to reach the stack's emulator (``testing.emulator_clients``, gcsfs)."""
+        :data:`EMULATOR_CONNECTION_ENV`), STORAGE_EMULATOR_HOST, GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT and the OBS
+        variables (OBS_ENDPOINT, OBS_ACCESS_KEY_ID, OBS_SECRET_ACCESS_KEY): what a client in the test process needs
+        to reach the stack's emulator (``testing.emulator_clients``, gcsfs, ``ObsFileSystem``)."""
         env = dict(self._plan().environment)
         connection = json.loads(env.get(EMULATOR_CONNECTION_ENV) or "{}")
         if (extra := connection.get("extra")) and extra.get("emulator_host"):
@@ -1482,6 +1498,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Emulator control API:    {stack.emulator_url}  (GET /calls, /jobs, /faults; POST /faults, /reset)")
             print(f"Emulator gRPC, storage:  127.0.0.1:{plan.ports.emulator}, "
                   f"http://127.0.0.1:{plan.ports.emulator_storage}")
+            print(f"ModelArts, OBS:          http://127.0.0.1:{plan.ports.emulator_modelarts}, "
+                  f"http://127.0.0.1:{plan.ports.emulator_obs}")
             print(f"PostgreSQL:              127.0.0.1:{plan.ports.postgres} "
                   f"(user {plan.postgres['POSTGRES_USER']}, db {plan.postgres['POSTGRES_DB']})")
             if plan.redis is not None:

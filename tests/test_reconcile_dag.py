@@ -68,6 +68,29 @@ def test_nothing_configured_is_a_clear_error_at_parse_time(unconfigured, monkeyp
     assert str(raised.value).startswith(f"reconcile_dag: {expected}")
 
 
+def test_huaweicloud_connections_add_a_modelarts_task_each(configured, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__RESILIENT__RECONCILE_HUAWEICLOUD_CONN_IDS", "huaweicloud_default")
+    made = tasks(reconcile_dag())
+    assert sorted(made) == ["release_orphans", "release_orphans_modelarts"]
+    modelarts = made["release_orphans_modelarts"]
+    assert (modelarts.huaweicloud_conn_id, modelarts.project_id, modelarts.regions, modelarts.zones) == (
+        "huaweicloud_default", None, [], [])
+    assert made["release_orphans"].huaweicloud_conn_id is None and modelarts.retries == 0
+    several = tasks(reconcile_dag(huaweicloud_conn_ids="hw-beijing, hw-shanghai", dry_run=True))
+    assert sorted(several) == ["release_orphans", "release_orphans_modelarts_hw-beijing",
+                               "release_orphans_modelarts_hw-shanghai"]
+    assert several["release_orphans_modelarts_hw-shanghai"].dry_run
+
+
+def test_modelarts_alone_needs_no_google_cloud_option(unconfigured, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__RESILIENT__RECONCILE_HUAWEICLOUD_CONN_IDS", "huaweicloud_default")
+    assert list(tasks(reconcile_dag())) == ["release_orphans_modelarts"]
+    # A Google Cloud option given half is still an error, ModelArts or not.
+    monkeypatch.setenv("AIRFLOW__RESILIENT__RECONCILE_PROJECTS", "p")
+    with pytest.raises(ValueError, match="no region or zone to reconcile"):
+        reconcile_dag()
+
+
 def test_schedules_and_lists():
     assert parse_schedule(None) == parse_schedule("") == timedelta(seconds=300)
     assert parse_schedule("90") == parse_schedule(90) == parse_schedule(timedelta(seconds=90)) == timedelta(seconds=90)

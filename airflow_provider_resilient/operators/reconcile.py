@@ -8,12 +8,15 @@ own: :func:`~..reconcile.reconcile_dag` makes that DAG in one line of your DAG f
 section of Airflow's configuration; each run:
 
 1. lists the live CustomJobs of ``project_id`` in ``regions`` that carry the provider's
-   ``resilient-attempt`` label, and the TPU nodes in ``zones`` that carry it;
+   ``resilient-attempt`` label, the TPU nodes in ``zones`` that carry it, and -- with a
+   ``huaweicloud_conn_id`` -- the live ModelArts training jobs of that connection's region and project that
+   carry it as a tag (Creating, Pending, Running or Terminating: not yet ended);
 2. reads, from each, the task instance that created it (:func:`..supervisor.reconcile.owner_from`);
 3. asks Airflow for those task instances' states (``RuntimeTaskInstance.get_task_states``, one call per
    DAG and run: a task may not read the metadata database itself);
 4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
-   queued resource with it) -- and logs one line per resource with the reason.
+   queued resource with it), stops the ModelArts training job -- through each platform's ``release_all``, and
+   logs one line per resource with the reason.
 
 So a resource outlives its task instance by at most the DAG's schedule interval plus one run of this task (the
 documentation's "Reconciler" page states the bound for the example DAG). It needs no triggerer. Resources created
@@ -40,38 +43,52 @@ TaskStates = Callable[[str, list[str]], Mapping[str, Mapping[str, Any]]]
 
 
 class ResilientReconcileOperator(BaseOperator):
-    """Release the CustomJobs and TPU nodes whose task instance has finished or is gone (module docstring).
+    """Release the CustomJobs, TPU nodes and ModelArts training jobs whose task instance has finished or is gone
+    (module docstring).
 
     Args:
-        project_id: Google Cloud project whose resources are checked.
+        project_id: Google Cloud project whose CustomJobs and nodes are checked (needed with ``regions`` or
+            ``zones``).
         regions: Vertex AI regions to list CustomJobs in (include the operators' fallback regions).
         zones: Cloud TPU zones to list nodes in (include the fallback zones).
+        huaweicloud_conn_id: an Airflow connection of ``conn_type`` ``huaweicloud`` (as the ModelArts operator's):
+            its region's and project's training jobs are checked; None (default): no ModelArts.
         dry_run: log what would be released, release nothing.
         gcp_conn_id, impersonation_chain: as for the training operators.
 
     Raises:
+        ValueError: neither ``regions``, ``zones`` nor ``huaweicloud_conn_id``, or regions or zones without a
+            ``project_id``.
         AirflowException: (from the hooks) when listing or releasing fails past the API retries; the next
             scheduled run tries again.
     """
 
-    template_fields: Sequence[str] = ("project_id", "regions", "zones")
+    template_fields: Sequence[str] = ("project_id", "regions", "zones", "huaweicloud_conn_id")
     ui_color = "#e8e8e8"
 
-    def __init__(self, *, project_id: str, regions: Sequence[str] = (), zones: Sequence[str] = (),
-                 dry_run: bool = False, gcp_conn_id: str | None = "google_cloud_default",
+    def __init__(self, *, project_id: str | None = None, regions: Sequence[str] = (), zones: Sequence[str] = (),
+                 huaweicloud_conn_id: str | None = None, dry_run: bool = False,
+                 gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not regions and not zones:
-            raise ValueError("ResilientReconcileOperator: give regions (CustomJobs) and/or zones (TPU nodes)")
+        if not regions and not zones and not huaweicloud_conn_id:
+            raise ValueError("ResilientReconcileOperator: give regions (CustomJobs) and/or zones (TPU nodes) with a "
+                             "project_id, and/or a huaweicloud_conn_id (ModelArts training jobs)")
+        if (regions or zones) and not project_id:
+            raise ValueError("ResilientReconcileOperator: regions and zones need the project_id they are in")
         self.project_id = project_id
         self.regions = list(regions)
         self.zones = list(zones)
+        self.huaweicloud_conn_id = huaweicloud_conn_id
         self.dry_run = dry_run
         self.gcp_conn_id = gcp_conn_id
         self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Any) -> dict[str, Any]:
-        self.log.info("%s", (self._vertex() if self.regions else self._tpu()).endpoint_summary())
+        if self.regions or self.zones:
+            self.log.info("%s", (self._vertex() if self.regions else self._tpu()).endpoint_summary())
+        if self.huaweicloud_conn_id:
+            self.log.info("%s", self._modelarts().endpoint_summary())
         ti = context["ti"]
         return self.reconcile(lambda dag_id, run_ids: ti.get_task_states(dag_id=dag_id, run_ids=run_ids))
 
@@ -96,19 +113,29 @@ class ResilientReconcileOperator(BaseOperator):
 
     # ------------------------------------------------------------------ the shell
     def _live_resources(self) -> list[OwnedResource]:
-        from ..backends.tpu import live_nodes
-        from ..backends.vertex import live_jobs
+        found: list[OwnedResource] = []
+        if self.regions:
+            from ..backends.vertex import live_jobs
 
-        return [*live_jobs(self._vertex(), self.project_id, self.regions),
-                *live_nodes(self._tpu(), self.project_id, self.zones)]
+            found += live_jobs(self._vertex(), str(self.project_id), self.regions)
+        if self.zones:
+            from ..backends.tpu import live_nodes
+
+            found += live_nodes(self._tpu(), str(self.project_id), self.zones)
+        if self.huaweicloud_conn_id:
+            found += self._modelarts_jobs().live_owned()
+        return found
 
     def _release(self, release: Release) -> None:
         """Carry ``release`` out through its platform's backend (the way the operators and triggers release
-        too): cancel the job, or request the deletion (a queued resource's takes its node) without waiting."""
-        from ..backends import vertex
+        too): cancel the job, stop the ModelArts training job, or request the node's deletion (a queued
+        resource's takes its node) -- none waits."""
+        from ..backends import modelarts, vertex
 
         if release.resource.kind in vertex.JOB_KINDS:  # a CustomJob or a HyperparameterTuningJob
             vertex.release_all(self._vertex(), [release])
+        elif release.resource.kind == modelarts.JOB_KIND:
+            modelarts.release_all(self._modelarts(), [release])
         else:
             from ..backends import tpu
 
@@ -120,6 +147,27 @@ class ResilientReconcileOperator(BaseOperator):
 
             self._vertex_hook = ResilientVertexAIHook(self.gcp_conn_id, self.impersonation_chain)
         return self._vertex_hook
+
+    def _modelarts(self) -> Any:
+        if not hasattr(self, "_modelarts_hook"):
+            from ..hooks.modelarts import ResilientModelArtsHook
+
+            self._modelarts_hook = ResilientModelArtsHook(str(self.huaweicloud_conn_id))
+        return self._modelarts_hook
+
+    def _modelarts_jobs(self) -> Any:
+        """The connection's training jobs as the ModelArts operator's backend reads them; only its listing of the
+        provider's live jobs (``live_owned``) is used here: it creates, watches and waits for nothing."""
+        import time
+
+        from ..backends.modelarts import STOP_POLL_SECONDS, ModelArtsTrainingJobBackend
+
+        def no_create(*_: Any) -> dict[str, Any]:
+            raise RuntimeError("the reconciler creates no training job")
+
+        return ModelArtsTrainingJobBackend(self._modelarts(), name="", fallbacks=(), training_job=no_create,
+                                           checkpoint_dir="", checkpoint_marker=None, hang_timeout=None,
+                                           queue_timeout=None, poll_interval=STOP_POLL_SECONDS, clock=time.time)
 
     def _tpu(self) -> Any:
         if not hasattr(self, "_tpu_hook"):

@@ -121,3 +121,78 @@ def test_owner_states_reads_mapped_task_keys_and_vanished_runs():
     assert got == {Owner("d", "t", "r1", -1): "running", Owner("d", "t", "r1", 2): "failed",
                    Owner("d", "t", "r2", -1): GONE}
     assert calls == [("d", ["r1", "r2"])]
+
+
+# ------------------------------------------------------------------ ModelArts
+def modelarts_reconciler(**kwargs):
+    return ResilientReconcileOperator(task_id="reconcile", huaweicloud_conn_id="huaweicloud_default", **kwargs)
+
+
+def leave_a_deferred_modelarts_job_behind(task_id="train"):
+    """A deferrable ModelArts task that deferred (its trigger never runs here): its training job stays live."""
+    from airflow_provider_resilient.operators.modelarts import ResilientModelArtsTrainingJobOperator
+
+    op = ResilientModelArtsTrainingJobOperator(
+        task_id=task_id, name="left", flavor_id="modelarts.vm.cpu.8u", command="sleep 600",
+        image_url="swr.cn-north-4.myhuaweicloud.com/t/train:1", checkpoint_dir=f"obs://ma-reconcile/{task_id}/ckpt",
+        deferrable=True, poll_interval=0.05, min_defer_seconds=0.0)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context())
+    return deferred.value.trigger.job_name
+
+
+def modelarts_phase(emulator, job):
+    return {j["id"]: j["phase"] for j in emulator.modelarts.summary()}[job.rsplit("/", 1)[1]]
+
+
+@pytest.mark.parametrize(("table", "released"), [
+    ({("adhoc_airflow", RUN): {"train": "failed"}}, True),
+    ({("adhoc_airflow", RUN): {"train": "success"}}, True),
+    ({}, True),  # the DAG run was deleted
+    ({("adhoc_airflow", RUN): {"train": "deferred"}}, False),
+    ({("adhoc_airflow", RUN): {"train": None}}, False),  # cleared: its next try ends the attempt itself
+], ids=["failed", "success", "run-deleted", "deferred", "cleared"])
+def test_a_modelarts_job_left_behind_is_stopped_when_its_task_instance_is_finished_or_gone(resilient_emulator, table,
+                                                                                          released):
+    job = leave_a_deferred_modelarts_job_behind()
+    wait_until(lambda: modelarts_phase(resilient_emulator, job) == "Running")
+    result = modelarts_reconciler().reconcile(states(table))
+    assert [r["name"] for r in result["released"]] == ([job] if released else [])
+    if released:
+        why = result["released"][0]["why"]
+        assert why == ("its task instance is " + table[("adhoc_airflow", RUN)]["train"] if table else
+                       f"its task instance no longer exists (DAG run {RUN} was deleted)"), why
+        wait_until(lambda: modelarts_phase(resilient_emulator, job) == "Terminated")
+    else:
+        assert modelarts_phase(resilient_emulator, job) == "Running" and result["kept"] == 1
+
+
+def test_a_dry_run_stops_no_modelarts_job_and_an_ended_job_is_not_listed(resilient_emulator):
+    job = leave_a_deferred_modelarts_job_behind()
+    wait_until(lambda: modelarts_phase(resilient_emulator, job) == "Running")
+    failed = states({("adhoc_airflow", RUN): {"train": "failed"}})
+    assert [r["name"] for r in modelarts_reconciler(dry_run=True).reconcile(failed)["released"]] == [job]
+    assert modelarts_phase(resilient_emulator, job) == "Running"
+    assert [r["name"] for r in modelarts_reconciler().reconcile(failed)["released"]] == [job]
+    wait_until(lambda: modelarts_phase(resilient_emulator, job) == "Terminated")
+    assert modelarts_reconciler().reconcile(failed) == {"released": [], "kept": 0, "unowned": []}
+
+
+def test_one_reconciler_sweeps_vertex_ai_and_modelarts_alike(resilient_emulator):
+    custom_job = leave_a_deferred_job_behind()
+    training_job = leave_a_deferred_modelarts_job_behind()
+    resilient_emulator.wait_for_state(custom_job, ["JOB_STATE_RUNNING"], 60)
+    both = ResilientReconcileOperator(task_id="reconcile", project_id="test-project", regions=["us-central1"],
+                                      huaweicloud_conn_id="huaweicloud_default")
+    result = both.reconcile(states({("adhoc_airflow", RUN): {"train": "success"}}))
+    assert sorted(r["name"] for r in result["released"]) == sorted([custom_job, training_job])
+    resilient_emulator.wait_for_state(custom_job, ["JOB_STATE_CANCELLED"], 60)
+    wait_until(lambda: modelarts_phase(resilient_emulator, training_job) == "Terminated")
+
+
+def test_the_reconciler_needs_something_to_sweep():
+    with pytest.raises(ValueError, match="huaweicloud_conn_id"):
+        ResilientReconcileOperator(task_id="reconcile")
+    with pytest.raises(ValueError, match="need the project_id"):
+        ResilientReconcileOperator(task_id="reconcile", regions=["us-central1"])
+    assert modelarts_reconciler().project_id is None

@@ -68,12 +68,13 @@ def stack() -> Iterator[NativeStack]:
     At teardown it is stopped, and no process of it may remain."""
     # No fault plan: each test adds the faults of its own runs (matched by their labels). The reconciler runs
     # every RECONCILE_SECONDS, so that a leak's bound is short enough to wait for.
-    # PYTHONASYNCIODEBUG: the triggerer's event loop reports every callback that held it over 0.1 s with the
-    # asyncio task's name -- a trigger's task is named after the trigger -- so the tests can tell ours apart.
-    os.environ.setdefault("PYTHONASYNCIODEBUG", "1")
+    # PYTHONASYNCIODEBUG, in the triggerers only: their event loop reports every callback that held it over 0.1 s
+    # with the asyncio task's name -- a trigger's task is named after the trigger -- so the tests can tell ours apart.
+    # Not in the task workers nor the emulator's workloads: asyncio's debug mode makes aiohttp's HTTP parser strict,
+    # and the s3fs clients of OBS then refuse the emulated OBS's replies (moto's server sends two Server headers).
     native = NativeStack(dags=stack_dags(), fault_plan=None, keep=os.environ.get(KEEP_ENV) == "1",
                          variables={**os.environ, "RESILIENT_RECONCILE_SECONDS": str(RECONCILE_SECONDS)},
-                         executor=stack_executor())
+                         executor=stack_executor(), role_env={"triggerer": {"PYTHONASYNCIODEBUG": "1"}})
     native.start()
     print(f"\nnative {native.executor} stack healthy in {native.start_seconds:.1f} s: {native.api_url}, "
           f"logs {native.work_dir / 'logs'}")
@@ -93,8 +94,8 @@ UNFINISHED = ("scheduled", "queued", "running", "deferred", "up_for_retry", "up_
 
 def what_was_going_on(stack: NativeStack, lines: int = 40) -> str:
     """For a failed stack test's report: every unfinished task instance (state, try, trigger) with the tail of
-    its current try's log, the TPU nodes the emulator holds, and the tail of each component's log. CI keeps
-    no work directory, so this is all a red run leaves to read."""
+    its current try's log, the TPU nodes and ModelArts jobs the emulator holds, and the tail of each component's
+    log. CI keeps no work directory, so this is all a red run leaves to read."""
     parts: list[str] = []
     try:
         status, body = stack.api("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?limit=200")
@@ -109,6 +110,7 @@ def what_was_going_on(stack: NativeStack, lines: int = 40) -> str:
             events = [str(line.get("event", "")) for line in (log.get("content") or [])] if status == 200 else []
             parts.append("\n".join(events[-lines:]) or f"(no log: HTTP {status})")
         parts.append(f"----- emulator nodes: {stack.emulator_get('/nodes')}")
+        parts.append(f"----- emulator ModelArts jobs: {stack.emulator_get('/modelarts-jobs')}")
     except Exception as exc:  # a report of a failure must not fail itself
         parts.append(f"(could not read the stack: {exc!r})")
     parts.append(stack.tails(lines))

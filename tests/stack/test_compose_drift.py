@@ -41,7 +41,11 @@ JOB_TYPES = {"airflow-scheduler": "SchedulerJob", "airflow-dag-processor": "DagP
 # The triggerer's watchdog reports sleep(0.1) + blocked time: 0.2 means "blocked over 0.1 s" (see the compose file).
 BLOCKED_THRESHOLD = 0.2
 FAKE_PORTS = Ports(postgres=15432, api=18080, emulator=18470, emulator_control=18471, emulator_storage=19023,
+                   emulator_modelarts=18472, emulator_obs=19024,
                    worker_log_server=18793, trigger_log_server=18794, redis=16379, spare=(18801, 18802, 18803))
+#: The emulator's port options: each a fixed port in the compose command line, published, and mapped by the native
+#: stack.
+EMULATOR_PORT_OPTIONS = ("--port", "--control-port", "--storage-port", "--modelarts-port", "--obs-port")
 # Compose variables as a clean shell has them (none): the file's own defaults.
 NO_VARIABLES: dict[str, str] = {}
 
@@ -166,7 +170,7 @@ def test_ports_are_published_on_loopback_only(services: dict, emu_argv: list[str
         for entry in svc.get("ports", []):
             assert str(entry).startswith("127.0.0.1:"), f"{name}: {entry} is published beyond loopback"
     published = {str(p).rsplit(":", 1)[1] for p in services["emulator"]["ports"]}
-    assert published >= {option(emu_argv, o) for o in ("--port", "--control-port", "--storage-port")}
+    assert published >= {option(emu_argv, o) for o in EMULATOR_PORT_OPTIONS}
     assert services["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
     for name in set(services) - {"emulator", "airflow-apiserver"}:
         assert "ports" not in services[name], name
@@ -189,7 +193,7 @@ def test_database_settings_agree_with_postgres(services: dict, common_env: dict[
 def test_emulator_settings_agree_with_the_emulator(common_env: dict[str, str], emu_argv: list[str]) -> None:
     assert option(emu_argv, "--host") == "0.0.0.0"
     assert option(emu_argv, "--advertise-host") == "emulator"
-    ports = {o: option(emu_argv, o) for o in ("--port", "--control-port", "--storage-port")}
+    ports = {o: option(emu_argv, o) for o in EMULATOR_PORT_OPTIONS}
     assert all(p and p != "0" for p in ports.values()), ports
     # The operators reach the emulator through their default connection's extra emulator_host, and only so.
     assert json.loads(common_env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"]) == {
@@ -197,6 +201,26 @@ def test_emulator_settings_agree_with_the_emulator(common_env: dict[str, str], e
     assert "RESILIENT_EMULATOR_HOST" not in common_env
     assert common_env["STORAGE_EMULATOR_HOST"] == f"http://emulator:{ports['--storage-port']}"
     assert common_env["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] == "false"
+
+
+def test_modelarts_and_obs_settings_are_the_emulators_own(common_env: dict[str, str], emu_argv: list[str]) -> None:
+    """Every Airflow process has the huaweicloud_default connection and the OBS variables that the emulator's env()
+    exports (its fake credentials, region and project: Emulator.modelarts_connection), with the service's host name
+    and fixed ports."""
+    from airflow_provider_resilient.testing import obs
+    from airflow_provider_resilient.testing.emulator.modelarts import catalog
+    from airflow_provider_resilient.testing.emulator.server import MODELARTS_CONNECTION_ENV
+
+    assert json.loads(common_env[MODELARTS_CONNECTION_ENV]) == {
+        "conn_type": "huaweicloud", "login": catalog.FAKE_ACCESS_KEY, "password": catalog.FAKE_SECRET_KEY,
+        "extra": {"region": catalog.DEFAULT_REGION, "project_id": catalog.FAKE_PROJECT_ID,
+                  "endpoint": f"http://emulator:{option(emu_argv, '--modelarts-port')}"}}
+    assert common_env["OBS_ENDPOINT"] == f"http://emulator:{option(emu_argv, '--obs-port')}"
+    assert (common_env["OBS_ACCESS_KEY_ID"], common_env["OBS_SECRET_ACCESS_KEY"]) == (obs.ACCESS_KEY_ID,
+                                                                                    obs.SECRET_ACCESS_KEY)
+    # The reconciler sweeps the ModelArts jobs of every connection it names, and each is defined here.
+    for conn_id in common_env["AIRFLOW__RESILIENT__RECONCILE_HUAWEICLOUD_CONN_IDS"].split(","):
+        assert "AIRFLOW_CONN_" + conn_id.strip().upper() in common_env, conn_id
 
 
 def test_dags_are_mounted_where_airflow_and_the_emulator_look(services: dict, common_env: dict[str, str],
@@ -264,6 +288,8 @@ def _mapped(value: str, dags: Path) -> str:
                              ("redis:6379", f"127.0.0.1:{FAKE_PORTS.redis}"),
                              ("emulator:8470", f"127.0.0.1:{FAKE_PORTS.emulator}"),
                              ("emulator:9023", f"127.0.0.1:{FAKE_PORTS.emulator_storage}"),
+                             ("emulator:8472", f"127.0.0.1:{FAKE_PORTS.emulator_modelarts}"),
+                             ("emulator:9024", f"127.0.0.1:{FAKE_PORTS.emulator_obs}"),
                              ("airflow-apiserver:8080", f"127.0.0.1:{FAKE_PORTS.api}")):
         value = value.replace(container, local)
     return str(dags) if value == "/opt/airflow/dags" else value
@@ -332,6 +358,7 @@ def test_native_emulator_command_line(plan, emu_argv: list[str], services: dict)
     changed = {"--host": "127.0.0.1", "--advertise-host": "127.0.0.1", "--port": str(FAKE_PORTS.emulator),
                "--control-port": str(FAKE_PORTS.emulator_control),
                "--storage-port": str(FAKE_PORTS.emulator_storage),
+               "--modelarts-port": str(FAKE_PORTS.emulator_modelarts), "--obs-port": str(FAKE_PORTS.emulator_obs),
                "--work-dir": str(plan.work_dir / "emulator"),
                "--fault-plan": option(emu_argv, "--fault-plan").replace("/opt/airflow/dags", str(plan.dags_folder))}
     assert native[1::2] == emu_argv[1::2], "the same options, in the same order"
@@ -399,4 +426,4 @@ def test_importing_the_stack_module_is_cheap() -> None:
 def test_free_ports_are_distinct() -> None:
     ports = Ports.free(spare=4)
     named = [v for k, v in vars(ports).items() if k != "spare"]
-    assert len(named) == 8 and len(ports.spare) == 4 and len(set(named) | set(ports.spare)) == 12
+    assert len(named) == 10 and len(ports.spare) == 4 and len(set(named) | set(ports.spare)) == 14

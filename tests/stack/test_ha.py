@@ -23,10 +23,23 @@ from airflow_provider_resilient.specs.tpu import node_id_for
 from devtools.stack import NativeStack
 
 from .test_ui_actions import history, states_until_done, wait_deferred_and_watched
-from .ui import TASK, created_per_attempt, holder, jobs_of, live, log_text, ti, tries, trigger, wait_for
+from .ui import (
+    TASK,
+    created_per_attempt,
+    holder,
+    jobs_of,
+    live,
+    log_text,
+    modelarts_job_prefix,
+    platform_of,
+    ti,
+    tries,
+    trigger,
+    wait_for,
+)
 
 pytestmark = pytest.mark.stack
-PLATFORMS = ["stack_vertex", "stack_tpu"]
+PLATFORMS = ["stack_vertex", "stack_tpu", "stack_modelarts"]
 
 
 class Holds:
@@ -53,9 +66,12 @@ def holds(tmp_path: Path) -> Holds:
 # ------------------------------------------------------------------ what the stack and the emulator say
 def releases_of(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
     """The cancel / delete calls that reached the run's jobs or nodes, in order (``Method resource``)."""
-    if "vertex" in dag_id:
+    if platform_of(dag_id) == "vertex":
         mine = {job["name"].rsplit("/", 1)[1] for job in jobs_of(stack, dag_id, run_id)}
         calls = stack.emulator_get("/calls?method=CancelCustomJob")
+    elif platform_of(dag_id) == "modelarts":  # the stops that reached its jobs (by id)
+        mine = {job["name"] for job in jobs_of(stack, dag_id, run_id)}
+        calls = stack.emulator_get("/calls?method=StopTrainingJob")
     else:
         mine = {node_id_for(None, dag_id, TASK, run_id, -1, n) for n in range(1, 30)}
         calls = [*stack.emulator_get("/calls?method=DeleteNode"),
@@ -91,7 +107,7 @@ def assert_one_clean_attempt(dag_id: str, got: dict[str, Any], *, refused_for_qu
     assert got["incidents"] == expected_incidents, f"{dag_id}: {got}"
     assert got["creates"] == {str(got["attempts"]): 1}, f"{dag_id}: {got}"
     assert refused_for_quota or got["attempts"] == 1, f"{dag_id}: {got}"
-    assert len(got["releases"]) == (0 if "vertex" in dag_id else 1), f"{dag_id}: {got}"
+    assert len(got["releases"]) == (1 if platform_of(dag_id) == "tpu" else 0), f"{dag_id}: {got}"
     assert got["live"] == [], f"{dag_id}: {got}"
 
 
@@ -124,7 +140,8 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
     finally:
         stack.resume_component(second)
     stack.wait_jobs("TriggererJob", count=2)  # B heartbeats again
-    watching = {m: len(stack.emulator_get(f"/calls?method={m}")) for m in ("ListCustomJobs", "GetNode")}
+    watching = {m: len(stack.emulator_get(f"/calls?method={m}"))
+                for m in ("ListCustomJobs", "GetNode", "ShowTrainingJobDetails")}
     stalled_at = time.monotonic()
     stack.pause_component(first)
     try:
@@ -134,6 +151,8 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
         # ... and watches them: with A frozen, every new read is B's.
         wait_for("B reads the CustomJobs", lambda: calls_after(stack, "ListCustomJobs", watching["ListCustomJobs"]))
         wait_for("B reads the TPU node", lambda: calls_after(stack, "GetNode", watching["GetNode"]))
+        wait_for("B reads the ModelArts job", lambda: calls_after(stack, "ShowTrainingJobDetails",
+                                                                  watching["ShowTrainingJobDetails"]))
     finally:
         stack.resume_component(first)
     stalled = time.monotonic() - stalled_at
@@ -184,16 +203,20 @@ def test_a_graceful_triggerer_restart_mid_run_releases_nothing(stack, holds):
 # ------------------------------------------------------------------ a Celery worker killed in execute()
 def quota_outage(stack: NativeStack, dag_id: str, run_id: str) -> int:
     """Creates of the run refused for quota until the test ends the outage: the operator waits in execute()."""
-    fault = {"kind": "quota", "times": None, "match": {"labels": job_labels(dag_id, TASK, run_id, -1, None)}}
-    if "tpu" in dag_id:
+    fault: dict[str, Any] = {"kind": "quota", "times": None,
+                             "match": {"labels": job_labels(dag_id, TASK, run_id, -1, None)}}
+    if platform_of(dag_id) == "tpu":
         fault["service"] = "tpu"
+    if platform_of(dag_id) == "modelarts":  # a create carries no tags yet: the job's name says whose it is
+        fault = {**fault, "service": "modelarts", "match": {"display_name": modelarts_job_prefix(dag_id, run_id) + "*"}}
     index: int = stack.emulator_post("/faults", fault)["index"]
     return index
 
 
 def quota_refused(stack: NativeStack, dag_id: str) -> bool:
-    method = "CreateCustomJob" if "vertex" in dag_id else "CreateNode"
-    return any(c["code"] == "RESOURCE_EXHAUSTED" for c in stack.emulator_get(f"/calls?method={method}"))
+    method, refused = {"vertex": ("CreateCustomJob", "RESOURCE_EXHAUSTED"), "tpu": ("CreateNode", "RESOURCE_EXHAUSTED"),
+                       "modelarts": ("CreateTrainingJob", "ModelArts.2815")}[platform_of(dag_id)]
+    return any(c["code"] == refused for c in stack.emulator_get(f"/calls?method={method}"))
 
 
 @pytest.mark.needs_executor("celery")

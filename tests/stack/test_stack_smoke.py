@@ -56,7 +56,9 @@ def test_stack_is_healthy(stack: NativeStack) -> None:
     assert stack.emulator_get("/healthz") == {"status": "ok"}
     assert isinstance(stack.emulator_get("/jobs"), list)
     assert set(stack.emulator_env) == {"RESILIENT_EMULATOR_HOST", "STORAGE_EMULATOR_HOST",
-                                       "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"}
+                                       "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "OBS_ENDPOINT", "OBS_ACCESS_KEY_ID",
+                                       "OBS_SECRET_ACCESS_KEY"}
+    assert isinstance(stack.emulator_get("/modelarts-jobs"), list)
 
 
 def test_demo_dags_are_parsed_without_import_errors(stack: NativeStack) -> None:

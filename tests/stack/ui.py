@@ -123,8 +123,45 @@ def run_label(dag_id: str, run_id: str) -> str:
     return job_labels(dag_id, TASK, run_id, -1, None)["airflow-run"]
 
 
+def platform_of(dag_id: str) -> str:
+    """``vertex``, ``tpu`` or ``modelarts``: what the DAG trains on (the stack's DAGs say so in their names)."""
+    for platform in ("vertex", "modelarts"):
+        if platform in dag_id:
+            return platform
+    return "tpu"
+
+
+def is_vertex(dag_id: str) -> bool:
+    """Whether the DAG trains on Vertex AI (else on a TPU node or ModelArts)."""
+    return platform_of(dag_id) == "vertex"
+
+
+#: The name prefix of the stack DAGs' ModelArts jobs (tests/stack/dags/stack_training.py's ``name``).
+MODELARTS_NAME = "stack-digits"
+
+
+def modelarts_job_prefix(dag_id: str, run_id: str) -> str:
+    """The name every ModelArts job of the run starts with: ``<name>-<8 hex of the task instance>-a`` (the attempt's
+    number follows; ``specs.modelarts.attempt_job_name``)."""
+    from airflow_provider_resilient.backends.modelarts import run_key
+    from airflow_provider_resilient.specs.modelarts import attempt_job_name
+
+    return attempt_job_name(MODELARTS_NAME, run_key(job_labels(dag_id, TASK, run_id, -1, None)), 0)[:-1]
+
+
+def modelarts_jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's ModelArts training jobs (id as ``name``, phase as ``state``, attempt from the job's name), oldest
+    first: the emulator's control API ``GET /modelarts-jobs`` lists them in creation order (jobs are never removed)."""
+    prefix = modelarts_job_prefix(dag_id, run_id)
+    return [{"name": job["id"], "job_name": job["name"], "state": job["phase"],
+             "attempt": job["name"][len(prefix):], "created": order}
+            for order, job in enumerate(stack.emulator_get("/modelarts-jobs")) if job["name"].startswith(prefix)]
+
+
 def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-    """The run's CustomJobs (name, state, attempt label), oldest first."""
+    """The run's CustomJobs -- or ModelArts training jobs -- (name, state, attempt label), oldest first."""
+    if platform_of(dag_id) == "modelarts":
+        return modelarts_jobs_of(stack, dag_id, run_id)
     from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
 
     label = run_label(dag_id, run_id)
@@ -140,30 +177,55 @@ def jobs_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any]
 
 
 def checkpoint_dir(dag_id: str, run_id: str) -> str:
-    """Where the stack DAGs (tests/stack/dags/stack_training.py) write a run's checkpoints."""
-    platform = "vertex" if is_vertex(dag_id) else "tpu"
+    """Where the stack DAGs (tests/stack/dags/stack_training.py) write a run's checkpoints: Cloud Storage, or OBS for
+    ModelArts."""
+    platform = platform_of(dag_id)
+    if platform == "modelarts":
+        return f"obs://resilient-stack/modelarts/{run_id}/checkpoints/"
     return f"gs://resilient-stack/{platform}/{run_id}/checkpoints/"
+
+
+def _object_names(stack: NativeStack, url: str) -> list[str]:
+    """The objects under a ``gs://`` or ``obs://`` prefix in the stack's emulator, read with the storage's own listing
+    (Cloud Storage's JSON API objects.list; OBS's S3 ListObjectsV2, page by page); [] when the bucket is not there
+    yet (nothing written)."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    import xml.etree.ElementTree as ET
+
+    scheme, _, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    names: list[str] = []
+    try:
+        if scheme == "gs":
+            query = urllib.parse.urlencode({"prefix": prefix, "maxResults": 1000})
+            with urllib.request.urlopen(f"{stack.emulator_env['STORAGE_EMULATOR_HOST'].rstrip('/')}/storage/v1/b/"
+                                        f"{bucket}/o?{query}", timeout=10) as reply:
+                return [item["name"] for item in json.load(reply).get("items", [])]
+        token = None
+        while True:
+            params = {"list-type": "2", "prefix": prefix, **({"continuation-token": token} if token else {})}
+            endpoint = stack.emulator_env["OBS_ENDPOINT"].rstrip("/")
+            with urllib.request.urlopen(f"{endpoint}/{bucket}?{urllib.parse.urlencode(params)}", timeout=10) as reply:
+                root = ET.fromstring(reply.read())
+            names += [el.text or "" for el in root.iter() if el.tag.endswith("}Key") or el.tag == "Key"]
+            token = next((el.text for el in root.iter() if el.tag.endswith("NextContinuationToken")), None)
+            if not token:
+                return names
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # the bucket is not there yet: nothing written
+            return []
+        raise
 
 
 def latest_step(stack: NativeStack, dag_id: str, run_id: str) -> int | None:
     """The newest step the run's workload has committed (``step_N/COMMITTED``, its marker written last) in the
-    stack's Cloud Storage, read with one objects.list call of the JSON API; None before the first."""
-    import json
+    stack's Cloud Storage (or OBS, for ModelArts); None before the first."""
     import re
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
-    bucket, _, prefix = checkpoint_dir(dag_id, run_id).removeprefix("gs://").partition("/")
-    query = urllib.parse.urlencode({"prefix": prefix, "maxResults": 1000})
-    url = f"{stack.emulator_env['STORAGE_EMULATOR_HOST'].rstrip('/')}/storage/v1/b/{bucket}/o?{query}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            names = [item["name"] for item in json.load(reply).get("items", [])]
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:  # the bucket is not there yet: nothing written
-            return None
-        raise
+    names = _object_names(stack, checkpoint_dir(dag_id, run_id))
     steps = [int(m[1]) for name in names if (m := re.search(r"/step_(\d+)/COMMITTED$", name))]
     return max(steps) if steps else None
 
@@ -173,24 +235,24 @@ def nodes_of(stack: NativeStack, dag_id: str, run_id: str) -> list[dict[str, Any
     return [n for n in stack.emulator_get("/nodes")["nodes"] if n["labels"].get("airflow-run") == label]
 
 
-def is_vertex(dag_id: str) -> bool:
-    """Whether the DAG trains on Vertex AI (else on a TPU node): the stack's DAGs say so in their names."""
-    return "vertex" in dag_id
-
-
 LIVE_JOB_STATES = {"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING"}
+#: A ModelArts training job's phases until it has ended ("Terminating" still runs, and bills).
+LIVE_MODELARTS_PHASES = {"Creating", "Pending", "Running", "Terminating"}
 
 
 def live(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
     """The run's jobs not yet ended and nodes not yet gone (a DELETING node counts: it still bills)."""
-    if is_vertex(dag_id):
+    platform = platform_of(dag_id)
+    if platform == "vertex":
         return [j["name"] for j in jobs_of(stack, dag_id, run_id) if j["state"] in LIVE_JOB_STATES]
+    if platform == "modelarts":
+        return [j["name"] for j in jobs_of(stack, dag_id, run_id) if j["state"] in LIVE_MODELARTS_PHASES]
     return [n["name"] for n in nodes_of(stack, dag_id, run_id)]
 
 
 def created_per_attempt(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, int]:
     """How many jobs / nodes carry each attempt label (1 each: no duplicate)."""
-    if is_vertex(dag_id):
+    if platform_of(dag_id) != "tpu":
         attempts = [j["attempt"] for j in jobs_of(stack, dag_id, run_id)]
     else:  # deleted nodes leave the listing: count the CreateNode calls that created one
         ids = {node_id_for(None, dag_id, TASK, run_id, -1, n): str(n) for n in range(1, 30)}

@@ -4,7 +4,8 @@ Prints the endpoints and the ``export`` lines that point the provider's clients 
 serves until interrupted (Ctrl-C or SIGTERM), killing every replica process on the way out.
 
 In a container, serve every interface on fixed ports under the name other containers use, e.g.
-``--host 0.0.0.0 --advertise-host emulator --port 8470 --control-port 8471 --storage-port 9023``: the
+``--host 0.0.0.0 --advertise-host emulator --port 8470 --control-port 8471 --storage-port 9023
+--modelarts-port 8472 --obs-port 9024``: the
 exports (and the replicas' environment) then name ``emulator``.
 """
 
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--storage-port", type=int, default=0, help="Cloud Storage port (default: a free one)")
     parser.add_argument("--modelarts-port", type=int, default=0,
                         help="Huawei Cloud ModelArts REST API port (default: a free one)")
+    parser.add_argument("--obs-port", type=int, default=0,
+                        help="Huawei Cloud OBS (S3 API) port, where ModelArts jobs write obs:// checkpoints (default: "
+                             "a free one)")
     parser.add_argument("--fault-plan", type=Path, help="YAML or JSON fault plan")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="multiply platform latencies by this (e.g. 0.01 for tests)")
@@ -57,7 +61,8 @@ def build(argv: list[str] | None = None) -> Emulator:
     config = EmulatorConfig(time_scale=args.time_scale, seed=args.seed)  # None: the plan's seed
     return Emulator(host=args.host, port=args.port, fault_plan=plan, config=config, work_dir=args.work_dir,
                     control_port=args.control_port, storage_port=args.storage_port,
-                    advertise_host=args.advertise_host, modelarts_port=args.modelarts_port)
+                    advertise_host=args.advertise_host, modelarts_port=args.modelarts_port,
+                    obs_port=args.obs_port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Vertex AI JobService (gRPC): {emulator.address}")
         print(f"Cloud Storage (HTTP):        {emulator.storage_url or '-'}")
         print(f"ModelArts (HTTP, REST v2):   {emulator.modelarts_url}")
+        print(f"OBS (HTTP, S3 API):          {emulator.env().get('OBS_ENDPOINT', '-')}")
         print(f"Control API (HTTP):          {emulator.control_url}")
         print("  GET /calls[?method=M], /faults, /jobs, /nodes, /modelarts-jobs; POST /faults (a fault as JSON), "
               '/faults/end ({"index": i}), /reset')

@@ -1,5 +1,6 @@
-"""DAGs of the stack tests (tests/stack/): the demo workload on Vertex AI and on a TPU node, each run writing
-checkpoints under its own run id, deferrable (the stack's ``[operators] default_deferrable``) and polling, with
+"""DAGs of the stack tests (tests/stack/): the demo workload on Vertex AI, on a TPU node and on Huawei Cloud ModelArts
+(checkpoints in OBS, the platform's own re-issues on: ``job_retry_num``), each run writing checkpoints under its own
+run id, deferrable (the stack's ``[operators] default_deferrable``) and polling, with
 no task retry (``stack_<platform>[_polling]``) and with one (``..._retried``: a try whose worker died is retried
 and reattaches).
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
+from airflow_provider_resilient.operators.modelarts import ResilientModelArtsTrainingJobOperator
 from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 from airflow_provider_resilient.policy import Backoff, Budget, RetryPolicy
@@ -65,3 +67,10 @@ for deferrable, retries in ((None, 0), (False, 0), (None, 1), (False, 1)):
             command=train(' --checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"'),
             checkpoint_dir="gs://resilient-stack/tpu/{{ run_id }}/checkpoints", checkpoint_marker="COMMITTED",
             resilience_policy=POLICY, heartbeat_seconds=0.5, poll_interval=1.0, **mode)
+    with DAG(f"stack_modelarts{suffix}", schedule=None, catchup=False, params=PARAMS, tags=["stack-test"]):
+        ResilientModelArtsTrainingJobOperator(
+            task_id="train", name="stack-digits", flavor_id="modelarts.vm.cpu.8u",
+            image_url="swr.cn-north-4.myhuaweicloud.com/resilient/train:1",
+            command=train(' --checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"'),
+            checkpoint_dir="obs://resilient-stack/modelarts/{{ run_id }}/checkpoints", checkpoint_marker="COMMITTED",
+            job_retry_num=1, resilience_policy=POLICY, poll_interval=1.0, **mode)
