@@ -53,7 +53,8 @@ The trace (platform seconds; the emulator runs them ``--time-scale`` times faste
   restore from OBS.
 
 Goodput = useful work / wall time from the first create to success; a way still running a quarter of the work after
-ours finished (or at ``--horizon`` x the work) is stopped and printed as ``< x``. Machine time: node-seconds of the
+ours finished (or at ``--horizon`` x the work) is stopped and printed as ``< x``; when ours gives up, the others race
+on to their own end or the horizon (:func:`outlast`). Machine time: node-seconds of the
 way's jobs while Running (pre-check included: ``status.phase`` is Running then), sampled from the emulator -- a node
 of the 8-GPU fallback flavor counts as one node. Prints goodput.py's tables (whose trace, race and summary this
 shares).
@@ -228,6 +229,31 @@ def run_task_retries(outcome: Outcome, client: Any, args: list[str], delay: floa
             return
 
 
+def done_sets(done: threading.Event, body: Callable[[], None]) -> None:
+    """Run a baseline's ``body``; set ``done`` when it returns or raises."""
+    try:
+        body()
+    finally:
+        done.set()
+
+
+def outlast(outcome: Outcome, body: Callable[[], None], others: Any, ended: list[float],
+            stop: threading.Event) -> None:
+    """Run ours' ``body``; when it gives up, note its error and end time (in ``outcome`` and ``ended``) and return only
+    once every other way is done or ``stop`` is set. goodput.race stops the others a quarter of the work after ours
+    ended -- right once ours finished (their bound is clear), but when ours gave up it would stop them before they
+    could finish, their bound then above 1: they race on to their own end or the horizon instead."""
+    try:
+        body()
+    except Exception as exc:
+        if stop.is_set():
+            raise
+        outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        ended.append(time.monotonic())
+        while not all(done.is_set() for done in others) and not stop.wait(0.1):
+            pass
+
+
 def jobs_of(emulator: Emulator, way: str) -> set[str]:
     """The ids of the ModelArts jobs annotated ``bench-way=<way>``."""
     with emulator.modelarts.lock:
@@ -356,11 +382,16 @@ def one_seed(a: Any) -> dict[str, Any]:
         emulator.obs.create_bucket(BUCKET)
         stop_all = threading.Event()
         poll = a.poll_interval * s
+        others = {"platform re-issue": threading.Event(), "task retries": threading.Event()}
+        ours_ended: list[float] = []
         ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), s),
-                                       poll, hang_timeout * s, stop_all),
-            "platform re-issue": lambda o: run_platform(o, client, args, poll, stop_all),
-            "task retries": lambda o: run_task_retries(o, client, args, AIRFLOW_RETRY_DELAY * s, poll, stop_all),
+            "ours": lambda o: outlast(o, lambda: run_ours(
+                o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), s), poll, hang_timeout * s,
+                stop_all), others.values(), ours_ended, stop_all),
+            "platform re-issue": lambda o: done_sets(others["platform re-issue"],
+                                                     lambda: run_platform(o, client, args, poll, stop_all)),
+            "task retries": lambda o: done_sets(others["task retries"], lambda: run_task_retries(
+                o, client, args, AIRFLOW_RETRY_DELAY * s, poll, stop_all)),
         }
         machine: dict[str, float] = {}
         watching = threading.Event()
@@ -372,6 +403,8 @@ def one_seed(a: Any) -> dict[str, Any]:
             outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all, MA_FAULT)
         watching.set()
         watcher.join(timeout=30)
+        if ours_ended:  # ours gave up: its wall time ends there, not where the others did
+            outcomes["ours"].ended = ours_ended[0]
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
                                                       lambda name: machine.get(LABEL[name], 0.0),
