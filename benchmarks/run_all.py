@@ -34,6 +34,8 @@ BENCHMARKS = {
                               "provider with retries=3, seed 002 loop"),
     "tpu_goodput": ("tpu_goodput.py", "goodput over 20 seeded Cloud TPU fault traces: ours, seed 002's recreate "
                                       "loop and its ssh loop"),
+    "modelarts_goodput": ("modelarts_goodput.py", "goodput over seeded Huawei Cloud ModelArts fault traces: ours, the "
+                                                  "platform's own re-issue alone, Airflow task retries"),
     "checkpoint_interval": ("checkpoint_interval.py", "goodput with the handed checkpoint interval against the fixed "
                                                       "interval of a wrong MTBF guess"),
     "maintenance": ("maintenance.py", "training progress lost per scheduled TPU maintenance event, with and without "
