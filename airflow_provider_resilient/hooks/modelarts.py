@@ -262,20 +262,19 @@ class ResilientModelArtsHook:
 
         return self._resources(tags=[MutiValueTag(key=k, values=[v] if v else []) for k, v in tags.items()])
 
-    def list_live_jobs(self) -> list[Any]:
-        """The live training jobs the provider created (tagged ``resilient-attempt``; phase Creating, Pending, Running
-        or Terminating), with their status, from the job searches (``training-job-searches``, pages of
+    def list_live_jobs(self, tag_key: str) -> list[Any]:
+        """The live training jobs tagged ``tag_key`` (the provider's: ``resilient-attempt``; phase Creating, Pending,
+        Running or Terminating), with their status, from the job searches (``training-job-searches``, pages of
         :data:`SEARCH_PAGE_SIZE`): what a shared poller reads once per cycle for every watched job."""
         from huaweicloudsdkmodelarts.v1 import Filter, JobSearches, ListTagFilter, ListTrainingJobsRequest
 
         from ..policy.job_states import MODELARTS_TERMINAL_PHASES
-        from ..specs.common import LABEL_ATTEMPT
 
         live = sorted({"Creating", "Pending", "Running", "Terminating"} - MODELARTS_TERMINAL_PHASES)
         found: list[Any] = []
         page = 0
         while True:
-            body = JobSearches(offset=page, limit=SEARCH_PAGE_SIZE, tags=[ListTagFilter(key=LABEL_ATTEMPT, values=[])],
+            body = JobSearches(offset=page, limit=SEARCH_PAGE_SIZE, tags=[ListTagFilter(key=tag_key, values=[])],
                                filters=[Filter(key="phase", operator="in", value=live)])
             reply = self.call(partial(_search, request=ListTrainingJobsRequest(body=body)))
             items = list(reply.items or [])

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 #: The provider's modules a watch uses, imported in a worker thread when it starts.
 WATCH_MODULES = ("airflow_provider_resilient.backends.modelarts", "airflow_provider_resilient.hooks.modelarts",
                  "airflow_provider_resilient.supervisor.observe", "airflow_provider_resilient.checkpoints",
+                 "airflow_provider_resilient.specs.common",
                  "huaweicloudsdkmodelarts.v1")
 
 
@@ -62,8 +63,11 @@ class AsyncModelArtsHook:
             self.sync = hook
 
     async def list_live_jobs(self) -> list[Any]:
+        """The provider's live jobs (tagged ``resilient-attempt``) with their status."""
+        from ..specs.common import LABEL_ATTEMPT
+
         await self.open()
-        return list(await asyncio.to_thread(self.sync.list_live_jobs))
+        return list(await asyncio.to_thread(self.sync.list_live_jobs, LABEL_ATTEMPT))
 
     async def read_summary(self, name: str) -> dict[str, Any]:
         from ..backends.modelarts import read_summary
