@@ -79,17 +79,17 @@ def job_summary(job: Any, name: str, *, error_events: Sequence[str] = (), stage_
     ``error_code`` (the first non-zero task exit code), ``error_message`` (the failed tasks' messages and
     ``error_events``, the newest Error events), ``fault_scenario`` (the newest run record's newest recover record's),
     ``reissues`` (the platform's re-issues: ``stage_records`` - 1 when the stages were read, else the run records
-    started by a reschedule), ``started`` (bool), ``create_time`` / ``end_time`` in epoch seconds (None: unset)."""
+    started by a reschedule), ``started`` (bool), ``create_time`` / ``end_time`` in epoch seconds (None: unset), and
+    ``queued_since``: when its current wait for nodes began (its creation, or the end of its newest run: a re-issued
+    job queues again), epoch seconds. The fault scenario is the newest run's only: an earlier run's was the platform's
+    to handle, and it re-issued the job."""
     status = job.status
     tasks = list(status.task_statuses or [])
     failed = [t for t in tasks if t.exit_code]
     records = list(status.running_records or [])
-    scenario = None
-    for record in reversed(records):
-        recovered = list(record.recover_records or [])
-        if recovered:
-            scenario = recovered[-1].fault_scenario
-            break
+    # What ended the job is the newest run's record: an earlier run's fault was the platform's, and re-issued.
+    recovered = list(records[-1].recover_records or []) if records else []
+    scenario = recovered[-1].fault_scenario if recovered else None
     if stage_records is not None:
         reissues = max(0, stage_records - 1)
     else:
@@ -100,6 +100,9 @@ def job_summary(job: Any, name: str, *, error_events: Sequence[str] = (), stage_
     end = None
     if status.phase in MODELARTS_TERMINAL_PHASES and start:
         end = (start + (status.duration or 0)) / 1000.0
+    # A job the platform re-issued waits again from the end of its previous run, not from its creation.
+    ended_runs = [float(r.end_at) for r in records if r.end_at]
+    queued_since = max(([create / 1000.0] if create else []) + ended_runs, default=None)
     return {
         "platform": Platform.MODELARTS.value,
         "name": name,
@@ -111,6 +114,7 @@ def job_summary(job: Any, name: str, *, error_events: Sequence[str] = (), stage_
         "reissues": reissues,
         "started": bool(start),
         "create_time": create / 1000.0 if create else None,
+        "queued_since": queued_since,
         "end_time": end,
     }
 
@@ -123,24 +127,42 @@ def read_summary(hook: Any, name: str) -> dict[str, Any]:
         return job_summary(job, name)
     events: list[str] = []
     if job.status.phase not in MODELARTS_SUCCEEDED_PHASES:
-        try:
-            events = [e.message for e in hook.list_events(name, level="Error", limit=ERROR_EVENTS) if e.message]
+        runs = list(job.status.running_records or [])
+        since = float(runs[-1].start_at) if runs and runs[-1].start_at else None
+        try:  # the newest run's Error events only: an earlier run's fault was re-issued by the platform
+            events = [e.message for e in hook.list_events(name, level="Error", limit=ERROR_EVENTS)
+                      if e.message and _in_run(e.time, since)]
         except Exception as exc:  # the phase and exit codes still classify it
             log.warning("Could not read the events of %s: %s", name, exc)
     try:
-        records: int | None = len(hook.list_stages(name))
+        stages: int | None = len(hook.list_stages(name))
     except Exception as exc:  # the run records still count the re-issues
         log.warning("Could not read the stages of %s: %s", name, exc)
-        records = None
-    return job_summary(job, name, error_events=events, stage_records=records)
+        stages = None
+    return job_summary(job, name, error_events=events, stage_records=stages)
+
+
+def _in_run(text: Any, since: float | None) -> bool:
+    """Whether an event at ``text`` (``2022-11-26T16:03:41+08:00``) belongs to the run that began at ``since``
+    (epoch seconds; None, or a time that cannot be read: taken as the run's)."""
+    from datetime import datetime
+
+    if since is None:
+        return True
+    try:
+        return datetime.fromisoformat(str(text)).timestamp() >= since
+    except ValueError:
+        return True
 
 
 def job_look(summary: Mapping[str, Any], checkpoint_dir: str | None = None,
              checkpoint_marker: str | None = None) -> Look:
     """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary``: its phase and since when it
-    waits (``create_time``); given a ``checkpoint_dir`` (a Running job watched for a hang), the newest complete
-    checkpoint's step there. Lists the checkpoints -- blocking I/O: a trigger calls it in a thread."""
-    look = Look(summary["name"], Platform.MODELARTS, str(summary["state"]).upper(), summary.get("create_time"))
+    waits (``queued_since``: a re-issued job waits again from its previous run's end); given a ``checkpoint_dir`` (a
+    Running job watched for a hang), the newest complete checkpoint's step there. Lists the checkpoints -- blocking
+    I/O: a trigger calls it in a thread."""
+    look = Look(summary["name"], Platform.MODELARTS, str(summary["state"]).upper(),
+                summary.get("queued_since") or summary.get("create_time"))
     if not checkpoint_dir:
         return look
     from ..checkpoints import find_latest_checkpoint

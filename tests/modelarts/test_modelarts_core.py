@@ -101,3 +101,38 @@ def test_the_platforms_reissues_reach_the_attempt_history() -> None:
     state, _ = step(state, failed, RetryPolicy(), "seed")
     assert state.history[0].platform_restarts == 2
     assert "node_unhealthy (after 2 platform re-issues)" in history_table(state.history)[1]
+
+
+def _job(phase: str, records: list[dict], create_ms: int = 100_000) -> object:
+    from types import SimpleNamespace as NS
+
+    runs = [NS(start_at=r.get("start_at"), end_at=r.get("end_at"), start_type="init_or_rescheduled",
+               recover_records=[NS(fault_scenario=f) for f in r.get("faults", [])]) for r in records]
+    return NS(metadata=NS(id="j1", create_time=create_ms),
+              status=NS(phase=phase, secondary_phase=phase, task_statuses=[], running_records=runs, start_time=None,
+                        duration=None))
+
+
+def test_a_reissued_job_waits_again_from_the_end_of_its_previous_run() -> None:
+    """ModelArts re-issues a job after a hardware fault: it is Pending again, and its queue wait starts then -- not
+    at its creation (counted from there, a job older than the queue timeout was stopped as queued too long at every
+    re-issue: benchmarks/modelarts_goodput.py seeds 4, 14, 16, 18)."""
+    from airflow_provider_resilient.backends.modelarts import job_look, job_summary
+    from airflow_provider_resilient.supervisor.observe import Limits, WatchMemory, observe
+
+    job = _job("Pending", [{"start_at": 110, "end_at": 5000, "faults": ["node_fault"]}])
+    summary = job_summary(job, "modelarts/cn-north-4/p/j1")
+    assert summary["create_time"] == 100.0 and summary["queued_since"] == 5000.0
+    look = job_look(summary)
+    assert look.queued_since == 5000.0
+    _, verdict = observe(WatchMemory(), look, 5010.0, Limits(queue_seconds=1800.0))
+    assert verdict.failure is None  # 10 s of waiting, not 4910
+
+
+def test_only_the_newest_runs_fault_scenario_classifies_the_job() -> None:
+    from airflow_provider_resilient.backends.modelarts import job_summary
+
+    job = _job("Failed", [{"start_at": 110, "end_at": 200, "faults": ["node_fault"]}, {"start_at": 300, "end_at": 400}])
+    assert job_summary(job, "modelarts/cn-north-4/p/j1")["fault_scenario"] is None  # a crash after the re-issue
+    job = _job("Failed", [{"start_at": 110, "end_at": 200}, {"start_at": 300, "end_at": 400, "faults": ["chip_fault"]}])
+    assert job_summary(job, "modelarts/cn-north-4/p/j1")["fault_scenario"] == "chip_fault"
