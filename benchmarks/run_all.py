@@ -49,7 +49,8 @@ BENCHMARKS = {
 
 #: Arguments of a full (not --quick) run beyond the script's defaults.
 FULL_ARGS = {"goodput": ["--seeds", "20", "--plot", str(HERE / "goodput.png"), "--crash-loop"],
-             "tpu_goodput": ["--seeds", "20", "--plot", str(HERE / "tpu_goodput.png")]}
+             "tpu_goodput": ["--seeds", "20", "--plot", str(HERE / "tpu_goodput.png")],
+             "modelarts_goodput": ["--seeds", "20"]}
 
 
 def machine() -> list[tuple[str, str]]:

@@ -77,10 +77,13 @@ MAX_TEST_SECONDS = 30.0
 SLOW_ALLOWED = frozenset({"tests/test_demo.py::test_offline_demo_matches_an_uninterrupted_run",
                           "tests/test_demo.py::test_the_tuning_example_finishes_its_study_without_running_a_finished_"
                           "trial_again",
-                          "tests/test_demo.py::test_the_legacy_ai_platform_example_trains_through_its_faults"})
+                          "tests/test_demo.py::test_the_legacy_ai_platform_example_trains_through_its_faults",
+                          # a benchmark's --quick run: a seeded trace through three ways on the emulator, 15 s alone
+                          "tests/test_modelarts_benchmark.py::test_modelarts_goodput_benchmark_prints_the_trace_a_row_"
+                          "per_way_and_the_failures_struck"})
 #: Modules whose tests take the longest: collected first, so that with ``--dist worksteal`` one worker starts on
 #: them while the other takes the rest, and neither waits alone at the end.
-FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/e2e/", "tests/operators/test_tuning_operator.py")
+FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/test_modelarts_benchmark.py", "tests/e2e/", "tests/operators/test_tuning_operator.py")
 
 _durations: dict[str, float] = defaultdict(float)
 
