@@ -83,7 +83,8 @@ SLOW_ALLOWED = frozenset({"tests/test_demo.py::test_offline_demo_matches_an_unin
                           "per_way_and_the_failures_struck"})
 #: Modules whose tests take the longest: collected first, so that with ``--dist worksteal`` one worker starts on
 #: them while the other takes the rest, and neither waits alone at the end.
-FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/test_modelarts_benchmark.py", "tests/e2e/", "tests/operators/test_tuning_operator.py")
+FIRST = ("tests/test_demo.py", "tests/test_benchmarks.py", "tests/test_modelarts_benchmark.py", "tests/e2e/",
+         "tests/operators/test_tuning_operator.py")
 
 _durations: dict[str, float] = defaultdict(float)
 
