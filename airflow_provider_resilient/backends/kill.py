@@ -57,7 +57,8 @@ def kill_budget(where: str, conf: Any = None) -> float:
 
 
 def release_on_kill(platform: str, releases: Sequence[Release], budget: float, *, conn_id: str | None,
-                    impersonation_chain: Any = None, emulator: str | None = None) -> str | None:
+                    impersonation_chain: Any = None, emulator: str | None = None,
+                    connection: Any = None) -> str | None:
     """Carry out a kill's ``Release`` commands (:func:`~..supervisor.reconcile.releases_on_kill`) with a client of
     its own whose retries stop within ``budget`` seconds: the platform backend's ``release_all`` -- the one way the
     provider cancels a job (:func:`.vertex.release_all`) or deletes a node or queued resource
@@ -101,7 +102,7 @@ def release_on_kill(platform: str, releases: Sequence[Release], budget: float, *
             release_training_jobs(hook, releases)
 
         def make(conn_id: Any, _chain: Any, *, emulator: Any, api_retry_seconds: float) -> Any:
-            return ResilientModelArtsHook(conn_id, api_retry_seconds=api_retry_seconds)
+            return ResilientModelArtsHook(conn_id, api_retry_seconds=api_retry_seconds, connection=connection)
     else:
         raise ValueError(f"release_on_kill: platform must be 'vertex_ai', 'tpu' or 'modelarts', got {platform!r}")
     names = " and ".join(r.resource.name for r in releases)

@@ -46,6 +46,23 @@ def missing_connection_message(conn_id: str) -> str:
             "with the same as JSON.")
 
 
+async def aget_connection(conn_id: str) -> Any:
+    """Airflow connection ``conn_id`` read on the running event loop (``BaseHook.aget_connection``), for a trigger.
+
+    Raises:
+        AirflowNotFoundException: there is no such connection (naming it and the fix).
+    """
+    from airflow.sdk import BaseHook
+
+    from .base import _not_found_exception
+
+    not_found = _not_found_exception()
+    try:
+        return await BaseHook.aget_connection(conn_id)
+    except not_found as exc:
+        raise not_found(missing_connection_message(conn_id)) from exc
+
+
 def is_transient(exc: BaseException, *, creating: bool = False) -> bool:
     """Whether a ModelArts SDK error is worth retrying as is (see the module docstring)."""
     from huaweicloudsdkcore.exceptions import exceptions as hexc
@@ -86,15 +103,20 @@ class ResilientModelArtsHook:
         region: the region of the calls (None: the connection's extra ``region``).
         api_retry_seconds: how long transient errors are retried before they are raised (seconds).
         sleep: how to wait between retries (injected in tests).
+        connection: the connection already read (a trigger reads it on the triggerer's event loop with
+            :func:`aget_connection`: read in a worker thread, Airflow 3.1's triggerer would get the secret-masking
+            message it sends to its supervisor from that thread, which corrupts their channel); None: read it here.
 
     The connection is read at the first call (or :attr:`settings`), which raises ``AirflowNotFoundException``
     naming it and the fix when it does not exist, and ``ValueError`` naming the missing field.
     """
 
     def __init__(self, conn_id: str = DEFAULT_CONN_ID, region: str | None = None, *,
-                 api_retry_seconds: float = 600.0, sleep: Callable[[float], Any] = time.sleep) -> None:
+                 api_retry_seconds: float = 600.0, sleep: Callable[[float], Any] = time.sleep,
+                 connection: Any = None) -> None:
         self.conn_id = conn_id
         self._region = region
+        self._connection = connection
         self.api_retry_seconds = api_retry_seconds
         self._sleep = sleep
         self._client: Any = None
@@ -111,11 +133,13 @@ class ResilientModelArtsHook:
 
         from .base import _not_found_exception
 
-        not_found = _not_found_exception()
-        try:
-            conn = BaseHook.get_connection(self.conn_id)
-        except not_found as exc:
-            raise not_found(missing_connection_message(self.conn_id)) from exc
+        conn = self._connection
+        if conn is None:
+            not_found = _not_found_exception()
+            try:
+                conn = BaseHook.get_connection(self.conn_id)
+            except not_found as exc:
+                raise not_found(missing_connection_message(self.conn_id)) from exc
         extra = dict(conn.extra_dejson or {})
         region = self._region or extra.get("region")
         settings = {"ak": conn.login, "sk": conn.password, "security_token": extra.get("security_token"),
@@ -367,6 +391,7 @@ __all__ = [
     "CONN_TYPE",
     "DEFAULT_CONN_ID",
     "ResilientModelArtsHook",
+    "aget_connection",
     "is_transient",
     "job_id_of",
     "missing_connection_message",

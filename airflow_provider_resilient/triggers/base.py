@@ -62,6 +62,11 @@ class SupervisedTrigger(BaseTrigger):
         """The Airflow connection a kill's release uses (Google's ``gcp_conn_id``; a ModelArts trigger's own)."""
         return self.gcp_conn_id
 
+    async def _kill_connection(self) -> Any:
+        """The connection object a kill's release is given, read on the event loop; None (default): the release
+        reads its connection itself (a Google trigger's hook gets the emulator address from its operator)."""
+        return None
+
     def _kill_resources(self) -> list[OwnedResource]:
         """The live resources of the watched attempt as the kill rule reads them (``keep`` set for those the
         user keeps: ``cancel_on_kill=False``, ``keep_node``)."""
@@ -95,11 +100,17 @@ class SupervisedTrigger(BaseTrigger):
             self.log.info("Trigger cancelled; leaving %s alone: %s", names, judgement.why)
             return
         budget = kill_budget("triggerer", conf)
+        try:
+            connection = await self._kill_connection()
+        except Exception as exc:  # the release reads it itself and says what it could not do
+            self.log.warning("Cannot read the connection on the event loop: %s", exc)
+            connection = None
         self.log.info("The task was killed (%s): releasing %s (within %.0f s)", judgement.why, names, budget)
         try:
             await asyncio.wait_for(asyncio.to_thread(
                 release_on_kill, self.PLATFORM, todo, budget, conn_id=self._conn_id(),
-                impersonation_chain=self.impersonation_chain, emulator=self.emulator), budget + 1.0)
+                impersonation_chain=self.impersonation_chain, emulator=self.emulator, connection=connection),
+                budget + 1.0)
         except TimeoutError:
             self.log.warning("Releasing %s was not confirmed within %.0f s: check it and end it yourself if it is "
                              "live", names, budget)

@@ -54,13 +54,17 @@ class AsyncModelArtsHook:
         self.sync: Any = None
 
     async def open(self) -> None:
-        """Import the SDK and read the connection, in a thread."""
+        """Read the connection on the event loop (never in a thread: see
+        :class:`~..hooks.modelarts.ResilientModelArtsHook`'s ``connection``), then import the SDK and build its
+        client in a thread. Idempotent."""
         if self.sync is None:
-            from ..hooks.modelarts import ResilientModelArtsHook
+            from ..hooks.modelarts import ResilientModelArtsHook, aget_connection
 
-            hook = ResilientModelArtsHook(self.conn_id, self.region)
+            connection = await aget_connection(self.conn_id)
+            hook = ResilientModelArtsHook(self.conn_id, self.region, connection=connection)
             await asyncio.to_thread(hook.client)
-            self.sync = hook
+            if self.sync is None:
+                self.sync = hook
 
     async def list_live_jobs(self) -> list[Any]:
         """The provider's live jobs (tagged ``resilient-attempt``) with their status."""
@@ -156,6 +160,12 @@ class ModelArtsTrainingJobTrigger(SupervisedTrigger):
 
     def _conn_id(self) -> str | None:
         return self.huaweicloud_conn_id
+
+    async def _kill_connection(self) -> Any:
+        """The connection a kill's release uses, read on the event loop (never in the release's thread)."""
+        from ..hooks.modelarts import aget_connection
+
+        return await aget_connection(self.huaweicloud_conn_id)
 
     def _kill_resources(self) -> list[Any]:
         from ..backends.modelarts import live_resources

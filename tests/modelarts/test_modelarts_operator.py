@@ -84,3 +84,24 @@ def test_a_missing_connection_is_an_error_naming_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AIRFLOW_CONN_HALF_HUAWEI", '{"conn_type": "huaweicloud", "login": "ak", "extra": {}}')
     with pytest.raises(ValueError, match=r"password, extra\.region, extra\.project_id"):
         _ = ResilientModelArtsHook("half_huawei").settings
+
+
+def test_a_trigger_reads_the_connection_on_its_event_loop_and_hands_it_to_the_hook(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow 3.1's triggerer corrupts its channel to its supervisor when a connection with a password is read in a
+    worker thread (the secret-masking message is sent from that thread): the trigger reads it on the loop
+    (``aget_connection``) and the hook, built with it, reads nothing more."""
+    import asyncio
+
+    from airflow_provider_resilient.hooks import modelarts as hooks
+
+    monkeypatch.setenv("AIRFLOW_CONN_LOOP_HUAWEI", '{"conn_type": "huaweicloud", "login": "ak", "password": "sk", '
+                                                   '"extra": {"region": "cn-north-4", "project_id": "p1"}}')
+    connection = asyncio.run(hooks.aget_connection("loop_huawei"))
+
+    def no_lookup(*_: object) -> None:
+        raise AssertionError("the hook read the connection again")
+
+    monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", no_lookup)
+    settings = hooks.ResilientModelArtsHook("loop_huawei", connection=connection).settings
+    assert (settings["ak"], settings["sk"], settings["project_id"]) == ("ak", "sk", "p1")
