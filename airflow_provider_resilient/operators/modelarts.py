@@ -140,12 +140,25 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
     # ------------------------------------------------------------------ Airflow entry points
     def execute(self, context: Any) -> Any:
         self._validate()
+        self._polling_before_airflow_3_3()
         self.log.info("%s", self._hook().endpoint_summary())
         self.log.info("%s on %s x%d; checkpoints: %s", self.name, self.flavor_id, self.node_count, self.checkpoint_dir)
         return self._start(context)
 
     def _conn_id(self) -> str | None:
         return self.huaweicloud_conn_id
+
+    def _polling_before_airflow_3_3(self) -> None:
+        """Before Airflow 3.3 the task watches its job in the worker (:data:`~..compat.MODELARTS_TRIGGER`)."""
+        from ..compat import MODELARTS_TRIGGER
+
+        if self.deferrable and not MODELARTS_TRIGGER:
+            self.log.warning("deferrable=True: this Airflow's triggerer is not known to run the ModelArts trigger "
+                             "safely (needs Airflow 3.3): the task watches its job from the worker instead")
+            self.deferrable = False
+
+    def _prepare_resume(self) -> None:
+        self._polling_before_airflow_3_3()
 
     def _resumed(self, context: Any, state: RunState, event: Any) -> Any:
         """The trigger's event (:class:`~..supervisor.watch_event.WatchEvent`): the job it saw end or judged failed
