@@ -172,6 +172,14 @@ def test_a_reissued_job_that_queues_over_30_minutes_fails(client, resilient_emul
     assert any("Failed to be queued" in line for line in events(client, job_id, level="Error"))
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (``T`` in ``/proc/<pid>/stat``)."""
+    from pathlib import Path
+
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] in "Tt"
+
+
 @MANUAL
 def test_a_hang_stops_progress_and_the_job_stays_running_until_stopped(client, resilient_emulator, tmp_path):
     from huaweicloudsdkmodelarts.v1 import JobActionType, StopTrainingJobRequest
@@ -185,9 +193,12 @@ def test_a_hang_stops_progress_and_the_job_stays_running_until_stopped(client, r
     deadline = time.monotonic() + 5
     while not any("suspended" in line for line in events(client, job_id)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    size = beat.stat().st_size if beat.exists() else 0
-    time.sleep(0.3)
-    assert (beat.stat().st_size if beat.exists() else 0) == size
+    # The hang is a SIGSTOP: every node process is stopped (state T in /proc), so its heartbeat file stops growing.
+    pids = resilient_emulator.processes()
+    assert pids
+    while not all(_stopped(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(_stopped(pid) for pid in pids)
     client.stop_training_job(StopTrainingJobRequest(training_job_id=job_id,
                                                     body=JobActionType(action_type="terminate")))
     resilient_emulator.advance(5)

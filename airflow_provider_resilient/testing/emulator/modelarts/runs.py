@@ -57,8 +57,12 @@ REISSUE = "job_reschedule_with_taint"
 _BEIJING = timezone(timedelta(hours=8))  # events' times are written like "2022-11-26T16:03:41+08:00"
 _SIGNAL_FOR_EXIT = {6: signal.SIGABRT, 134: signal.SIGABRT, 11: signal.SIGSEGV, 139: signal.SIGSEGV,
                     15: signal.SIGTERM, 143: signal.SIGTERM}
-_STAGES = (("scheduling", "Job scheduling", "作业调度"), ("preparing", "Environment preparation", "环境准备"),
-           ("running", "Job running", "作业运行"), ("end", "Job ended", "作业结束"))
+#: The stages of one issue of a job: (name, en_message, zh_message) -- the API's Chinese message as escapes (the
+#: source stays ASCII): "job scheduling", "environment preparation", "job running", "job ended".
+_STAGES = (("scheduling", "Job scheduling", "\u4f5c\u4e1a\u8c03\u5ea6"),
+           ("preparing", "Environment preparation", "\u73af\u5883\u51c6\u5907"),
+           ("running", "Job running", "\u4f5c\u4e1a\u8fd0\u884c"),
+           ("end", "Job ended", "\u4f5c\u4e1a\u7ed3\u675f"))
 
 
 def precheck_items(flavor_id: str, gpus: int, region: str) -> list[str]:
@@ -260,7 +264,7 @@ class TrainingRun:
         self._stage("preparing")
         self.event("The training job starts to run.")
         if self.retry_limit:
-            self._sub_stage("environment-pre-check", "Environment pre-check", "环境预检")
+            self._sub_stage("environment-pre-check", "Environment pre-check", "\u73af\u5883\u9884\u68c0")
             self.phase = "prechecking"
             self.next_at = self._later(now, self.config.latencies.modelarts_precheck_seconds)
         else:
