@@ -105,10 +105,24 @@ def test_a_user_error_is_given_up_on_with_one_job(emulator: Any) -> None:
 
 
 def test_a_sold_out_flavor_fails_over_to_the_fallback_flavor(emulator: Any) -> None:
-    fault(emulator, kind="quota", match={"display_name": "digits-*-a1"})
-    result, _ = run(operator(emulator, train(3), fallbacks=[{"flavor_id": "modelarts.vm.cpu.2u"}]))
+    """The primary flavor has no capacity: the job queues (Pending) past the queue timeout, is stopped, and the next
+    attempt runs on the fallback flavor."""
+    fault(emulator, kind="stockout", times=None, match={"display_name": "digits-*-a1"})
+    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, queue_timeout_seconds=1.0)
+    result, _ = run(operator(emulator, train(3), resilience_policy=policy,
+                             fallbacks=[{"flavor_id": "modelarts.vm.cpu.2u"}]))
     attempts = result["attempts"]
-    assert attempts[0]["incidents"][0]["failure"]["failure_class"] == "quota_exceeded"
+    assert attempts[0]["incidents"][0]["failure"]["failure_class"] == "queue_timeout"
+    assert attempts[1]["fallback_index"] == 0 and result["state"] == "Completed"
+    assert [j["phase"] for j in jobs(emulator)] == ["Terminated", "Completed"]
+
+
+def test_a_quota_refusal_is_waited_out(emulator: Any) -> None:
+    fault(emulator, kind="quota", match={"display_name": "digits-*-a1"})
+    policy = RetryPolicy(backoff=FAST, failover_backoff=FAST, budgets={"quota_wait": Budget(max_seconds=30,
+                                                                                             backoff=FAST)})
+    result, _ = run(operator(emulator, train(3), resilience_policy=policy))
+    assert result["attempts"][0]["incidents"][0]["failure"]["failure_class"] == "quota_exceeded"
     assert result["state"] == "Completed"
 
 
