@@ -61,6 +61,26 @@ def release_all(hook: Any, releases: Sequence[Release]) -> None:
         hook.stop_training_job(release.resource.name)
 
 
+def live_jobs(hook: Any) -> list[OwnedResource]:
+    """The provider's live training jobs of the hook's region and project (tagged ``resilient-attempt``; one job
+    search, :meth:`~..hooks.modelarts.ResilientModelArtsHook.list_live_jobs`), each with the task instance that created
+    it and its checkpoint directory (from its environment) -- what the two-writers check and the reconciler read.
+
+    Raises:
+        huaweicloudsdkcore.exceptions.exceptions.SdkException: the search failed past the hook's retries.
+    """
+    from ..hooks.modelarts import resource_name
+    from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_ATTEMPT
+    from ..supervisor.reconcile import owner_from
+
+    found = []
+    for job in hook.list_live_jobs(LABEL_ATTEMPT):
+        env = job_env(job)
+        found.append(OwnedResource(resource_name(hook.region, hook.project_id, job.metadata.id), JOB_KIND,
+                                   owner_from(env), checkpoint_dir=env.get(ENV_CHECKPOINT_DIR) or None))
+    return found
+
+
 def job_env(job: Any) -> dict[str, str]:
     """A training job's ``algorithm.environments`` as one dict (the API answers a list of dicts)."""
     envs = getattr(getattr(job, "algorithm", None), "environments", None) or {}
@@ -243,20 +263,9 @@ class ModelArtsTrainingJobBackend:
         return attempt_job_name(self.name, run_key(spec.own_labels), spec.attempt)
 
     def live_owned(self) -> list[OwnedResource]:
-        """The provider's live training jobs in the region (tagged ``resilient-attempt``), with owner and checkpoint
-        directory (from their environment): the supervisor's ``other_writers`` reads it."""
-        from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_ATTEMPT
-        from ..supervisor.reconcile import owner_from
-
-        found = []
-        for resource in self.hook.find_by_tags({LABEL_ATTEMPT: ""}):
-            job = self.hook.get_training_job(resource.resource_id)
-            if job.status.phase in MODELARTS_TERMINAL_PHASES:
-                continue
-            env = job_env(job)
-            found.append(OwnedResource(self._name(job.metadata.id), JOB_KIND, owner_from(env),
-                                       checkpoint_dir=env.get(ENV_CHECKPOINT_DIR) or None))
-        return found
+        """The provider's live training jobs in the region (:func:`live_jobs`): the supervisor's ``other_writers``
+        reads it."""
+        return live_jobs(self.hook)
 
     def find(self, spec: AttemptSpec) -> Submitted | None:
         """The job of the attempt's name (one tags listing matching it), watched instead of creating another."""
@@ -408,6 +417,7 @@ __all__ = [
     "job_env",
     "job_look",
     "job_summary",
+    "live_jobs",
     "live_resources",
     "read_summary",
     "release_all",

@@ -224,7 +224,7 @@ class ResilientModelArtsHook:
         """
         from huaweicloudsdkmodelarts.v1 import CreateTrainingJobRequest
 
-        request = CreateTrainingJobRequest(body=_model("Job", body))
+        request = CreateTrainingJobRequest(body=dict(body))  # the SDK serializes a dict body as it is
         return self.call(lambda c: c.create_training_job(request), creating=True)
 
     def get_training_job(self, job_id: str) -> Any:
@@ -346,45 +346,6 @@ def _search(client: Any, *, request: Any) -> Any:
 
 def _list_by_tags(client: Any, *, request: Any) -> Any:
     return client.list_training_jobs_by_tags(request)
-
-
-def _model(name: str, body: Mapping[str, Any]) -> Any:
-    """``body`` (the API's JSON) as the SDK's model ``name``, through the SDK's own deserializer: the request is
-    serialized from the model, so nothing of the JSON is lost."""
-    from huaweicloudsdkmodelarts import v1
-
-    return _deserialize(dict(body), getattr(v1, name), v1)
-
-
-def _deserialize(data: Any, cls: Any, module: Any) -> Any:
-    """A JSON value as the SDK model ``cls`` (``openapi_types`` / ``attribute_map``), recursively."""
-    import re
-
-    if data is None:
-        return None
-    kwargs = {}
-    by_json = {json_key: attr for attr, json_key in cls.attribute_map.items()}
-    for key, value in data.items():
-        attr = by_json.get(key, key)
-        kind = cls.openapi_types.get(attr)
-        if kind is None:
-            raise ValueError(f"{cls.__name__} has no field {key!r}")
-        kwargs[attr] = _value(value, kind, module, re)
-    return cls(**kwargs)
-
-
-def _value(value: Any, kind: str, module: Any, re: Any) -> Any:
-    if value is None:
-        return None
-    if kind.startswith("list["):
-        inner = kind[5:-1]
-        return [_value(v, inner, module, re) for v in value]
-    if kind.startswith("dict("):
-        inner = re.match(r"dict\(([^,]+), (.*)\)", kind).group(2)
-        return {k: _value(v, inner, module, re) for k, v in value.items()}
-    if kind in ("str", "int", "float", "bool", "object"):
-        return value
-    return _deserialize(value, getattr(module, kind), module)
 
 
 __all__ = [

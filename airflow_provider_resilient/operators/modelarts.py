@@ -134,7 +134,6 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
         self.cancel_on_kill = cancel_on_kill
         self.huaweicloud_conn_id = huaweicloud_conn_id
         self._live_job: str | None = None
-        self._reissues: dict[str, int] = {}
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
     # ------------------------------------------------------------------ Airflow entry points
@@ -168,7 +167,6 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
             from ..backends.modelarts import read_summary
 
             summary = read_summary(self._hook(), state.job_name)
-        self._note_reissues(summary)
         return self._backend().event(summary)
 
     def _live_resources(self) -> list[Any]:
@@ -223,27 +221,22 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
             fire_not_before=self._fire_not_before(), watch=self._watch_memory(state).to_json())
         self.defer(trigger=trigger, method_name="execute_complete")
 
-    def _note_reissues(self, summary: Mapping[str, Any]) -> None:
-        if summary.get("reissues"):
-            self._reissues[str(summary["name"])] = int(summary["reissues"])
-
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
-        from ..backends.modelarts import read_summary
         from ..checkpoints import find_latest_checkpoint
         from ..hooks.modelarts import job_id_of
         from ..policy import history_to_json
 
         self._live_job = None
-        summary = read_summary(self._hook(), job_name)
-        self._note_reissues(summary)
         checkpoint = None
         try:
             found = find_latest_checkpoint(str(self.checkpoint_dir), marker=self.checkpoint_marker)
             checkpoint = {"uri": found.uri, "step": found.step} if found else None
         except Exception as exc:  # the job succeeded; a missing listing does not change that
             self.log.warning("Could not list the final checkpoint: %s", exc)
-        return {"job_name": job_name, "job_id": job_id_of(job_name), "state": summary["state"],
-                "platform_reissues": dict(self._reissues), "checkpoint": checkpoint,
+        reissues = {a.resource_name: a.platform_restarts for a in state.history
+                    if a.resource_name and a.platform_restarts}  # the platform's own, by the jobs' stages
+        return {"job_name": job_name, "job_id": job_id_of(job_name), "state": "Completed",
+                "platform_reissues": reissues, "checkpoint": checkpoint,
                 "attempts": history_to_json(state.history)}
 
     # ------------------------------------------------------------------ helpers

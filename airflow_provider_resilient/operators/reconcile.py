@@ -123,7 +123,9 @@ class ResilientReconcileOperator(BaseOperator):
 
             found += live_nodes(self._tpu(), str(self.project_id), self.zones)
         if self.huaweicloud_conn_id:
-            found += self._modelarts_jobs().live_owned()
+            from ..backends.modelarts import live_jobs
+
+            found += live_jobs(self._modelarts())
         return found
 
     def _release(self, release: Release) -> None:
@@ -154,20 +156,6 @@ class ResilientReconcileOperator(BaseOperator):
 
             self._modelarts_hook = ResilientModelArtsHook(str(self.huaweicloud_conn_id))
         return self._modelarts_hook
-
-    def _modelarts_jobs(self) -> Any:
-        """The connection's training jobs as the ModelArts operator's backend reads them; only its listing of the
-        provider's live jobs (``live_owned``) is used here: it creates, watches and waits for nothing."""
-        import time
-
-        from ..backends.modelarts import STOP_POLL_SECONDS, ModelArtsTrainingJobBackend
-
-        def no_create(*_: Any) -> dict[str, Any]:
-            raise RuntimeError("the reconciler creates no training job")
-
-        return ModelArtsTrainingJobBackend(self._modelarts(), name="", fallbacks=(), training_job=no_create,
-                                           checkpoint_dir="", checkpoint_marker=None, hang_timeout=None,
-                                           queue_timeout=None, poll_interval=STOP_POLL_SECONDS, clock=time.time)
 
     def _tpu(self) -> Any:
         if not hasattr(self, "_tpu_hook"):
