@@ -144,7 +144,7 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
         stack.resume_component(second)
     stack.wait_jobs("TriggererJob", count=2)  # B heartbeats again
     watching = {m: len(stack.emulator_get(f"/calls?method={m}"))
-                for m in ("ListCustomJobs", "GetNode", "ShowTrainingJobDetails")}
+                for m in ("ListCustomJobs", "GetNode", "ListTrainingJobs")}
     stalled_at = time.monotonic()
     stack.pause_component(first)
     try:
@@ -154,8 +154,9 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
         # ... and watches them: with A frozen, every new read is B's.
         wait_for("B reads the CustomJobs", lambda: calls_after(stack, "ListCustomJobs", watching["ListCustomJobs"]))
         wait_for("B reads the TPU node", lambda: calls_after(stack, "GetNode", watching["GetNode"]))
-        wait_for("B reads the ModelArts job", lambda: calls_after(stack, "ShowTrainingJobDetails",
-                                                                  watching["ShowTrainingJobDetails"]))
+        # (a live ModelArts job is read by the shared poller's job search, as a CustomJob by ListCustomJobs)
+        wait_for("B reads the ModelArts job", lambda: calls_after(stack, "ListTrainingJobs",
+                                                                  watching["ListTrainingJobs"]))
     finally:
         stack.resume_component(first)
     stalled = time.monotonic() - stalled_at
