@@ -42,6 +42,12 @@ SECTION = "resilient"
 OPTIONS = ("reconcile_projects", "reconcile_regions", "reconcile_zones", "reconcile_huaweicloud_conn_ids",
            "reconcile_schedule")
 DEFAULT_DAG_ID = "resilient_reconcile"
+#: Runs of the reconciler's DAG at once. More than one: a run whose task was lost with a Celery worker killed under
+#: it stays running until Airflow gives the task up (``[scheduler] task_queued_timeout``, 10 minutes by default) --
+#: with one run at a time it would hold every later run back that long, and a leak with it (the stack tests' SIGKILLed
+#: Celery worker did). Two runs that meet release the same job or node twice, which is harmless: a release of an
+#: ended job or a deleted node is a no-op.
+MAX_ACTIVE_RUNS = 3
 #: How often the reconciler runs when neither the argument nor ``reconcile_schedule`` says (seconds).
 DEFAULT_SCHEDULE_SECONDS = 300.0
 
@@ -136,9 +142,9 @@ def reconcile_dag(*, projects: str | Sequence[str] | None = None, regions: str |
     """The reconciler's DAG (module docstring): one ``ResilientReconcileOperator`` task per project
     (``release_orphans``, or ``release_orphans_<project>`` for several) and one per Huawei Cloud connection
     (``release_orphans_modelarts``, or ``release_orphans_modelarts_<conn id>`` for several), every ``schedule``,
-    one run at a time, no catch-up, no task retries (the next scheduled run is the retry), a run timeout of 10
-    minutes. Call it at the top level of a file in the DAG folder; the DAG is registered there (its file is the
-    caller's).
+    up to :data:`MAX_ACTIVE_RUNS` runs at once, no catch-up, no task retries (the next scheduled run is the retry), a
+    run timeout of 10 minutes. Call it at the top level of a file in the DAG folder; the DAG is registered there
+    (its file is the caller's).
 
     Args:
         projects: Google Cloud project ids (a list, or one string of ids separated by commas or spaces); default:
@@ -171,7 +177,8 @@ def reconcile_dag(*, projects: str | Sequence[str] | None = None, regions: str |
     settings = reconcile_settings(projects=projects, regions=regions, zones=zones,
                                   huaweicloud_conn_ids=huaweicloud_conn_ids, schedule=schedule)
     caller = sys._getframe(1).f_code.co_filename  # the DAG's file is the user's, not this module
-    options: dict[str, Any] = {"catchup": False, "max_active_runs": 1, "tags": ["resilient", "maintenance"],
+    options: dict[str, Any] = {"catchup": False, "max_active_runs": MAX_ACTIVE_RUNS,
+                               "tags": ["resilient", "maintenance"],
                                "dagrun_timeout": timedelta(minutes=10),
                                "doc_md": "Releases the Vertex AI jobs, Cloud TPU nodes and ModelArts training jobs "
                                          "whose task instance has finished or is gone "
@@ -193,5 +200,5 @@ def reconcile_dag(*, projects: str | Sequence[str] | None = None, regions: str |
     return dag
 
 
-__all__ = ["DEFAULT_DAG_ID", "DEFAULT_SCHEDULE_SECONDS", "OPTIONS", "SECTION", "parse_schedule", "reconcile_dag",
-           "reconcile_settings", "split_list"]
+__all__ = ["DEFAULT_DAG_ID", "DEFAULT_SCHEDULE_SECONDS", "MAX_ACTIVE_RUNS", "OPTIONS", "SECTION", "parse_schedule",
+           "reconcile_dag", "reconcile_settings", "split_list"]
