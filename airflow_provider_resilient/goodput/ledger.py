@@ -17,10 +17,17 @@ restart. Badput buckets:
 * ``checkpoint_save`` -- the time the known saves (``saves``: ``CheckpointSave.span``, first object to last) were
   being written within a span between two step reports, as far as that span is slower than the run's pace: a
   blocking save holds training up (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME);
-* ``other`` -- the rest, reported, never hidden: stalls (a span between two step reports more than
-  :data:`STALL_FACTOR` times slower than the run's pace -- an in-place restart by the platform (Vertex AI,
-  "Understand the custom training service": a worker is restarted in place), which the attempt history does not see
-  -- counts as work at the pace and the rest as other), and time no report explains.
+* ``in_place_restart`` -- a restart of the workload's process within an attempt: the platform's (Vertex AI,
+  "Understand the custom training service": a replica whose worker fails is restarted in place; ModelArts'
+  re-issue) or a worker runner's. Seen by the restarted process's start report (``StepReport.start``: the
+  workload printed ``start step S``), it is the span from the last report before it to that start, but for the
+  step the process was making when it died (``wasted_progress``, at the run's pace); the restored process's way
+  back to its step is then ``checkpoint_restore``, as after an attempt's start;
+* ``stall`` -- a span between two step reports more than :data:`STALL_FACTOR` times slower than the run's pace,
+  with no restart seen in it: the work at the pace is work, the rest a stall (slow steps, a save the ledger is
+  not given, a restart whose start report was not seen);
+* ``other`` -- what no report explains: steps going back within an attempt with no start report (a restart seen
+  only by its effect), and time outside every span (the ledger's blind spots). Reported, never hidden.
 
 The buckets add up to the total. Input: the attempt history (:mod:`..policy.decide`) and, when the
 workload reports them (runner heartbeats, checkpoint steps), step observations ``(time, step)``. Without
@@ -41,38 +48,44 @@ from typing import Any
 from ..checkpoints.formats import CheckpointSave
 from ..policy import Attempt, DecisionAction, FailureClass
 
-BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "checkpoint_restore", "checkpoint_save",
-           "other")
+BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "in_place_restart", "checkpoint_restore",
+           "checkpoint_save", "stall", "other")
+#: Buckets added after the first ledgers were pushed to XCom: a stored ledger without them reads them as 0.
+LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall"})
 #: Each badput bucket as ml-goodput-measurement's ``BadputType`` (``goodput_utils.BadputType``), so a team that
 #: reads Google's badput breakdown reads ours the same way:
 #:
 #: * ``wasted_progress`` -> WASTED_PROGRESS_FROM_DISRUPTION ("time that was spent on productive training but lost
 #:   after restart");
-#: * ``detection`` and ``recovery`` -> INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time taken by the
-#:   infrastructure to restart the workload after a disruption": noticing it is part of that);
+#: * ``detection``, ``recovery`` and ``in_place_restart`` -> INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time
+#:   taken by the infrastructure to restart the workload after a disruption": noticing it is part of that);
 #: * ``checkpoint_restore`` -> UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: from an attempt's start to its first step,
 #:   which also holds what Google splits into TPU_INITIALIZATION, TRAINING_PREP and PROGRAM_STARTUP (seen from
 #:   outside the workload they are one span);
 #: * ``checkpoint_save`` -> UNPRODUCTIVE_CHECKPOINT_SAVE_TIME;
-#: * ``other`` -> OTHER.
+#: * ``stall`` and ``other`` -> OTHER.
 #:
 #: Data loading (DATA_LOADING_SYNC) falls between two step reports and counts as productive here, and so does a
 #: save the ledger is not given (a workload that keeps only its newest saves deletes the others; a span holding
-#: one is a stall, ``other``, when it is more than :data:`STALL_FACTOR` times the pace): only the workload's own
+#: one is a ``stall`` when it is more than :data:`STALL_FACTOR` times the pace): only the workload's own
 #: goodput events split them out exactly.
 BADPUT_TYPES = {"wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
                 "detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+                "in_place_restart": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
-                "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME", "other": "OTHER"}
+                "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME", "stall": "OTHER", "other": "OTHER"}
 
 
 @dataclass(frozen=True)
 class StepReport:
-    """The workload reached ``step`` at ``time`` (seconds since the epoch)."""
+    """The workload reached ``step`` at ``time`` (seconds since the epoch); with ``start``, a process of the
+    workload started at ``time`` resuming from ``step`` (its ``start step S`` line: an attempt's first process, or
+    one the platform or a runner restarted in place)."""
 
     time: float
     step: int
+    start: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ class Ledger:
     other: float
     basis: str
     checkpoint_save: float = 0.0
+    in_place_restart: float = 0.0
+    stall: float = 0.0
 
     @property
     def goodput(self) -> float:
@@ -112,8 +127,8 @@ class Ledger:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
         """The ledger of :meth:`as_dict` (e.g. pulled from XCom ``goodput``); extra keys are ignored, a missing
-        ``checkpoint_save`` (a ledger pushed before that bucket existed) is 0."""
-        return cls(basis=str(data["basis"]), **{f: float(data.get(f, 0.0) if f == "checkpoint_save" else data[f])
+        bucket of :data:`LATER_BUCKETS` (a ledger pushed before that bucket existed) is 0."""
+        return cls(basis=str(data["basis"]), **{f: float(data.get(f, 0.0) if f in LATER_BUCKETS else data[f])
                                                 for f in ("total", *BUCKETS)})
 
     def summary(self) -> str:
@@ -145,10 +160,12 @@ NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEED
 
 def run_pace(reports: Sequence[StepReport]) -> float | None:
     """The run's pace, seconds per step: the lower quartile of seconds per step over consecutive step reports
-    that moved forward (``reports`` oldest first), or None with fewer than :data:`PACE_SPANS` of them. The
-    lower quartile: the pace of undisturbed training, which spans holding a restart or a save do not skew."""
+    that moved forward in time and steps (``reports`` oldest first), or None with fewer than :data:`PACE_SPANS` of
+    them. The lower quartile: the pace of undisturbed training, which spans holding a restart or a save do not
+    skew."""
     first = [r for i, r in enumerate(reports) if i == 0 or reports[i - 1].step != r.step]  # no second sightings
-    paces = [(b.time - a.time) / (b.step - a.step) for a, b in itertools.pairwise(first) if b.step > a.step]
+    paces = [(b.time - a.time) / (b.step - a.step) for a, b in itertools.pairwise(first)
+             if b.step > a.step and b.time > a.time]  # two lines shipped at one time say nothing of the pace
     if len(paces) < PACE_SPANS:
         return None
     return statistics.quantiles(paces, n=4)[0]
@@ -167,7 +184,7 @@ def _current(reports: Sequence[StepReport], saves: Sequence[CheckpointSave], beg
             continue
         while k < len(ordered) and ordered[k].completed_at <= report.time:
             floor, k = max(floor, ordered[k].step), k + 1
-        if report.step >= floor:
+        if report.start or report.step >= floor:  # a process's start is never stale
             kept.append(report)
     return kept
 
@@ -205,8 +222,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
     total = max(0.0, end - start)
     buckets = dict.fromkeys(BUCKETS, 0.0)
     mine_saves = [s for s in saves if s.completed_at >= start]
-    seen = {(r.time, r.step) for r in steps} | {(s.completed_at, s.step) for s in mine_saves}
-    reports = [StepReport(t, n) for t, n in sorted(seen)]
+    seen = {(r.time, r.step, r.start) for r in steps} | {(s.completed_at, s.step, False) for s in mine_saves}
+    reports = [StepReport(t, n, start) for t, n, start in sorted(seen)]
 
     def saving(after: float, until: float) -> float:
         """Seconds of ``(after, until)`` the known saves were being written (each save's seen span)."""
@@ -252,10 +269,24 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 buckets["wasted_progress"] += head_work * redone / head_steps
                 buckets["productive"] += head_work * (head_steps - redone) / head_steps
             previous = mine[0]
-            restarting = False  # after a waited-out event, until the workload moves again
+            restarting = False  # after a waited-out event or an in-place restart, until the workload moves again
+            resumed = mine[0].step if mine[0].start else start_step  # the step the running process resumed from
+            started = mine[0].start  # the attempt's first process has said it started
             for report in mine:
                 span = report.time - previous.time
                 gained = report.step - previous.step
+                if report.start and report is not mine[0]:
+                    # a restart once a process said it started or the attempt moved past its resume step
+                    if started or max(r.step for r in mine if r.time <= previous.time) > start_step:
+                        # A process restarted in place: the step it was making when it died is lost (at the pace;
+                        # the steps before it that it redoes are wasted when redone), the rest is the restart.
+                        lost = min(span, pace) if pace is not None else 0.0
+                        buckets["wasted_progress"] += lost
+                        buckets["in_place_restart"] += span - lost
+                        restarting, previous = True, report
+                    # else the first process's start, read after a look had seen its step: no event
+                    started, resumed = True, report.step
+                    continue
                 waited = [w for w in waits if previous.time <= w <= report.time]
                 if gained == 0 and not waited and not restarting and report is not mine[0]:
                     continue  # a second sighting: the workload trained on since the first
@@ -269,9 +300,9 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                         buckets["checkpoint_save"] += saved
                         work -= saved
                 if work > 0 and gained > 0 and pace is not None and work > STALL_FACTOR * gained * pace:
-                    # the attempt had not moved from its resume step yet: it was starting; else a stall (an
-                    # in-place restart, slow steps)
-                    buckets["checkpoint_restore" if previous.step <= start_step else "other"] += work - gained * pace
+                    # the process had not moved from its resume step yet: it was starting; else a stall (slow
+                    # steps, an unknown save, an in-place restart whose start was not seen)
+                    buckets["checkpoint_restore" if previous.step <= resumed else "stall"] += work - gained * pace
                     work = gained * pace
                 if work > 0 and gained <= 0:
                     buckets["checkpoint_restore" if restarting else "other"] += work
@@ -290,6 +321,6 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         following = ran[index + 1] if index + 1 < len(ran) else None
         if following is not None and following.started_at is not None:
             buckets["recovery"] += max(0.0, following.started_at - finish)
-    accounted = sum(buckets.values())  # stalls without a known cause are already in "other"
+    accounted = sum(buckets.values())  # steps going back with no start seen are already in "other"
     buckets["other"] += max(0.0, total - accounted)
     return Ledger(total=sum(buckets.values()), basis="steps" if reports else "attempts", **buckets)

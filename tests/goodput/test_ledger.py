@@ -76,11 +76,14 @@ def test_without_step_reports_the_bounds_are_stated():
 
 
 @settings(max_examples=200, deadline=None)
-@given(durations=st.lists(st.tuples(st.floats(1, 100), st.floats(0, 50), st.integers(0, 30)), min_size=1,
-                          max_size=6))
+@given(durations=st.lists(st.tuples(st.floats(1, 100), st.floats(0, 50), st.integers(0, 30), st.booleans()),
+                          min_size=1, max_size=6))
 def test_buckets_always_add_up_to_the_total(durations):
     history, steps, now, best = [], [], T0, 0
-    for number, (run, gap, progress) in enumerate(durations, start=1):
+    for number, (run, gap, progress, restarted) in enumerate(durations, start=1):
+        if restarted:  # a process start at the attempt's start and one restarted in place mid-attempt
+            steps += [StepReport(now + run * 0.05, max(0, best - progress // 2), start=True),
+                      StepReport(now + run * 0.5, max(0, best - progress), start=True)]
         resumed = max(0, best - progress // 2)
         attempt = failed_attempt(number, now, fail_at=now + run * 0.9, decided_at=now + run, resumed=resumed)
         history.append(Attempt(number, f"job-{number}", started_at=now, ended_at=now + run,
@@ -184,22 +187,22 @@ def test_steps_before_the_first_surviving_save_are_timed_at_the_attempts_pace():
     assert alone.checkpoint_restore == pytest.approx(90)
 
 
-def test_a_stall_the_history_does_not_see_is_other_not_productive():
-    """The platform restarted the replica in place between steps 5 and 6 (seed 003): that span took 60 s at a
-    pace of 10 s a step. 10 s of it are the step; 50 s are a stall, reported as other -- not hidden in
-    productive time."""
+def test_a_stall_the_history_does_not_see_is_a_stall_not_productive():
+    """Steps 5 to 6 took 60 s at a pace of 10 s a step, with no restart seen: 10 s of it are the step; 50 s are a
+    stall -- not hidden in productive time, and not "other" (the ledger saw where it was)."""
     times = [T0 + 10 * i for i in range(6)] + [T0 + 50 + 60 + 10 * (i - 6) for i in range(6, 11)]
     steps = [StepReport(t, i) for i, t in enumerate(times)]
     ledger = goodput_ledger((Attempt(1, "job-1", started_at=T0, ended_at=times[-1]),), steps, end=times[-1])
-    assert ledger.other == pytest.approx(50)
+    assert ledger.stall == pytest.approx(50)
+    assert ledger.other == 0
     assert ledger.productive == pytest.approx(100)
 
 
 def test_a_blocking_save_is_checkpoint_save_time_not_a_stall():
     """Steps every 6 s; after steps 5 and 10 the workload blocks 30 s writing a checkpoint (seen by its write
     time: first object to completion proof), and once more after its last step 12. Given the saves, their 90 s
-    are ``checkpoint_save`` (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) and nothing is "other";
-    without them the two mid-run saves are stalls (other, 60 s) and the final one is work after the last step."""
+    are ``checkpoint_save`` (ml-goodput-measurement's UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) and nothing is a stall;
+    without them the two mid-run saves are stalls (61 s) and the final one is work after the last step."""
     from airflow_provider_resilient.checkpoints.formats import CheckpointSave
 
     times, saves, t = [], [], T0 + 10  # 10 s start-up
@@ -214,32 +217,73 @@ def test_a_blocking_save_is_checkpoint_save_time_not_a_stall():
     history = (Attempt(1, "job-1", started_at=T0, ended_at=end),)
     known = goodput_ledger(history, steps, end=end, saves=saves)
     assert known.checkpoint_save == pytest.approx(90)
-    assert known.other == pytest.approx(0)
+    assert known.other == known.stall == 0
     assert known.productive == pytest.approx(12 * 6 + 2 * 0.5 + 1)  # steps, each save's 0.5 s beyond its write time
     assert known.checkpoint_restore == pytest.approx(10)
     assert known.badput_breakdown()["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] == pytest.approx(100 * 90 / known.total,
                                                                                           abs=0.01)
     assert type(known).from_dict(known.as_dict()) == known
     blind = goodput_ledger(history, steps, end=end)
-    assert blind.checkpoint_save == 0 and blind.other == pytest.approx(2 * 30.5)
+    assert blind.checkpoint_save == 0 and blind.stall == pytest.approx(2 * 30.5) and blind.other == 0
     assert blind.total == pytest.approx(known.total)
-    # A ledger pushed before the bucket existed still reads back.
-    old = {k: v for k, v in blind.as_dict().items() if k != "checkpoint_save"}
-    assert type(blind).from_dict(old) == blind
+    # A ledger pushed before the later buckets existed still reads back.
+    old = {k: v for k, v in blind.as_dict().items() if k not in ("checkpoint_save", "in_place_restart", "stall")}
+    read = type(blind).from_dict(old)
+    assert read.stall == read.in_place_restart == read.checkpoint_save == 0 and read.productive == blind.productive
 
 
 def test_a_first_look_at_the_resume_step_saw_the_workload_starting():
     """Attempt 2 resumed from step 50. The first look (T0+5) finds the workload still at step 50 -- it is starting
     -- and the next finds step 55 at T0+70, then 2 s a step. The 55 s beyond those 5 steps' pace are start-up and
-    restore (``checkpoint_restore``), not a stall in "other"; a stall after the attempt has moved stays other."""
+    restore (``checkpoint_restore``), not a stall; a stall after the attempt has moved stays a stall."""
     history = (Attempt(2, "job-2", started_at=T0, ended_at=T0 + 130, resumed_from_step=50),)
     steps = [StepReport(T0 + 5, 50), StepReport(T0 + 70, 55)] + [StepReport(T0 + 70 + 2 * i, 55 + i)
                                                                  for i in range(1, 11)]
     steps += [StepReport(T0 + 130, 70)]  # 40 s for 5 steps after it had moved: a stall of 30 s
     ledger = goodput_ledger(history, steps, end=T0 + 130)
     assert ledger.checkpoint_restore == pytest.approx(5 + 55)
-    assert ledger.other == pytest.approx(30)
+    assert ledger.stall == pytest.approx(30)
     assert ledger.productive == pytest.approx(10 + 20 + 10)
+
+
+def restarted_in_place(start_line: bool) -> list[StepReport]:
+    """10 s a step from T0+10 (step 0); the workload saves at step 4; its process dies during step 7 (last report step
+    6 at T0+70); the platform restarts it in place and the new process prints ``start step 4`` at T0+120, then
+    steps 5, 6, ... every 10 s again until step 12."""
+    reports = [StepReport(T0 + 10 + 10 * s, s) for s in range(7)]
+    if start_line:
+        reports.append(StepReport(T0 + 120, 4, start=True))
+    reports += [StepReport(T0 + 120 + 10 * (s - 4), s) for s in range(5, 13)]
+    return reports
+
+
+def test_an_in_place_restart_is_named_by_the_restarted_process_start():
+    """The restarted process's start line names the 50 s from the last report to it: the step being made when the
+    process died (10 s at the pace) is lost progress, 40 s the in-place restart; steps 5 and 6 are redone
+    (wasted); nothing is a stall or unexplained. Without the start line the same run cannot say where the restart
+    was: its time is "other", the ledger's blind spot, not hidden in another bucket."""
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=T0 + 200),)
+    seen = goodput_ledger(history, restarted_in_place(True), end=T0 + 200)
+    assert seen.in_place_restart == pytest.approx(40)
+    assert seen.wasted_progress == pytest.approx(10 + 20)
+    assert seen.checkpoint_restore == pytest.approx(10)  # T0 .. step 0
+    assert seen.stall == seen.other == 0
+    assert seen.productive == pytest.approx(60 + 60)  # steps 1..6 and 7..12
+    assert seen.badput_breakdown()["INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION"] == pytest.approx(20.0)
+    blind = goodput_ledger(history, restarted_in_place(False), end=T0 + 200)
+    assert blind.in_place_restart == 0 and blind.other > 0
+    assert blind.total == pytest.approx(seen.total)
+
+
+def test_a_restarted_process_that_takes_long_to_move_is_restoring_not_stalled():
+    """After ``start step 4`` (T0+120) the process takes 60 s to reach step 5 (loading the checkpoint): 50 s beyond
+    the step's pace are checkpoint_restore, as after an attempt's start, not a stall."""
+    reports = [r if r.start or r.step < 5 or r.time < T0 + 100 else StepReport(r.time + 50, r.step)
+               for r in restarted_in_place(True)]
+    history = (Attempt(1, "job-1", started_at=T0, ended_at=T0 + 250),)
+    ledger = goodput_ledger(history, reports, end=T0 + 250)
+    assert ledger.checkpoint_restore == pytest.approx(10 + 50)
+    assert ledger.stall == ledger.other == 0
 
 
 def test_a_look_behind_a_save_already_made_is_stale_not_steps_going_back():
@@ -344,3 +388,14 @@ def test_the_trace_ceiling_is_never_above_one_and_never_below_its_end_points(gap
     assert 0 < goodput <= 1
     for interval in (max(1e-3, cost / 10), 300.0):  # the search's first and last interval
         assert goodput >= 300 / trace_wall_time(300, gaps, cost, restart, interval) - 1e-9
+
+
+def test_the_first_process_start_read_after_a_look_is_no_restart():
+    """A look at T0+5 saw step 0 (the checkpoints' clock) before the log lines were read; the first process's
+    ``start step 0`` line is stamped T0+6. It is the attempt's first process, not a restart in place."""
+    reports = [StepReport(T0 + 5, 0), StepReport(T0 + 6, 0, start=True)] + [StepReport(T0 + 6 + i, i)
+                                                                            for i in range(1, 20)]
+    ledger = goodput_ledger((Attempt(1, "job-1", started_at=T0, ended_at=T0 + 25),), reports, end=T0 + 25)
+    assert ledger.in_place_restart == 0 and ledger.other == ledger.stall == 0
+    assert ledger.checkpoint_restore == pytest.approx(5)
+    assert ledger.productive == pytest.approx(20)
