@@ -133,48 +133,61 @@ def wants_checkpoints(summary: dict[str, Any], hang_timeout: float | None) -> bo
 
 
 class StepLogReader:
-    """Reads the step a CustomJob's chief replica last logged, for the observer's :data:`LOGGED` clock: at most
-    once every ``every`` seconds (Cloud Logging's read quota is per project), and never again after a
-    ``PermissionDenied`` (said once: the credentials lack ``logging.logEntries.list``). A read that fails
-    otherwise is logged and leaves the clock unjudged: it is no evidence of a hang.
+    """Reads the steps a CustomJob's chief replica logged, for the observer's :data:`LOGGED` clock and the goodput
+    ledger: at most once every ``every`` seconds (Cloud Logging's read quota is per project), each read asking for
+    the lines since the newest one already read, and never again after a ``PermissionDenied`` (said once: the
+    credentials lack ``logging.logEntries.list``). A read that fails otherwise is logged and leaves the clock
+    unjudged: it is no evidence of a hang.
 
     Args:
-        read: ``(job name, since) -> step or None``
-            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.last_logged_step`); blocking: a trigger calls the
-            reader in a thread.
+        read: ``(job name, since) -> [(time, step, start), ...]`` oldest first
+            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.logged_steps`); blocking: a trigger calls the reader in
+            a thread.
         every: seconds between two reads (:func:`step_log_seconds`).
         clock: seconds since the epoch, now.
     """
 
-    def __init__(self, read: Callable[[str, Any], int | None], every: float,
+    def __init__(self, read: Callable[[str, Any], Sequence[tuple[float, int, bool]]], every: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.read = read
         self.every = every
         self.clock = clock
         self.next_at = 0.0
         self.denied = False
+        self.newest: dict[str, tuple[float, int, bool]] = {}  # per job: the newest line read so far
+        self.step: dict[str, int] = {}  # per job: the step of its newest step line
 
-    def __call__(self, summary: Mapping[str, Any]) -> tuple[bool, int | None]:
-        """``(read, step)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no read was due
-        or it failed; ``step`` None when the job has logged no step since it was created."""
+    def __call__(self, summary: Mapping[str, Any]) -> tuple[bool, int | None, tuple[tuple[float, int, bool], ...]]:
+        """``(read, step, lines)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no read was
+        due or it failed; ``step`` the newest ``step N`` line's step, None when the job has logged none since it was
+        created; ``lines`` the step and start lines not returned before, ``(time, step, start)`` oldest first."""
         from datetime import UTC, datetime
 
         from google.api_core import exceptions as gexc
 
         now = self.clock()
         if self.denied or now < self.next_at:
-            return False, None
+            return False, None, ()
         self.next_at = now + self.every
-        since = datetime.fromtimestamp(summary.get("create_time") or 0.0, UTC)
+        name = summary["name"]
+        newest = self.newest.get(name)
+        since = datetime.fromtimestamp(max(summary.get("create_time") or 0.0, newest[0] if newest else 0.0), UTC)
         try:
-            return True, self.read(summary["name"], since)
+            lines = tuple(line for line in self.read(name, since) if newest is None or line > newest)
         except gexc.PermissionDenied as exc:
             self.denied = True
             log.warning("Cannot read the step lines of %s from Cloud Logging (%s): its hang clock follows its "
-                        "checkpoints only; grant roles/logging.viewer to read them", summary["name"], exc.message)
+                        "checkpoints only; grant roles/logging.viewer to read them", name, exc.message)
+            return False, None, ()
         except Exception as exc:  # any other read error: the clock is left unjudged, not a hang
-            log.warning("Could not read the step lines of %s from Cloud Logging: %s", summary["name"], exc)
-        return False, None
+            log.warning("Could not read the step lines of %s from Cloud Logging: %s", name, exc)
+            return False, None, ()
+        if lines:
+            self.newest[name] = lines[-1]
+        for _, step, start in lines:
+            if not start:
+                self.step[name] = step
+        return True, self.step.get(name), lines
 
 
 def step_log_seconds(hang_timeout: float) -> float:
@@ -184,11 +197,13 @@ def step_log_seconds(hang_timeout: float) -> float:
 
 
 def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
-             step_logs: Callable[[Mapping[str, Any]], tuple[bool, int | None]] | None = None) -> Look:
+             step_logs: Callable[[Mapping[str, Any]], tuple[bool, int | None, tuple[tuple[float, int, bool], ...]]]
+             | None = None) -> Look:
     """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`): its
     state and since when it waits (``create_time``); given a ``checkpoint_dir`` (pass one only when
     :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet); given
-    ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due.
+    ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due, and
+    the step and start lines it read (``Look.step_lines``, for the goodput ledger).
 
     Both read the platform -- blocking I/O: a trigger calls it in a thread. A listing or read that fails is
     logged and leaves its clock unjudged: it is no evidence of a hang.
@@ -205,9 +220,10 @@ def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpo
             log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"],
                         checkpoint_dir, exc)
     if step_logs is not None:
-        read, step = step_logs(summary)
+        read, step, lines = step_logs(summary)
         if read:
             progress[LOGGED] = step
+            look = replace(look, step_lines=lines)
     return replace(look, progress=progress) if progress else look
 
 
@@ -256,7 +272,7 @@ class VertexCustomJobBackend:
                  poll_interval: float, clock: Callable[[], float], read_step_logs: bool = False) -> None:
         self.hook = hook
         self.step_logs = None if not (read_step_logs and hang_timeout) else StepLogReader(
-            lambda name, since: hook.last_logged_step(name, since), step_log_seconds(hang_timeout), clock)
+            lambda name, since: hook.logged_steps(name, since), step_log_seconds(hang_timeout), clock)
         self.project_id = project_id
         self.region = region
         self.fallbacks = tuple(fallbacks)

@@ -481,12 +481,12 @@ class SupervisedOperator(BaseOperator):
         self._observed = memory
         if memory != before:  # one write per change, not per look (each is a call to Airflow's API server)
             self._save(context, state.observed(memory))
-        for at, step_ in ledger_steps(verdict, memory):  # the run's lead (worker 0, the logged steps)
-            self._store.note(at, step_)
+        for at, step_, start in ledger_steps(verdict, memory, look):  # the run's lead (worker 0, the logged steps)
+            self._store.note(at, step_, start)
         return verdict
 
     def _note_trigger_steps(self, context: Any, state: RunState, steps: Sequence[Sequence[float]]) -> None:
-        """Note the step reports a trigger's event carries (``[[time, step], ...]``) for the goodput ledger, as a
+        """Note the step reports a trigger's event carries (``[[time, step(, 1)], ...]``) for the goodput ledger, as a
         polling operator notes the step of each look (:meth:`~.run_store.RunStore.note_reported`), and save them at
         once (a resumed look that defers again saves nothing)."""
         started = state.history[-1].started_at if state.history else None

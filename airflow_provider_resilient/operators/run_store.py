@@ -24,8 +24,9 @@ MAX_STEP_REPORTS = 2000
 def steps_to_json(reports: Sequence[Any]) -> dict[str, Any]:
     """Step reports (``goodput.StepReport``) as the task state store keeps them (key :data:`STEPS_KEY`):
     ``{"schema_version": 2, "reports": [[time, step], ...]}`` (the run's schema version,
-    :data:`~..supervisor.STATE_SCHEMA_VERSION`)."""
-    return {"schema_version": STATE_SCHEMA_VERSION, "reports": [[r.time, r.step] for r in reports]}
+    :data:`~..supervisor.STATE_SCHEMA_VERSION`); a process's start report is ``[time, step, 1]``."""
+    return {"schema_version": STATE_SCHEMA_VERSION,
+            "reports": [[r.time, r.step, 1] if r.start else [r.time, r.step] for r in reports]}
 
 
 def steps_from_json(data: Any) -> list[Any]:
@@ -43,7 +44,7 @@ def steps_from_json(data: Any) -> list[Any]:
     if isinstance(data, dict):
         stored_schema_version(data)
         data = data.get("reports") or []
-    return [StepReport(float(t), int(s)) for t, s in data]
+    return [StepReport(float(item[0]), int(item[1]), bool(item[2]) if len(item) > 2 else False) for item in data]
 
 
 def first_try_after_clear(context: Any, retries: int | None) -> bool:
@@ -128,20 +129,22 @@ class RunStore:
         """The step reports (``goodput.StepReport``) of this run noted so far, oldest first (a copy)."""
         return list(self._steps or [])
 
-    def note(self, time_: float, step_: int) -> None:
-        """Note that the workload was at ``step_`` at ``time_`` (seconds since the epoch)."""
+    def note(self, time_: float, step_: int, start: bool = False) -> None:
+        """Note that the workload was at ``step_`` at ``time_`` (seconds since the epoch); ``start``: a process of
+        it started then, resuming from ``step_``."""
         from ..goodput import StepReport
 
-        self._steps = [*(self._steps or []), StepReport(time_, step_)]
+        self._steps = [*(self._steps or []), StepReport(time_, step_, start)]
 
     def merge(self, reports: Iterable[Any]) -> None:
         """Add ``reports`` (``goodput.StepReport``) to those noted, in time order."""
         self._steps = sorted([*(self._steps or []), *reports], key=lambda r: r.time)
 
     def note_reported(self, reported: Any, started_at: float | None) -> int:
-        """Note the step reports a trigger's event carries (``[[time, step], ...]``); returns how many were noted.
-        A step equal to the last one noted in the same attempt (``started_at``: its start, epoch seconds) is not
-        noted again: it is no new progress (a new trigger records the step it first sees, often the one its
+        """Note the step reports a trigger's event carries (``[[time, step], ...]``, ``[time, step, 1]`` for a
+        process's start); returns how many were noted. A step equal to the last one noted in the same attempt
+        (``started_at``: its start, epoch seconds) is not noted again, unless it is a process's start: it is no new
+        progress (a new trigger records the step it first sees, often the one its
         predecessor saw last), and the ledger would count the time between the two sightings as a stall. An
         unreadable report only costs the ledger a point."""
         seen = self.steps
@@ -150,11 +153,12 @@ class RunStore:
         for item in reported or ():
             try:
                 at, step_ = float(item[0]), int(item[1])
+                start = len(item) > 2 and bool(item[2])
             except (TypeError, ValueError, IndexError):
                 continue
-            if last is not None and last[1] == step_ and (started_at is None or last[0] >= started_at):
+            if not start and last is not None and last[1] == step_ and (started_at is None or last[0] >= started_at):
                 continue
-            self.note(at, step_)
+            self.note(at, step_, start)
             last, noted = (at, step_), noted + 1
         return noted
 

@@ -158,6 +158,9 @@ class Look:
         maintenance: the node's announced maintenance (None: none, or not looked at).
         checkpoint_requested: the checkpoint request token set on the node (None: none).
         checkpoint_acks: per worker, the token of the last checkpoint request it acknowledged (``""``: none).
+        step_lines: the lead's logged lines read this time, ``(time, step, start)`` oldest first (epoch seconds;
+            ``start``: a process of the workload started then, resuming from ``step``): for the goodput ledger
+            only (:func:`ledger_steps`), never judged.
     """
 
     resource: str
@@ -171,6 +174,7 @@ class Look:
     maintenance: Notice | None = None
     checkpoint_requested: str | None = None
     checkpoint_acks: Sequence[str] = ()
+    step_lines: Sequence[tuple[float, int, bool]] = ()
 
 
 #: The prefix of a silence clock's key: ``"silent worker 1"``.
@@ -278,12 +282,17 @@ def _hang(look: Look, key: str, message: str, since: float) -> Failure:
     return Failure(FailureClass.HANG, look.platform, worker_id=worker, message=message, timestamp=since)
 
 
-def ledger_steps(verdict: Verdict, memory: WatchMemory) -> list[tuple[float, int]]:
-    """The ``(time, step)`` reports of ``verdict`` for the goodput ledger: the run's lead only -- worker 0 of a
-    TPU slice; a CustomJob's logged steps once it has logged one (``memory`` is the one the verdict came with),
-    else its checkpoints (mixing the two would read as steps going back)."""
+def ledger_steps(verdict: Verdict, memory: WatchMemory, look: Look | None = None) -> list[tuple[float, int, bool]]:
+    """The ``(time, step, start)`` reports of ``verdict`` for the goodput ledger (``start``: a process started,
+    resuming from ``step``): the run's lead only -- worker 0 of a TPU slice; a CustomJob's logged steps once it has
+    logged one (``memory`` is the one the verdict came with), else its checkpoints (mixing the two would read as
+    steps going back). A CustomJob's logged steps are the lines ``look`` read (``Look.step_lines``: each at its
+    own time, process starts among them) when it read any, else the step the look saw, at the look's time."""
     lead = {worker_key(0), LOGGED if LOGGED in memory.stepping else CHECKPOINTS}
-    return [(at, step) for key, step, at in verdict.progressed if key in lead]
+    lines = list(look.step_lines) if look is not None and LOGGED in lead else []
+    return sorted([*((at, step, False) for key, step, at in verdict.progressed
+                     if key in lead and not (lines and key == LOGGED)),
+                   *((float(at), int(step), bool(start)) for at, step, start in lines)])
 
 
 __all__ = [

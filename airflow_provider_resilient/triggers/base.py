@@ -51,7 +51,8 @@ class SupervisedTrigger(BaseTrigger):
 
         self._memory, verdict = observe(self._memory, look, self._clock(),
                                         Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
-        self._steps.extend([at, step] for at, step in ledger_steps(verdict, self._memory))
+        self._steps.extend([at, step, 1] if start else [at, step]
+                           for at, step, start in ledger_steps(verdict, self._memory, look))
         if verdict.failure is None:
             return None
         self.log.warning("%s: %s", self.job_name, verdict.failure.message)

@@ -339,7 +339,7 @@ class CustomJobTrigger(SupervisedTrigger):
 
             hook = self._sync_hook(0.0)
             self._log_hook = hook
-            self._step_logs = StepLogReader(lambda name, since: hook.last_logged_step(name, since),
+            self._step_logs = StepLogReader(lambda name, since: hook.logged_steps(name, since),
                                             step_log_seconds(self.hang_timeout), self._clock)
         return self._step_logs
 

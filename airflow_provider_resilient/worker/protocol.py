@@ -137,3 +137,8 @@ CHECKPOINT_ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
 #: A training step in the command's output (``step 120``, ``step=120``): the runner's default ``--step-pattern``
 #: (the ``step`` it reports is the first group), and how a Vertex AI replica's log is read for its step.
 DEFAULT_STEP_PATTERN = r"(?m)^\s*step[ =:]+(\d+)"
+#: A process of the workload starting, resuming from a step (``start step 120``, ``resuming from step 120``,
+#: printed once the checkpoint is restored and before the first step): how a Vertex AI replica's log shows that the
+#: replica was restarted in place -- the goodput ledger's ``in_place_restart`` (:mod:`..goodput.ledger`). A
+#: workload that does not print it loses no function: its in-place restarts are then unexplained time in the ledger.
+DEFAULT_START_PATTERN = r"(?m)^\s*(?:start|resum(?:e|ed|ing) from) step[ =:]+(\d+)"

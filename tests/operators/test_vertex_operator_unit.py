@@ -297,6 +297,29 @@ def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilie
     assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
 
 
+def test_an_in_place_restart_of_the_replica_is_named_in_the_ledger(resilient_emulator):
+    """The replica's VM is lost at step 20 and Vertex AI restarts the worker in place: the job stays RUNNING, one
+    attempt. The operator reads every logged line with its time, the restarted process's ``resuming from step N``
+    among them, so the ledger names the restart (``in_place_restart``) instead of leaving it unexplained. (Real
+    time: the log lines' times and the checkpoints' are one clock; this waits for about 4 s of training.)"""
+    from pathlib import Path
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "worker_failure", "at_step": 25, "match": {"nth": 1}})
+    op = operator(hang_timeout=3.0, poll_interval=0.2, base_output_dir="gs://unit-bucket/in-place")
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every", "10",
+                                                            "--step-seconds", "0.1"]
+    ctx = context()
+    result = op.execute(ctx)
+    assert len(result["attempts"]) == 1 and result["checkpoint"]["step"] == 40
+    reports = ctx["task_state_store"].data[op.STEPS_KEY]["reports"]
+    starts = [r[1] for r in reports if len(r) > 2]  # the two processes' starts, from their log lines
+    assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 20  # the second from a save it made before dying
+    ledger = ctx["ti"].xcom["goodput"]
+    assert ledger["in_place_restart"] > 0
+    assert ledger["other"] < ledger["in_place_restart"]
+
+
 def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted(resilient_emulator):
     """A workload that keeps only its 2 newest saves (Orbax max_to_keep) crashes for good at step 40; by the end
     of the run the saves of steps 10..30 are gone. The operator noted them before the next attempt, so the
@@ -313,7 +336,7 @@ def test_the_ledger_keeps_an_earlier_attempts_progress_that_its_workload_deleted
     ctx = context()
     result = op.execute(ctx)
     assert [a.resumed_from_step for a in history_from_json(result["attempts"])] == [None, 40]
-    steps = {step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]["reports"]}
+    steps = {report[1] for report in ctx["task_state_store"].data[op.STEPS_KEY]["reports"]}
     assert {30, 40} <= steps  # attempt 1's saves, noted before attempt 2 (only 50 and 60 are left at the end)
     ledger = ctx["ti"].xcom["goodput"]
     assert ledger["basis"] == "steps" and ledger["productive"] > ledger["wasted_progress"]
@@ -335,8 +358,10 @@ def test_a_workload_that_logs_its_steps_may_save_less_often_than_the_hang_timeou
     assert result["checkpoint"]["step"] == 120
     reads = [c for c in resilient_emulator.calls.list("ListLogEntries") if c.code == "OK"]
     assert 3 <= len(reads) <= 6 * 6 / 2.5 + 6  # one read per hang_timeout / 6 at most, over about 6 s
-    steps = [step for _, step in ctx["task_state_store"].data[op.STEPS_KEY]["reports"]]
+    reports = ctx["task_state_store"].data[op.STEPS_KEY]["reports"]
+    steps = [report[1] for report in reports if len(report) == 2]
     assert len(steps) > 2 and steps == sorted(steps)  # the ledger follows the logged steps, not the two saves
+    assert [report[1] for report in reports if len(report) > 2] == [0]  # the one process's start line
 
 
 def test_hang_timeout_must_exceed_the_poll_interval():
@@ -386,7 +411,7 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     event = first_event(trigger)
     # The trigger reads the logged steps too (in a worker thread), and judges by them.
     assert event["status"] == "hang" and "logged step: no progress past step " in event["hang"]
-    assert [s for _, s in event["steps"]][-1] >= 20 and "logged step" in event["watch"]["clocks"]
+    assert [s[1] for s in event["steps"]][-1] >= 20 and "logged step" in event["watch"]["clocks"]
     hung = ctx["task_state_store"].data[STATE_KEY]["job_name"]
     # The observer's memory travels out in the event and into the run state: a next deferral goes on from it.
     assert event["watch"]["resource"] == hung and event["watch"]["clocks"]["checkpoints"][0] == 20
