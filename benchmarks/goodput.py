@@ -736,17 +736,20 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     platform seconds, bucket by bucket as :func:`print_budget` shows them."""
     rows = {"training": budget["work"], "checkpoint saves": budget["checkpoint"],
             "wasted progress": budget["wasted_progress"], "detection": 0.0, recovery: budget["restart"] * split,
+            "in-place restarts (last step to the restarted process's start)": 0.0,
             "start to first step (start-up, restore)": budget["restart"] * (1 - split),
-            "submit to the first start": 0.0, "other (in-place restarts, stalls)": 0.0}
+            "submit to the first start": 0.0, "stalls (slow spans, no restart seen)": 0.0,
+            "other (unexplained: steps going back with no start seen, gaps)": 0.0}
     result = {"trace ceiling": rows}
     if ours.finished and ours.ledger and ours.ended is not None:
         wall = (ours.ended - ours.started) / scale
         led = {k: float(ours.ledger.get(k, 0.0)) / scale
-               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "checkpoint_restore",
-                         "checkpoint_save", "other")}
+               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "in_place_restart",
+                         "checkpoint_restore", "checkpoint_save", "stall", "other")}
         result["ours"] = dict(zip(rows, (led["productive"], led["checkpoint_save"], led["wasted_progress"],
-                                         led["detection"], led["recovery"], led["checkpoint_restore"],
-                                         max(0.0, wall - led["total"]), led["other"]), strict=True))
+                                         led["detection"], led["recovery"], led["in_place_restart"],
+                                         led["checkpoint_restore"], max(0.0, wall - led["total"]), led["stall"],
+                                         led["other"]), strict=True))
     return result
 
 
