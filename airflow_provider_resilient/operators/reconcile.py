@@ -14,7 +14,11 @@ section of Airflow's configuration; each run:
 2. reads, from each, the task instance that created it (:func:`..supervisor.reconcile.owner_from`);
 3. asks Airflow for those task instances' states (``RuntimeTaskInstance.get_task_states``, one call per
    DAG and run: a task may not read the metadata database itself);
-4. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
+4. when that finds anything to release, lists the live resources again and judges that listing by the same
+   states: a job listed live just before it ended -- it succeeded, then its task finished -- is not released
+   (which would be a cancel of a job already ended); what is still live after its task instance finished is left
+   behind for sure;
+5. releases what :func:`..supervisor.reconcile.releases` says -- cancels the job, deletes the node (its
    queued resource with it), stops the ModelArts training job -- through each platform's ``release_all``, and
    logs one line per resource with the reason.
 
@@ -97,7 +101,13 @@ class ResilientReconcileOperator(BaseOperator):
         ``RuntimeTaskInstance.get_task_states``."""
         resources = self._live_resources()
         owners = {r.owner for r in resources if r.owner is not None}
-        todo = releases(resources, owner_states(owners, task_states))
+        states = owner_states(owners, task_states)
+        todo = releases(resources, states)
+        if todo:
+            # Judged again on a listing made after the states were read: a job listed live just before it ended
+            # (it succeeded, then its task finished) is gone from it -- a finished task never leaves a live job.
+            resources = self._live_resources()
+            todo = releases(resources, states)
         for release in todo:
             self.log.warning("%s %s: %s", "Would release" if self.dry_run else "Releasing", release.resource.name,
                              release.why)

@@ -64,6 +64,25 @@ def test_a_job_left_behind_is_cancelled_when_its_task_instance_is_finished_or_go
         assert resilient_emulator.vertex.runs[job].job.state.name == "JOB_STATE_RUNNING"
 
 
+def test_a_job_that_ends_while_the_states_are_read_is_not_released(resilient_emulator):
+    """The listing finds the job running; it then succeeds and its task finishes (here: the job is cancelled while
+    the states are read, and the task reads "success"). Judged on that first listing the reconciler would cancel
+    an ended job -- the stack's stalled-triggerer test saw that call; judged on a listing made after the states
+    it releases nothing."""
+    job = leave_a_deferred_job_behind()
+    resilient_emulator.wait_for_state(job, ["JOB_STATE_RUNNING"], 60)
+    finished = states({("adhoc_airflow", RUN): {"train": "success"}})
+
+    def ended_then_finished(dag_id, run_ids):
+        vertex_job_client("us-central1").cancel_custom_job(name=job)
+        resilient_emulator.wait_for_state(job, ["JOB_STATE_CANCELLED"], 60)
+        return finished(dag_id, run_ids)
+
+    cancels = len(resilient_emulator.calls.list("CancelCustomJob"))
+    assert reconciler().reconcile(ended_then_finished)["released"] == []
+    assert len(resilient_emulator.calls.list("CancelCustomJob")) == cancels + 1  # the test's own cancel only
+
+
 def test_a_tuning_job_left_behind_is_cancelled_through_the_vertex_backend(resilient_emulator):
     """A deferred study whose task instance failed: its HyperparameterTuningJob is listed with the CustomJobs and
     cancelled as one (not handed to the TPU backend)."""
