@@ -11,6 +11,7 @@ file. The names below are the protocol's. Importing this package runs nothing an
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 
 from .protocol import (
@@ -56,12 +57,30 @@ def helper_source() -> str:
     return HELPER_PATH.read_text(encoding="utf-8")
 
 
+#: ``runner_source()``'s text once built, and the lock its first build holds.
+_RUNNER_SOURCE: list[str] = []
+_RUNNER_SOURCE_LOCK = threading.Lock()
+
+
 def runner_source() -> str:
     """The runner as one standalone file (UTF-8 text), to inline into a startup script: ``runner.py`` with the text
     of ``protocol.py`` in place of its ``from .protocol import (...)``, between two comment lines naming it.
 
-    The protocol's ``from __future__ import annotations`` is left out (the runner has its own, at its top).
+    The protocol's ``from __future__ import annotations`` is left out (the runner has its own, at its top). Built
+    once per process, under a lock: operators submit from several threads (a benchmark's pool, a worker's threads),
+    and CPython 3.11's ``ast.parse`` is not safe to run in two threads at once (it fails with "AST constructor
+    recursion depth mismatch"; python/cpython#106905).
+
+    Raises:
+        RuntimeError: ``runner.py`` does not import ``protocol.py`` exactly once by its own names.
     """
+    with _RUNNER_SOURCE_LOCK:
+        if not _RUNNER_SOURCE:
+            _RUNNER_SOURCE.append(_build_runner_source())
+        return _RUNNER_SOURCE[0]
+
+
+def _build_runner_source() -> str:
     runner = RUNNER_PATH.read_text(encoding="utf-8").splitlines(keepends=True)
     protocol = PROTOCOL_PATH.read_text(encoding="utf-8").splitlines(keepends=True)
     imports = [node for node in ast.parse("".join(runner)).body

@@ -621,6 +621,36 @@ def test_the_shipped_runner_is_one_file_with_the_protocol_inlined() -> None:
     assert protocol_text in source and source.count("from __future__ import annotations") == 1
 
 
+def test_threads_that_submit_at_once_parse_the_runner_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Operators submit from several threads (the maintenance benchmark's pool did) and CPython 3.11's ``ast.parse``
+    fails when two threads run it at once: the first ``runner_source()`` builds the text under a lock, every later
+    call, in any thread, gets that text without parsing again."""
+    calls: list[str] = []
+    real_parse = ast.parse
+    barrier = threading.Barrier(8)
+
+    def counting_parse(source: str, *args: object, **kwargs: object) -> ast.Module:
+        calls.append(threading.current_thread().name)
+        return real_parse(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker, "_RUNNER_SOURCE", [], raising=False)  # built afresh in this test
+    monkeypatch.setattr(worker.ast, "parse", counting_parse)
+    texts: list[str] = []
+
+    def submit() -> None:
+        barrier.wait()
+        texts.append(worker.runner_source())
+
+    threads = [threading.Thread(target=submit) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(texts) == 8 and len(set(texts)) == 1
+    assert len(calls) == 2, calls  # runner.py and protocol.py, once each, in one thread
+    assert len(set(calls)) == 1
+
+
 @pytest.mark.parametrize("how", ["shipped", "in the source tree"])
 def test_the_runner_starts_alone_or_as_the_packages_module(tmp_path: Path, how: str) -> None:
     """Shipped: the file alone in a directory, Python without site-packages (``-I -S``: no package on the path);
