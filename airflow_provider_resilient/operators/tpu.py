@@ -125,6 +125,14 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             call that replaces one of its nodes). Not with ``deferrable=True`` yet.
         maintenance_lead_seconds: seconds before the window's start to request the checkpoint (default 600); 0: never
             request one (the workload learns of the event from its SIGTERM) and never move.
+        checkpoint_on_notice: checkpoint on the notice the VM gets (default True): a Spot node's preemption notice
+            is a SIGTERM 30 seconds before the machine stops (Compute Engine, "Preemptible VM instances",
+            preemption process, https://cloud.google.com/compute/docs/instances/preemptible#preemption-process),
+            a maintenance event's a SIGTERM too. The worker runner then asks the workload for a checkpoint (token
+            ``notice-<time>``) before it forwards the SIGTERM, and the helper ``resilient_checkpoint`` keeps the
+            SIGTERM from ending a workload that has no handler of its own until it saved at its next step (then it
+            ends with 143). Only a save that fits in the notice helps: a longer one is cut off and the previous
+            checkpoint stands. False: the SIGTERM is only forwarded, as before.
         maintenance_move_seconds: see ``maintenance_policy``.
         preflight: fault-tolerance checks on every worker VM (:class:`~..specs.preflight.Preflight`, after
             ModelArts' "Training Fault Tolerance Check"): ``True`` (default) -- its items and thresholds before the
@@ -170,7 +178,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  preflight: Preflight | Mapping[str, Any] | bool | None = True,
                  maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
                  maintenance_move_seconds: float = 600.0, slices: int = 1, expect_steps: bool = False,
-                 **kwargs: Any) -> None:
+                 checkpoint_on_notice: bool = True, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -203,6 +211,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.maintenance_policy = maintenance_policy
         self.maintenance_lead_seconds = maintenance_lead_seconds
         self.maintenance_move_seconds = maintenance_move_seconds
+        self.checkpoint_on_notice = checkpoint_on_notice
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
@@ -280,9 +289,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return node_id_for(self.tpu_node_id, task.dag_id, task.task_id, task.run_id, task.map_index, spec.attempt)
 
     def _runner_args(self, accelerator: str) -> list[str]:
-        """The worker runner's preflight options for a node of ``accelerator`` (none with ``preflight=False``)."""
+        """The worker runner's preflight options for a node of ``accelerator`` (none with ``preflight=False``) and
+        ``--no-notice-checkpoint`` with ``checkpoint_on_notice=False``."""
         checks = preflight_of(self.preflight)
-        return checks.runner_args(expect_tpu_chips=chips_per_host(accelerator)) if checks else []
+        args = checks.runner_args(expect_tpu_chips=chips_per_host(accelerator)) if checks else []
+        return args if self.checkpoint_on_notice else [*args, "--no-notice-checkpoint"]
 
     def _node(self, spec: AttemptSpec, accelerator: str) -> dict[str, Any]:
         """The node body of one attempt: its accelerator type, the attempt's labels (and ``resilient-keep``
@@ -398,7 +409,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 maintenance_lead_seconds=self.maintenance_lead_seconds,
                 maintenance_move_seconds=self.maintenance_move_seconds, slices=self.slices,
                 deferrable=self.deferrable, expect_steps=self.expect_steps,
-                service_account=self.service_account, fallback_problems=self.fallback_problems)
+                checkpoint_on_notice=self.checkpoint_on_notice, service_account=self.service_account,
+                fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems = [*exc.errors, *problems]
         self._refuse(problems, skip)

@@ -258,7 +258,7 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                           maintenance_policy: object = "ride_out", maintenance_lead_seconds: object = 600.0,
                           maintenance_move_seconds: object = 600.0, slices: object = 1,
                           deferrable: object = False, expect_steps: object = False, service_account: object = None,
-                          extra_runtime_versions: str | None = None,
+                          checkpoint_on_notice: object = True, extra_runtime_versions: str | None = None,
                           fallback_problems: Sequence[SpecError] = ()) -> None:
     """Check the TPU operator's arguments before any node is requested, types first, so that a bad value is
     never a raw ``TypeError`` (nor a 28 KB error holding the node's startup script) later. The accelerator type and
@@ -312,7 +312,8 @@ def validate_tpu_workload(*, project_id: object, zone: object, accelerator_type:
                                                  "a letter, at most 59 characters"))
     problems += label_problems(labels)
     for name, flag in (("spot", spot), ("reserved", reserved), ("queued_resource", queued_resource),
-                       ("keep_node", keep_node), ("expect_steps", expect_steps)):
+                       ("keep_node", keep_node), ("expect_steps", expect_steps),
+                       ("checkpoint_on_notice", checkpoint_on_notice)):
         if not isinstance(flag, bool):
             problems.append(SpecError(name, f"{flag!r}: give True or False"))
     if spot is True and reserved is True:

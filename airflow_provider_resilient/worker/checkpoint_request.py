@@ -38,16 +38,55 @@ PyTorch (``torch.distributed.checkpoint``; all ranks call it, as DCP saves are c
                                 f"{ckpt_dir}/step_{step}", step)
 
 Outside a TPU VM (the variables unset) :func:`requested` is always None, so the same code runs anywhere.
+
+Checkpoint on notice. A Spot VM's preemption notice reaches the workload as SIGTERM 30 seconds before the machine
+stops (Compute Engine, "Preemptible VM instances", preemption process:
+https://cloud.google.com/compute/docs/instances/preemptible#preemption-process); a maintenance event's as SIGTERM
+too, with the runner's ``--grace-seconds`` before SIGKILL. The runner then passes a request
+``notice-<VM time>`` before it forwards the SIGTERM. A Python process without a SIGTERM handler would die of that
+signal before it read the request, so the first :func:`requested` under the runner (with
+``$RESILIENT_CHECKPOINT_ON_NOTICE`` = 1, the runner's default), in the main thread, puts a handler in place when the
+process has none of its own (a framework's handler is left alone): the SIGTERM is kept, the next :func:`requested`
+returns the notice's token, and :func:`acknowledge` of it ends the process with 143 (SIGTERM's status) once the
+checkpoint is saved -- nothing it did after would outlive the machine. A SIGTERM that comes after a notice's
+checkpoint was acknowledged ends the process at once. A save longer than the notice does not finish: the machine
+stops first, and the previous checkpoint stands.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
 ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
+#: ``1`` when the runner checkpoints on notice (its default; ``--no-notice-checkpoint``: empty).
+ON_NOTICE_ENV = "RESILIENT_CHECKPOINT_ON_NOTICE"
+#: The token prefix of a request made on a notice (the runner's, or this module's own after a SIGTERM).
+NOTICE_PREFIX = "notice-"
+#: Exit status after a checkpoint saved on notice: 128 + SIGTERM, as the signal would have ended the process.
+NOTICE_EXIT_CODE = 143
+#: This process's view of the notice: whether the SIGTERM handler is in place, whether a SIGTERM came, whether a
+#: notice's checkpoint was acknowledged.
+_notice = {"handler": False, "sigterm": False, "saved": False}
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _notice["saved"]:
+        raise SystemExit(NOTICE_EXIT_CODE)
+    _notice["sigterm"] = True
+
+
+def _keep_sigterm() -> None:
+    """Put :func:`_on_sigterm` in place once, in the main thread, when SIGTERM has no handler of the process's own."""
+    if _notice["handler"] or threading.current_thread() is not threading.main_thread():
+        return
+    _notice["handler"] = True
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def _read(path: str | None) -> str | None:
@@ -67,17 +106,27 @@ def requested(environ: Mapping[str, str] | None = None) -> str | None:
         environ: the environment to read the two file paths from (default ``os.environ``).
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
-    token = _read(env.get(REQUEST_FILE_ENV))
-    if token is None or token == _read(env.get(ACK_FILE_ENV)):
+    if not env.get(REQUEST_FILE_ENV):
         return None
-    return token
+    if env.get(ON_NOTICE_ENV) == "1":
+        _keep_sigterm()
+    token, acked = _read(env.get(REQUEST_FILE_ENV)), _read(env.get(ACK_FILE_ENV))
+    if token is not None and token != acked:
+        return token
+    if _notice["sigterm"] and not _notice["saved"]:  # a SIGTERM the runner's request has not reached yet
+        return NOTICE_PREFIX + "sigterm"
+    return None
 
 
 def acknowledge(token: str, environ: Mapping[str, str] | None = None) -> None:
     """Tell the runner the checkpoint asked for by ``token`` is saved and complete (written atomically).
 
+    A notice's token (``notice-...``) after a SIGTERM: the process then ends with :data:`NOTICE_EXIT_CODE`
+    (``SystemExit``), as the SIGTERM it kept would have ended it.
+
     Raises:
         OSError: the acknowledgement file cannot be written.
+        SystemExit: 143, after the acknowledgement of a notice's token once a SIGTERM came.
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
     path = env.get(ACK_FILE_ENV)
@@ -87,6 +136,11 @@ def acknowledge(token: str, environ: Mapping[str, str] | None = None) -> None:
     with open(partial, "w", encoding="utf-8") as handle:
         handle.write(token)
     os.replace(partial, path)
+    if token.startswith(NOTICE_PREFIX):
+        _notice["saved"] = True
+        if _notice["sigterm"]:
+            print(f"checkpoint saved on notice ({token}): exiting {NOTICE_EXIT_CODE}", flush=True)
+            raise SystemExit(NOTICE_EXIT_CODE)
 
 
 def save_if_requested(step: int, save: Callable[[int], Any], environ: Mapping[str, str] | None = None) -> bool:
@@ -132,5 +186,5 @@ def torch_dcp_save_if_requested(state_dict: Any, checkpoint_id: str, step: int,
     return True
 
 
-__all__ = ["ACK_FILE_ENV", "REQUEST_FILE_ENV", "acknowledge", "orbax_save_if_requested", "requested",
-           "save_if_requested", "torch_dcp_save_if_requested"]
+__all__ = ["ACK_FILE_ENV", "NOTICE_EXIT_CODE", "NOTICE_PREFIX", "ON_NOTICE_ENV", "REQUEST_FILE_ENV",
+           "acknowledge", "orbax_save_if_requested", "requested", "save_if_requested", "torch_dcp_save_if_requested"]

@@ -134,6 +134,9 @@ CHECKPOINT_REQUEST_ATTRIBUTE = "resilient-checkpoint-request"
 RESTARTS_ENV = "RESILIENT_WORKER_RESTARTS"
 CHECKPOINT_REQUEST_FILE_ENV = "RESILIENT_CHECKPOINT_REQUEST_FILE"
 CHECKPOINT_ACK_FILE_ENV = "RESILIENT_CHECKPOINT_ACK_FILE"
+#: Set to ``1`` in the command's environment when the runner passes a request on a notice (SIGTERM): the helper
+#: then keeps a SIGTERM from ending the workload before it saved (``--no-notice-checkpoint``: empty).
+CHECKPOINT_ON_NOTICE_ENV = "RESILIENT_CHECKPOINT_ON_NOTICE"
 #: A training step in the command's output (``step 120``, ``step=120``): the runner's default ``--step-pattern``
 #: (the ``step`` it reports is the first group), and how a Vertex AI replica's log is read for its step.
 DEFAULT_STEP_PATTERN = r"(?m)^\s*step[ =:]+(\d+)"

@@ -53,9 +53,15 @@ Theory of operation:
    is restarted at once on the same VM, up to five restarts per worker, and a worker that fails because of a
    common error is treated as a permanent error (no restart). After the restarts are spent the job-level
    retries of the operator take over.
-4. SIGTERM (maintenance or preemption notice: Cloud TPU, "Manage maintenance events with Cloud TPU Pods"). The
-   runner forwards SIGTERM to the child's process group so the workload can write a checkpoint, waits up to
-   ``--grace-seconds`` (default 30), then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
+4. SIGTERM (maintenance or preemption notice: Cloud TPU, "Manage maintenance events with Cloud TPU Pods"; a Spot
+   VM's preemption notice is an ACPI G2 Soft Off, the operating system's SIGTERM, and the ACPI G3 Mechanical Off
+   follows 30 seconds later: Compute Engine, "Preemptible VM instances", preemption process,
+   https://cloud.google.com/compute/docs/instances/preemptible#preemption-process, and the Compute Engine API's
+   ``Scheduling.skipGuestOsShutdown``: "30 seconds for Spot VMs"). First the runner passes a checkpoint
+   request ``notice-<VM time>`` to the command as in 4b (checkpoint on notice; ``--no-notice-checkpoint``: not),
+   then it forwards SIGTERM to the child's process group so the workload can write a checkpoint (the helper
+   ``resilient_checkpoint`` keeps a workload that has no SIGTERM handler of its own alive for that save), waits up
+   to ``--grace-seconds`` (default 30), then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
 
 4b. Checkpoint requests (upcoming maintenance). With the heartbeat the runner reads the node's
    metadata attribute ``resilient-checkpoint-request`` (:data:`CHECKPOINT_REQUEST_ATTRIBUTE`, set by the
@@ -144,6 +150,7 @@ from typing import IO
 # protocol.py's text in place of this import.
 from .protocol import (
     CHECKPOINT_ACK_FILE_ENV,
+    CHECKPOINT_ON_NOTICE_ENV,
     CHECKPOINT_REQUEST_ATTRIBUTE,
     CHECKPOINT_REQUEST_FILE_ENV,
     DEFAULT_NAMESPACE,
@@ -687,6 +694,7 @@ class Runner:
         env = dict(self.environ)
         env[RESTARTS_ENV] = str(restarts)
         env[CHECKPOINT_REQUEST_FILE_ENV], env[CHECKPOINT_ACK_FILE_ENV] = self._request_files()
+        env[CHECKPOINT_ON_NOTICE_ENV] = "1" if getattr(self.options, "notice_checkpoint", True) else ""
         env.setdefault("PYTHONUNBUFFERED", "1")
         try:
             proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -720,6 +728,8 @@ class Runner:
             except subprocess.TimeoutExpired:
                 continue
         grace = self.options.grace_seconds
+        if getattr(self.options, "notice_checkpoint", True):
+            self._pass_on(f"notice-{vm_time(self.environ):.0f}", self._request_files()[0])
         _log(f"SIGTERM received: forwarding it to process group {proc.pid}, SIGKILL in {grace} s")
         self._killpg(proc.pid, signal.SIGTERM)
         try:
@@ -947,6 +957,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-signal", type=_signal_name, default=None, metavar="NAME",
                         help="a signal (USR1, USR2 ...) sent to the command with each checkpoint request (default: "
                              "none; the request file is always written)")
+    parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
+                        help="on SIGTERM, forward it only (default: first pass a checkpoint request 'notice-<time>')")
     parser.add_argument("--step-pattern", type=_regex, default=DEFAULT_STEP_PATTERN,
                         help="regex on stdout lines; its first group is the step")
     return parser

@@ -211,9 +211,10 @@ def test_maintenance_without_recovery_terminates_with_a_reason(resilient_emulato
     name = _created_on_the_clock(resilient_emulator, "gone")
     _booted(resilient_emulator, "gone")
     client = tpu_client()
-    resilient_emulator.advance(30)
-    assert client.get_node(name=name).state.name == "TERMINATED"
+    resilient_emulator.advance(30)  # the event: the guests get SIGTERM and their notice; the API shows READY still
+    assert client.get_node(name=name).state.name == "READY"
     resilient_emulator.advance(10)
+    assert client.get_node(name=name).state.name == "TERMINATED"
     assert resilient_emulator.tpu.processes() == []  # past the grace: the VMs are off, whatever the scripts do
     entries, _ = resilient_emulator.logging.list_log_entries(
         ["projects/test-project"], '"tpu.nodes.terminate" OR "tpu.nodes.restart"', "", 0, "")
@@ -228,7 +229,7 @@ def test_preemption_and_unhealthy_nodes(resilient_emulator):
                                   "match": {"display_name": "sick"}})
     client = tpu_client()
     spot, sick = (_created_on_the_clock(resilient_emulator, n, "v4-8") for n in ("spot", "sick"))
-    resilient_emulator.advance(10)
+    resilient_emulator.advance(10)  # spot was preempted (and its 1 s notice ran out) while sick was created
     assert client.get_node(name=spot).state.name == "PREEMPTED"
     assert client.get_node(name=sick).health.name == "HEALTHY"
     resilient_emulator.advance(10)

@@ -481,6 +481,29 @@ def test_preempted_or_unhealthy_nodes_are_re_created(resilient_emulator, platfor
     assert nodes_left() == []
 
 
+@pytest.mark.parametrize("on_notice", [True, False], ids=["checkpoint-on-notice", "without"])
+def test_a_preempted_spot_node_saves_on_its_notice_and_the_next_node_resumes_there(resilient_emulator, platform_time,
+                                                                                   on_notice):
+    """A Spot node's preemption notice is a SIGTERM some seconds before the machine stops: with
+    ``checkpoint_on_notice`` (default) the runner asks the demo workload -- which saves only every 100 steps and has
+    no SIGTERM handler -- for a checkpoint, it saves at its next step, and the new node resumes from there; without,
+    the SIGTERM ends it unsaved and the new node starts from step 0."""
+    resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 30, "at_step": 4, "match": {"nth": 1}})
+    command = (f"{sys.executable} {WORKLOAD} --epochs 12 --checkpoint-every 100 --epoch-seconds 0.05 "
+               '--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"')
+    op = operator(command, spot=True, checkpoint_on_notice=on_notice, **PATIENT)
+    result = platform_time.drive(op).execute(context())
+    assert decisions(result) == [("preemption", "recreate_node")]
+    resumed = result["attempts"][1].get("resumed_from_step")  # left out when None
+    log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text(errors="replace")
+    if on_notice:
+        assert resumed is not None and resumed >= 4, log
+    else:
+        assert resumed is None, log
+    assert result["checkpoint"]["step"] == 12
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+
+
 # ------------------------------------------------------------------ capacity
 def test_a_stockout_falls_back_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout"})
@@ -923,7 +946,8 @@ def test_a_checkpoint_that_looks_complete_but_will_not_load_is_demoted(resilient
                                   "match": {"nth": 1}})
     storage = resilient_emulator.storage_filesystem()
     corrupted: list[str] = []
-    op = platform_time.drive(operator(train(12)))
+    # No save on the event's notice: it would be newer than step 6, the checkpoint this scenario corrupts.
+    op = platform_time.drive(operator(train(12), checkpoint_on_notice=False))
 
     def sleep(seconds: float) -> None:  # the backoff after attempt 1: the newest save goes bad
         newest = "tpu-ckpt/run/checkpoints/step_6"

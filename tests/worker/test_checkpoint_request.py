@@ -4,10 +4,14 @@ metadata server (node metadata served as attributes, guest attributes stored).""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 from airflow_provider_resilient import worker
 from airflow_provider_resilient.testing.emulator.tpu.metadata import MetadataServer
@@ -101,8 +105,6 @@ def test_the_orbax_form_forces_a_save_and_waits_for_it(tmp_path):
 
 
 def test_a_signal_the_workload_cannot_handle_is_refused():
-    import pytest
-
     from airflow_provider_resilient.worker.runner import UsageError, parse_command_line
 
     for bad in ("KILL", "TERM", "NOPE"):
@@ -110,3 +112,111 @@ def test_a_signal_the_workload_cannot_handle_is_refused():
             parse_command_line(["--checkpoint-signal", bad, "--", "true"])
     assert parse_command_line(["--checkpoint-signal", "SIGUSR2", "--", "true"])[0].checkpoint_signal == "USR2"
     assert UsageError
+
+
+#: A workload with no SIGTERM handler of its own: a step every 20 ms, a save only when asked (``step_N`` files),
+#: ``ready`` once it trained a step.
+NOTICE_WORKLOAD = """
+import os, sys, time
+from pathlib import Path
+from resilient_checkpoint import save_if_requested
+step = 0
+while step < 5000:
+    step += 1
+    time.sleep(0.02)
+    save_if_requested(step, lambda s: Path(os.environ["OUT"], f"step_{s}").touch())
+    if step == 3:
+        Path(os.environ["OUT"], "ready").touch()
+sys.exit(3)
+"""
+
+
+def notice(server: MetadataServer, tmp_path: Path, *options: str) -> tuple[int, str]:
+    """Start the workload under the shipped runner, send the runner SIGTERM (a Spot VM's preemption notice) once
+    the workload trains; the runner's exit status and its stderr."""
+    helpers = tmp_path / "helpers"
+    helpers.mkdir(exist_ok=True)
+    (helpers / "resilient_checkpoint.py").write_text(worker.helper_source())
+    env = {**os.environ, "GCE_METADATA_HOST": server.address, "OUT": str(tmp_path), "PYTHONPATH": str(helpers)}
+    argv = [sys.executable, str(shipped_runner()), "--heartbeat-seconds", "0.05", "--grace-seconds", "10", *options,
+            "--", sys.executable, "-c", textwrap.dedent(NOTICE_WORKLOAD)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (tmp_path / "ready").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, stderr
+
+
+def test_a_preemption_notice_makes_a_workload_without_a_handler_save_before_it_ends(tmp_path):
+    """SIGTERM is the notice: the runner passes a ``notice-`` request first, the helper keeps the SIGTERM from ending
+    the workload, which saves at its next step, acknowledges and ends with 143; the runner reports both tokens."""
+    server = MetadataServer(0, dict)
+    try:
+        status, stderr = notice(server, tmp_path)
+        assert status == 143, stderr
+        saved = sorted(int(p.name.split("_")[1]) for p in tmp_path.glob("step_*"))
+        assert len(saved) == 1 and saved[0] >= 3, saved  # one save, at the step after the notice
+        guest = server.guest("resilient/")
+        assert guest["resilient/checkpoint_request"].startswith("notice-")
+        assert guest["resilient/checkpoint_ack"] == guest["resilient/checkpoint_request"]
+        assert guest["resilient/status"] == "terminated"
+    finally:
+        server.stop()
+
+
+def test_without_checkpoint_on_notice_the_sigterm_ends_the_workload_unsaved(tmp_path):
+    """``--no-notice-checkpoint``: the behaviour before it -- the SIGTERM ends a workload that has no handler at once,
+    nothing is saved, nothing requested."""
+    server = MetadataServer(0, dict)
+    try:
+        status, stderr = notice(server, tmp_path, "--no-notice-checkpoint")
+        assert status == 143, stderr
+        assert not list(tmp_path.glob("step_*"))
+        assert "resilient/checkpoint_request" not in server.guest("resilient/")
+    finally:
+        server.stop()
+
+
+def test_a_sigterm_without_the_runners_request_is_still_a_notice(tmp_path, monkeypatch):
+    """The helper alone (the runner's request not read yet, or a container runtime's SIGTERM): a kept SIGTERM is
+    requested as ``notice-sigterm``, its acknowledgement ends the process with 143; a later SIGTERM ends it at once."""
+    env = {**files(tmp_path), checkpoint_request.ON_NOTICE_ENV: "1"}
+    monkeypatch.setattr(checkpoint_request, "_notice", {"handler": False, "sigterm": False, "saved": False})
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert checkpoint_request.requested(env) is None
+        assert signal.getsignal(signal.SIGTERM) is checkpoint_request._on_sigterm
+        os.kill(os.getpid(), signal.SIGTERM)  # kept: this test process goes on
+        token = checkpoint_request.requested(env)
+        assert token == "notice-sigterm"
+        with pytest.raises(SystemExit) as ended:
+            checkpoint_request.acknowledge(token, env)
+        assert ended.value.code == 143 and (tmp_path / "a").read_text() == "notice-sigterm"
+        assert checkpoint_request.requested(env) is None  # saved once
+        with pytest.raises(SystemExit):
+            checkpoint_request._on_sigterm(signal.SIGTERM, None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_handler_of_the_workloads_own_is_left_alone(tmp_path, monkeypatch):
+    env = {**files(tmp_path), checkpoint_request.ON_NOTICE_ENV: "1"}
+    monkeypatch.setattr(checkpoint_request, "_notice", {"handler": False, "sigterm": False, "saved": False})
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def own(signum, frame):
+        return None
+
+    signal.signal(signal.SIGTERM, own)
+    try:
+        assert checkpoint_request.requested(env) is None
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)

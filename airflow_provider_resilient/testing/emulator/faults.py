@@ -160,7 +160,9 @@ class Fault(BaseModel):
                                              "(VC_TASK_INDEX) struck by crash / hang / hardware / preflight")
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
     terminate_reason: str = "Maintenance event without automatic recovery"
-    grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds")
+    grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds (a preemption's or a "
+                                                        "terminating maintenance event's notice: the node shows "
+                                                        "READY until it ends)")
     notice_seconds: float = Field(5.0, ge=0, description="scheduled_maintenance: real seconds from the "
                                   "announcement (upcoming_maintenance PENDING) to the window's start")
     window_seconds: float | None = Field(None, ge=0, description="scheduled_maintenance: how long the node is "

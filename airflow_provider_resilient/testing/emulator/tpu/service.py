@@ -10,12 +10,15 @@ A node of accelerator type T has :func:`.topology.worker_count` worker VMs. Each
                          \\-> stockout fault: the LRO fails RESOURCE_EXHAUSTED, CreateNode audit entry ERROR
     READY -- maintenance (recover) -> SIGTERM workers, REPAIRING / UNHEALTHY_MAINTENANCE, audit
              ``tpu.nodes.restart`` -(tpu_repair_seconds)-> READY/HEALTHY, startup scripts run again
-          -- maintenance (no recovery) -> SIGTERM workers, TERMINATED, audit ``tpu.nodes.terminate``
+          -- maintenance (no recovery) -> SIGTERM workers; once they are gone (the fault's ``grace_seconds``: the
+             guest's notice, still READY meanwhile) TERMINATED, audit ``tpu.nodes.terminate``
           -- scheduled maintenance -> announced: ``upcoming_maintenance`` PENDING (v2alpha1 GetNode) with its
              window; at the window's start ONGOING and a maintenance event with recovery (above), REPAIRING for
              the fault's ``window_seconds``; READY again with no notice. ``SimulateMaintenanceEvent`` (v2alpha1)
              starts one at once.
-          -- preemption -> PREEMPTED, audit ``tpu.nodes.terminate`` (reason: preempted)
+          -- preemption -> SIGTERM workers (a Spot VM's preemption notice: the ACPI G2 Soft Off, the G3 Mechanical
+             Off ``grace_seconds`` later); once they are gone PREEMPTED, audit ``tpu.nodes.terminate`` (reason:
+             preempted)
           -- unhealthy -> health TIMEOUT / UNHEALTHY_TENSORFLOW, symptoms
           -- crash / hang -> the workload process of one worker gets the signal / SIGSTOP
     StopNode -> STOPPING -> STOPPED; StartNode -> STARTING -> READY (scripts run); DeleteNode -> DELETING -> gone
@@ -100,6 +103,9 @@ class NodeRun:
     events: list[str] = field(default_factory=list)
     term_deadline: float | None = None
     after_termination: str = "down"  # the phase once the workers are gone: "repairing" or "down"
+    #: The node's state and the audit entry's terminate reason once its workers are gone (a preemption, a
+    #: maintenance event without recovery): the API shows the node READY while its guests have their notice.
+    down_state: tuple[str, str] | None = None
     #: The VM's make-up its workers see (the worker runner's pre-check reads it): host names of the slice, free bytes
     #: of its disks by path (``RESILIENT_EMULATED_FREE_BYTES``); boot faults change them.
     hostnames: list[str] = field(default_factory=list)
@@ -561,6 +567,12 @@ class TpuService:
                 worker.stop()
             run.term_deadline = None
             run.phase = run.after_termination
+            if run.down_state is not None:
+                state, reason = run.down_state
+                run.down_state = None
+                self._set_state(run, state)
+                self.audit(run.project, method_name="tpu.nodes.terminate", resource_name=run.name,
+                           severity="NOTICE", terminate_reason=reason)
         elif run.phase == "repairing" and now >= run.next_at:
             self._boot(run, now)
         elif run.phase in ("stopping", "deleting", "starting") and now >= run.next_at:
@@ -702,9 +714,7 @@ class TpuService:
         elif fault.kind in ("maintenance", "preemption"):
             preempted = fault.kind == "preemption"
             reason = "Spot TPU preempted" if preempted else fault.terminate_reason
-            self._set_state(run, "PREEMPTED" if preempted else "TERMINATED")
-            self.audit(run.project, method_name="tpu.nodes.terminate", resource_name=run.name, severity="NOTICE",
-                       terminate_reason=reason)
+            run.down_state = ("PREEMPTED" if preempted else "TERMINATED", reason)
             self._terminate_workers(run, now, fault.grace_seconds, "down")
         elif fault.kind == "unhealthy":
             run.node.health = getattr(types.Node.Health, fault.health)
