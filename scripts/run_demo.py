@@ -214,7 +214,8 @@ def workload_resumes(emulator: Any) -> list[str]:
 
 def tpu_workload_story(emulator: Any) -> list[str]:
     """One line per boot of worker 0 of every TPU node (creation order): where the workload resumed, the newest
-    checkpoint it saved, and the step it saved on a checkpoint request before a maintenance window, e.g.
+    checkpoint it saved, the step it saved on a checkpoint request before a maintenance window and the one it saved
+    on the notice of a SIGTERM (checkpoint on notice), e.g.
     ``  workload: node example-tpu-...-a1 worker 0 boot 2: resuming from step 15; saved up to step 24``.
     ``tests/test_demo.py`` reads these lines."""
     lines = []
@@ -225,11 +226,13 @@ def tpu_workload_story(emulator: Any) -> list[str]:
                                      re.MULTILINE | re.DOTALL):
             resumed = re.search(r"^resuming from step (\d+)$", body, re.MULTILINE)
             saved = [int(s) for s in re.findall(r"^saved checkpoint \S*?step_(\d+)", body, re.MULTILINE)]
-            asked = re.search(r"^saved checkpoint \S*?step_(\d+) on request \((.*)\)$", body, re.MULTILINE)
+            asked = re.search(r"^saved checkpoint \S*?step_(\d+) on request \(((?!notice-).*)\)$", body, re.MULTILINE)
+            notice = re.search(r"^saved checkpoint \S*?step_(\d+) on request \(notice-", body, re.MULTILINE)
             lines.append(f"  workload: node {path.parent.name} worker 0 boot {boot}: "
                          f"resuming from step {resumed[1] if resumed else '?'}; "
                          f"saved up to step {max(saved) if saved else '-'}"
-                         + (f"; saved step {asked[1]} on request ({asked[2]})" if asked else ""))
+                         + (f"; saved step {asked[1]} on request ({asked[2]})" if asked else "")
+                         + (f"; saved step {notice[1]} on the SIGTERM's notice" if notice else ""))
     return lines
 
 

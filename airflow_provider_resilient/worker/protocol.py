@@ -116,6 +116,12 @@ KEY_HARDWARE = "hardware"
 #: The token of the checkpoint request passed on to the command, and of the last one it acknowledged.
 KEY_CHECKPOINT_REQUEST = "checkpoint_request"
 KEY_CHECKPOINT_ACK = "checkpoint_ack"
+#: The same for a request made on a notice (a SIGTERM: ``notice-<VM time>``), kept apart so that a notice never
+#: stands for the node's own request (a request acknowledged before a reboot is not passed on again).
+KEY_NOTICE_REQUEST = "notice_request"
+KEY_NOTICE_ACK = "notice_ack"
+#: The token prefix of a request made on a notice.
+NOTICE_TOKEN_PREFIX = "notice-"
 
 STATUS_PREFLIGHT = "preflight"
 STATUS_RUNNING = "running"

@@ -58,7 +58,8 @@ Theory of operation:
    follows 30 seconds later: Compute Engine, "Preemptible VM instances", preemption process,
    https://cloud.google.com/compute/docs/instances/preemptible#preemption-process, and the Compute Engine API's
    ``Scheduling.skipGuestOsShutdown``: "30 seconds for Spot VMs"). First the runner passes a checkpoint
-   request ``notice-<VM time>`` to the command as in 4b (checkpoint on notice; ``--no-notice-checkpoint``: not),
+   request ``notice-<VM time>`` to the command as in 4b, reported as guest attributes ``notice_request`` and
+   ``notice_ack`` (checkpoint on notice; ``--no-notice-checkpoint``: not),
    then it forwards SIGTERM to the child's process group so the workload can write a checkpoint (the helper
    ``resilient_checkpoint`` keeps a workload that has no SIGTERM handler of its own alive for that save), waits up
    to ``--grace-seconds`` (default 30), then SIGKILLs the group. It never restarts after SIGTERM and exits 143.
@@ -162,6 +163,8 @@ from .protocol import (
     KEY_FAILURE_CLASS,
     KEY_HARDWARE,
     KEY_HEARTBEAT,
+    KEY_NOTICE_ACK,
+    KEY_NOTICE_REQUEST,
     KEY_PREFLIGHT,
     KEY_RESTARTS,
     KEY_STATUS,
@@ -170,6 +173,7 @@ from .protocol import (
     NODE_UNHEALTHY,
     NOT_EXECUTABLE_EXIT_CODE,
     NOT_FOUND_EXIT_CODE,
+    NOTICE_TOKEN_PREFIX,
     PREFLIGHT_EXIT_CODE,
     RESTARTABLE_CLASSES,
     RESTARTS_ENV,
@@ -572,6 +576,7 @@ class Runner:
         self._requests_dir: str | None = None
         self._served: str | None = None  # the checkpoint request token passed on (or acknowledged before a boot)
         self._acked: str | None = None
+        self._notice_acked: str | None = None
         self._ack_lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
         self._child_spoke = False  # the running command wrote a line to stdout (its handlers are in place)
@@ -633,19 +638,27 @@ class Runner:
                     acked = handle.read().strip() or None
             except OSError:
                 acked = None
-            if not acked or acked == self._acked:
+            if not acked or acked in (self._acked, self._notice_acked):
                 return
-            self._acked = acked
-        self.reporter.put(KEY_CHECKPOINT_ACK, acked)
+            notice = acked.startswith(NOTICE_TOKEN_PREFIX)
+            if notice:
+                self._notice_acked = acked
+            else:
+                self._acked = acked
+        self.reporter.put(KEY_NOTICE_ACK if notice else KEY_CHECKPOINT_ACK, acked)
         _log(f"checkpoint saved on request: {acked}")
 
     def _pass_on(self, token: str, request_file: str) -> None:
-        self._served = token
+        """Write ``token`` to the command's request file and report it (a notice's under its own key: the node's
+        request it served, which a reboot reads back, stays the one served)."""
+        notice = token.startswith(NOTICE_TOKEN_PREFIX)
+        if not notice:
+            self._served = token
         partial = request_file + ".partial"
         with open(partial, "w", encoding="utf-8") as handle:
             handle.write(token)
         os.replace(partial, request_file)  # the command never reads half a token
-        self.reporter.put(KEY_CHECKPOINT_REQUEST, token)
+        self.reporter.put(KEY_NOTICE_REQUEST if notice else KEY_CHECKPOINT_REQUEST, token)
         _log(f"checkpoint requested: {token}")
         self._signal_pending = True
 
@@ -729,7 +742,7 @@ class Runner:
                 continue
         grace = self.options.grace_seconds
         if getattr(self.options, "notice_checkpoint", True):
-            self._pass_on(f"notice-{vm_time(self.environ):.0f}", self._request_files()[0])
+            self._pass_on(f"{NOTICE_TOKEN_PREFIX}{vm_time(self.environ):.0f}", self._request_files()[0])
         _log(f"SIGTERM received: forwarding it to process group {proc.pid}, SIGKILL in {grace} s")
         self._killpg(proc.pid, signal.SIGTERM)
         try:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -131,9 +132,10 @@ sys.exit(3)
 """
 
 
-def notice(server: MetadataServer, tmp_path: Path, *options: str) -> tuple[int, str]:
+def notice(server: MetadataServer, tmp_path: Path, *options: str,
+           ready: Callable[[], bool] = lambda: True) -> tuple[int, str]:
     """Start the workload under the shipped runner, send the runner SIGTERM (a Spot VM's preemption notice) once
-    the workload trains; the runner's exit status and its stderr."""
+    the workload trains and ``ready()``; the runner's exit status and its stderr."""
     helpers = tmp_path / "helpers"
     helpers.mkdir(exist_ok=True)
     (helpers / "resilient_checkpoint.py").write_text(worker.helper_source())
@@ -143,7 +145,7 @@ def notice(server: MetadataServer, tmp_path: Path, *options: str) -> tuple[int, 
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + TIMEOUT
-        while not (tmp_path / "ready").exists() and proc.poll() is None and time.monotonic() < deadline:
+        while not ((tmp_path / "ready").exists() and ready()) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=TIMEOUT)
@@ -163,8 +165,9 @@ def test_a_preemption_notice_makes_a_workload_without_a_handler_save_before_it_e
         saved = sorted(int(p.name.split("_")[1]) for p in tmp_path.glob("step_*"))
         assert len(saved) == 1 and saved[0] >= 3, saved  # one save, at the step after the notice
         guest = server.guest("resilient/")
-        assert guest["resilient/checkpoint_request"].startswith("notice-")
-        assert guest["resilient/checkpoint_ack"] == guest["resilient/checkpoint_request"]
+        assert guest["resilient/notice_request"].startswith("notice-")
+        assert guest["resilient/notice_ack"] == guest["resilient/notice_request"]
+        assert "resilient/checkpoint_request" not in guest  # the node asked for nothing
         assert guest["resilient/status"] == "terminated"
     finally:
         server.stop()
@@ -179,6 +182,27 @@ def test_without_checkpoint_on_notice_the_sigterm_ends_the_workload_unsaved(tmp_
         assert status == 143, stderr
         assert not list(tmp_path.glob("step_*"))
         assert "resilient/checkpoint_request" not in server.guest("resilient/")
+        assert "resilient/notice_request" not in server.guest("resilient/")
+    finally:
+        server.stop()
+
+
+def test_a_notice_after_the_nodes_request_does_not_bring_that_request_back_after_a_reboot(tmp_path):
+    """A maintenance window's request is saved and acknowledged, then the window's SIGTERM is a notice, saved too; the
+    VM boots again after the repair: the node's request, acknowledged before, is not passed on again (the notice's
+    acknowledgement is reported apart and never stands for it)."""
+    server = MetadataServer(0, lambda: {"resilient-checkpoint-request": "window X"})
+    try:
+        status, stderr = notice(server, tmp_path,
+                                ready=lambda: server.guest("resilient/").get("resilient/checkpoint_ack") == "window X")
+        assert status == 143, stderr
+        guest = server.guest("resilient/")
+        assert guest["resilient/checkpoint_request"] == guest["resilient/checkpoint_ack"] == "window X"
+        assert guest["resilient/notice_ack"].startswith("notice-")
+        boot2 = tmp_path / "boot2"
+        boot2.mkdir()
+        again = run(server, boot2, 0.3)  # the workload ends 3 when nothing is asked within 0.3 s
+        assert again.returncode == 3 and "checkpoint requested" not in again.stderr
     finally:
         server.stop()
 
