@@ -40,6 +40,8 @@ BENCHMARKS = {
                                                       "interval of a wrong MTBF guess"),
     "maintenance": ("maintenance.py", "training progress lost per scheduled TPU maintenance event, with and without "
                                       "the early checkpoint"),
+    "notice": ("notice.py", "training progress lost per Spot TPU preemption, with and without the checkpoint on "
+                            "notice, for checkpoint costs inside and beyond the 30 s notice"),
     "multislice": ("multislice.py", "a multislice run's recovery time after one slice is preempted"),
     "scale": ("scale.py", "API calls per minute and CPU seconds of N watched jobs in one event loop"),
     "stack_scale": ("stack_scale.py", "N mapped deferred training tasks on the CeleryExecutor stack with two "

@@ -5,7 +5,9 @@
 * **ours** -- ``ResilientTPUWorkloadOperator`` on a spot node with its default policy (backoffs compressed by the
   time scale), one fallback zone, ``hang_timeout`` = 5 heartbeats without a new step (the workload logs its step,
   the worker runner reports it; ``expect_steps``: also before its first step, so a hang during the start-up is
-  caught); the workload resumes from the checkpoint the operator hands it.
+  caught); the workload resumes from the checkpoint the operator hands it, and saves when the runner asks
+  (``--on-request``): on a maintenance event's or a preemption's SIGTERM (``checkpoint_on_notice``, default on;
+  ``--no-notice-checkpoint``: off). The baselines run the same workload, whose VMs have no helper to ask it.
 * **recreate loop** -- seed 002's recovery script ("a recovery script to detect the TPU's state and delete and
   re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
   startup script reports the exit code as a guest attribute), is deleted and created again, in the same zone (a
@@ -22,7 +24,11 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
   previous failure's node or processes started), each of a class drawn from :data:`TPU_MIX` -- maintenance events
   with automatic recovery (seed 002: most events; REPAIRING for the emulator's ``tpu_repair_seconds``) and without
   (TERMINATED), preemptions of the spot node, a crash of the workload (exit 139) and a hang (SIGSTOP: no platform
-  signal at all). The same sequence strikes every way;
+  signal at all). The same sequence strikes every way. A maintenance event or a preemption reaches the VM as a
+  SIGTERM ``--notice`` seconds (default 30) before its processes are killed: a Spot VM's ACPI G2 Soft Off comes 30 s
+  before the G3 Mechanical Off (Compute Engine, "Preemptible VM instances", preemption process,
+  https://cloud.google.com/compute/docs/instances/preemptible#preemption-process). Cloud TPU documents no notice
+  length of its own for either, so every such event gets those 30 s -- an assumption; a crash or a hang has none;
 * capacity outages of the primary zone us-central1-b (CreateNode fails RESOURCE_EXHAUSTED): one at launch of
   ``--launch-outage`` seconds, then exponential periods of mean ``--capacity-up`` / ``--capacity-down``; the
   fallback zone europe-west4-a has capacity throughout;
@@ -43,6 +49,7 @@ import argparse
 import gc
 import itertools
 import os
+import re
 import sys
 import threading
 import time
@@ -110,6 +117,28 @@ REPORT_EXIT = ("python3 -c 'import os, sys, urllib.request as u; u.urlopen(u.Req
                "headers={\"Metadata-Flavor\": \"Google\"}))' \"$code\"")
 
 
+def notice_faults(notice: float) -> dict[str, dict[str, Any]]:
+    """:data:`TPU_FAULT` with ``notice`` real seconds between the SIGTERM of a maintenance event or a preemption and
+    the kill (the emulator's ``grace_seconds``)."""
+    return {kind: ({**fault, "grace_seconds": notice} if fault["kind"] in ("maintenance", "preemption") else fault)
+            for kind, fault in TPU_FAULT.items()}
+
+
+def notice_saves(emulator: Emulator, every: int, step_seconds: float) -> tuple[int, float]:
+    """Ours' saves on a notice (worker 0's ``saved step N on request (notice-...)`` lines on every node of ours) and
+    the progress they kept, in seconds of training: for each, the steps past the newer of the periodic checkpoint
+    before it (every ``every`` steps) and the previous save on notice, times ``step_seconds``."""
+    steps: list[int] = []
+    for log in sorted((emulator.work_dir / "tpu").glob("bench-ours-a*/worker-0.log")):
+        text = log.read_text(errors="replace")
+        steps += [int(n) for n in re.findall(r"^saved step (\d+) on request \(notice-", text, re.MULTILINE)]
+    kept, previous = 0.0, 0
+    for step in sorted(steps):
+        kept += (step - max(step // every * every, previous)) * step_seconds
+        previous = step
+    return len(steps), kept
+
+
 def baseline_script(way: str, args: list[str], loop: bool) -> str:
     """The startup script of a baseline's node: the training command once (``loop=False``) or until it succeeds
     (the ssh loop's ``while ! ...; do sleep 1; done``), then its exit code as guest attribute ``bench/exit``."""
@@ -119,7 +148,7 @@ def baseline_script(way: str, args: list[str], loop: bool) -> str:
 
 
 def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryPolicy, poll: float,
-             hang_timeout: float, stop: threading.Event) -> None:
+             hang_timeout: float, stop: threading.Event, on_notice: bool = True) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node."""
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
@@ -130,7 +159,8 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         tpu_node_id="bench-ours", spot=True, command=command, checkpoint_dir="gs://bench/tpu-ours",
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
-        expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False)
+        expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False,
+        checkpoint_on_notice=on_notice)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 
@@ -215,7 +245,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
     s = a.time_scale
     plan = Plan.of(a, TPU_MIX)
     trace, steps, interval, every, horizon, args = (plan.trace, plan.steps, plan.interval, plan.every, plan.horizon,
-                                                    plan.args)
+                                                    [*plan.args, "--on-request"])
     step_seconds = STEP_SECONDS
     config = EmulatorConfig(time_scale=s, seed=a.seed)
     with Emulator(config=config) as emulator:
@@ -241,6 +271,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                f"restore {restore:.0f} s); a repair takes {config.latencies.tpu_repair_seconds:.0f} s"),
             ("capacity outages in " + PRIMARY,
              ", ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in trace.outages if lo < horizon) or "none"),
+            ("notice", f"{a.notice:g} s from a maintenance event's or a preemption's SIGTERM to the kill; ours "
+                       + ("saves on it" if a.notice_checkpoint else "does not save on it (--no-notice-checkpoint)")),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
             ("ours' maintenance_wait", "the policy's default (900 s)" if a.maintenance_wait is None
              else f"{a.maintenance_wait:g} s"),
@@ -267,7 +299,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         hang_timeout = HANG_HEARTBEATS * poll
         ways: dict[str, Callable[[Outcome], None]] = {
             "ours": lambda o: run_ours(o, a.accelerator_type, args, scaled_policy(ours_policy(a), s), poll,
-                                       hang_timeout, stop_all),
+                                       hang_timeout, stop_all, a.notice_checkpoint),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
                                                     a.create_retry * s, True, stop_all),
@@ -279,7 +311,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         sampling = threading.Event()
         sampler = threading.Thread(target=sample_machine_time, args=(emulator, machine, s, sampling), daemon=True)
         sampler.start()
-        outcomes, struck = race(emulator, ways, label, trace, s, a.work, horizon, stop_all, TPU_FAULT)
+        outcomes, struck = race(emulator, ways, label, trace, s, a.work, horizon, stop_all, notice_faults(a.notice * s))
         sampling.set()
         sampler.join(timeout=30)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
@@ -295,8 +327,12 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                                                   struck_interval),
                                    platform / restart if restart > 0 else 0.0,
                                    "recovery (new node, repair, capacity waits)", s)
+        saves, kept = notice_saves(emulator, every, step_seconds)
+        result["notice_saves"], result["notice_kept_seconds"] = saves, kept
         print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
                                        f"budget at its interval {struck_interval:.0f} s):\n")
+        print(f"\nCheckpoint on notice: ours saved on {saves} notice(s), keeping {kept:.0f} s of training past the "
+              "periodic checkpoints (time that is not in wasted progress above)")
         print_verdict(result)
     return result
 
@@ -307,6 +343,10 @@ def main() -> int:
     parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
     parser.add_argument("--maintenance-wait", type=float, help="ours' maintenance_wait budget, platform seconds "
                                                                  "(default: the policy's 900 s; 0: re-create at once)")
+    parser.add_argument("--notice", type=float, default=30.0, help="seconds from a maintenance event's or a "
+                                                                     "preemption's SIGTERM to the kill")
+    parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
+                        help="ours does not save on the notice (checkpoint_on_notice=False)")
     parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "
                                                                    "(one worker VM, which runs the workload)")
     parser.add_argument("--quick", action="store_true", help="seed 352's trace, a 2 min job (CI; see QUICK)")

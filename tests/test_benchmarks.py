@@ -102,6 +102,21 @@ def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
     assert "Mean goodput" in out.stdout
 
 
+def test_notice_benchmark_prints_the_steps_lost_per_preemption_both_ways():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "notice.py"), "--quick"],
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
+    rows = {r[3]: r for r in ([c.strip() for c in line.split("|")] for line in out.stdout.splitlines()
+                              if line.startswith("| 1 | 10 |"))}
+    assert set(rows) == {"checkpoint on notice", "without"}, out.stdout
+    assert rows["without"][6] == "-" and rows["checkpoint on notice"][6].isdigit()  # only one way saved on notice
+    # The way with the notice resumed from the checkpoint it saved then; the other from its periodic one.
+    assert int(rows["checkpoint on notice"][7]) == int(rows["checkpoint on notice"][6])
+    every = int(re.search(r"a periodic checkpoint every (\d+) steps", out.stdout)[1])
+    assert int(rows["without"][7]) % every == 0 and all(int(r[8]) >= 0 for r in rows.values())
+    assert "mean steps lost" in out.stdout
+
+
 def test_maintenance_benchmark_prints_the_steps_lost_both_ways():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "maintenance.py"), "--quick"],
                          capture_output=True, text=True, timeout=600, check=False)

@@ -19,6 +19,10 @@ starts from step 0, as a script that is not wired for resumption does (it still 
 
 ``--handed-interval``: once the provider hands ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``, checkpoint by time instead.
 
+``--on-request``: also save when the provider's worker runner asks for a checkpoint (a maintenance window ahead, a
+preemption notice): the helper ``resilient_checkpoint`` it puts on ``PYTHONPATH`` on a TPU VM, read once per step;
+where it is absent (another tool's VM) nothing is ever asked. Prints ``saved step N on request (TOKEN)``.
+
 On a multi-host TPU slice every worker trains; worker 0 (``TPU_WORKER_ID``) writes the checkpoints.
 
 Standard library plus fsspec/gcsfs (``gs://`` reaches the emulated bucket through STORAGE_EMULATOR_HOST).
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handed-interval", action="store_true",
                         help="checkpoint every RESILIENT_CHECKPOINT_INTERVAL_SECONDS (real seconds) when the provider "
                              "hands one, instead of every --every steps")
+    parser.add_argument("--on-request", action="store_true",
+                        help="save when the worker runner asks (resilient_checkpoint), as well as on schedule")
     args = parser.parse_args(argv)
     root = os.environ.get("AIP_CHECKPOINT_DIR", "").rstrip("/")
     if not root:
@@ -65,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     interval = float(os.environ.get("RESILIENT_CHECKPOINT_INTERVAL_SECONDS") or 0) if args.handed_interval else 0.0
     if interval > 0:
         print(f"checkpoint interval {interval:g} s (handed)", flush=True)
+    requested, acknowledge = request_helper() if args.on_request else (lambda: None, lambda token: None)
     last_save = deadline = time.monotonic()
     while step < args.steps:
         deadline = pace(deadline, args.step_seconds)
@@ -75,15 +82,28 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"Segmentation fault at step {step}\n")
             return 139
         due = time.monotonic() - last_save >= interval if interval > 0 else step % args.every == 0
-        if due or step == args.steps:
+        token = requested()
+        if due or token or step == args.steps:
             if os.environ.get("TPU_WORKER_ID", "0") == "0":  # a multi-host slice: worker 0 writes, as process 0 does
                 save(fs, base, step, args.save_seconds, args.keep)
             else:
                 time.sleep(args.save_seconds)  # the others take part in the (collective) save
             deadline += args.save_seconds  # the save's storage calls beyond C come out of the next step's time
             last_save = time.monotonic()
+        if token:
+            print(f"saved step {step} on request ({token})", flush=True)
+            acknowledge(token)  # on a notice: the process ends here (143), as its SIGTERM would have ended it
     print(f"done steps {step}", flush=True)
     return 0
+
+
+def request_helper():
+    """``(requested, acknowledge)`` of the provider's helper on a TPU VM; where it is absent, two that do nothing."""
+    try:
+        from resilient_checkpoint import acknowledge, requested
+    except ImportError:
+        return (lambda: None), (lambda token: None)
+    return requested, acknowledge
 
 
 def pace(due: float, seconds: float) -> float:
