@@ -16,6 +16,9 @@ by itself (seed 002) and its startup script resumes training. Two ways, the same
   as under any other tool (the Google provider has no TPU operators; SkyPilot and seed 002's loop do not read
   the notice).
 
+Both ways run with ``checkpoint_on_notice=False``: no save on the window's SIGTERM, so the table measures the early
+checkpoint alone (``notice.py`` measures the save on a SIGTERM's notice).
+
 Progress lost per event = the last step the workload finished before the window's SIGTERM minus the step it
 resumed from after the repair (both from worker 0's log), in steps and in seconds of training (x step time).
 Without the early checkpoint the expected loss is half the periodic interval; with it, what the lead and the
@@ -73,7 +76,7 @@ def one_event(emulator: Any, event: int, way: str, lead: float | None, a: argpar
                 f'--epoch-seconds {a.step_seconds} --checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"',
         checkpoint_dir=f"gs://bench/maintenance/{node_id}", checkpoint_marker="COMMITTED", resilience_policy=policy,
         poll_interval=a.poll_interval, heartbeat_seconds=a.poll_interval, preflight=False,
-        maintenance_lead_seconds=a.lead if lead is None else lead)
+        maintenance_lead_seconds=a.lead if lead is None else lead, checkpoint_on_notice=False)
     op.execute(standalone_context(node_id))
     log = (emulator.work_dir / "tpu" / f"{node_id}-a1" / "worker-0.log").read_text(errors="replace")
     first, second = re.split(r"===== worker 0 boot \d+ =====\n", log)[1:3]
