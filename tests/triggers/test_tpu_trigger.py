@@ -300,7 +300,10 @@ def test_every_event_carries_the_steps_worker_0_reported(resilient_emulator, pla
     event = asyncio.run(asyncio.wait_for(watch(), TIMEOUT))
     assert event["resource"] == name
     assert event["status"] == ("look_again" if ending == "look_again" else "changed")
-    assert ending == "look_again" or ending.upper() in event["message"].upper()
+    # A preemption's notice (the emulator keeps the node READY for it) may show first as the runner's end on the
+    # SIGTERM, then as the node's state: either fires the trigger.
+    seen = ("PREEMPTED", "WORKER 0 IS TERMINATED") if ending == "preempted" else (ending.upper(),)
+    assert ending == "look_again" or any(s in event["message"].upper() for s in seen), event["message"]
     assert [step for _, step in event["steps"]] == ([1, 2] if ending == "succeeded" else [1])
     times = [at for at, _ in event["steps"]]
     assert start <= times[0] and times == sorted(times) and times[-1] <= platform_time.now()
