@@ -20,7 +20,8 @@ newest complete checkpoint. Two ways, the same events:
   workload for a checkpoint before it forwards the SIGTERM, and the helper keeps the SIGTERM from ending the
   workload before its next step's save;
 * **without** -- ``checkpoint_on_notice=False``: the SIGTERM ends the workload, as under any tool that does not
-  read the notice (seed 002's loops, the Google provider, which has no TPU operator).
+  read the notice (the retry loops of Cloud TPU's "Manage maintenance events with Cloud TPU Pods",
+  https://cloud.google.com/tpu/docs/maintenance-events; the Google provider, which has no TPU operator).
 
 Progress lost per preemption = the last step the workload finished on the preempted node minus the step the new
 node resumed from (both from worker 0's logs), in steps and in seconds of training. A save on notice helps only
