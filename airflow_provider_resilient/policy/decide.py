@@ -20,8 +20,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .failures import Failure, Platform
+from .failures import Failure, FailureClass, Platform
 from .parts import Budget, DecisionAction, Fallback, Rule, RuleAction
+from .repair import continues_wait, repair_outlook
 from .rules import RetryPolicy
 
 DEFAULT_POLICY = RetryPolicy()
@@ -137,12 +138,17 @@ def _budget_use(history: Sequence[Attempt], budget_name: str, budget: Budget, fa
         used = sum(1 for _, inc in incidents
                    if inc.decision.budget == budget_name and inc.decision.counts_against_budget)
     streak_start: float | None = None
+    later = now
     for _, inc in reversed(incidents):
         if inc.decision.budget != budget_name or not inc.decision.counts_against_budget:
             break
+        # A wait whose next look came long after it was over: the condition cleared in between (a node back
+        # from its repair), and what came later is a new streak.
+        if inc.decision.action == DecisionAction.WAIT and not continues_wait(inc, later):
+            break
         start = inc.decision.decided_at if inc.decision.decided_at is not None else inc.failure.timestamp
         if start is not None:
-            streak_start = start
+            streak_start = later = start
     elapsed = None if streak_start is None else max(0.0, now - streak_start)
     return used, elapsed
 
@@ -197,8 +203,14 @@ def decide(
         spent (or no rule matched); otherwise the rule's action, mapped to the platform (RESUBMIT off TPU
         for RESTART_WORKERS / RECREATE_NODE), with a backoff delay.
     """
+    return _decide(policy.effective_rules, history, failure, now, policy, seed)
+
+
+def _decide(rules: Sequence[Rule], history: Sequence[Attempt], failure: Failure, now: float, policy: RetryPolicy,
+            seed: int | str) -> Decision:
+    """:func:`decide` over ``rules`` (the policy's, in order)."""
     current_fallback = _current_fallback(history)
-    for rule in policy.effective_rules:
+    for position, rule in enumerate(rules):
         if not rule.matches(failure):
             continue
         if rule.fail_over and (nxt := _next_fallback(history, failure, policy.fallbacks)):
@@ -229,6 +241,16 @@ def decide(
                             f"budget {rule.budget} is spent ({limit}); giving up on {failure.summary()}",
                             budget=rule.budget, budget_used=used,
                             budget_limit=budget.max_retries, fallback_index=current_fallback, decided_at=now)
+        if (policy.weigh_repairs and rule.action == RuleAction.WAIT and rule.fall_through
+                and failure.failure_class == FailureClass.MAINTENANCE_EVENT and failure.platform == Platform.TPU):
+            outlook = repair_outlook(history, now)
+            if outlook is not None and outlook.recreate:
+                instead = _decide(rules[position + 1:], history, failure, now, policy, seed)
+                if not instead.action.is_terminal:  # (a spent re-create budget: the repair is still waited for)
+                    return replace(instead, reason=f"{instead.reason}; not waiting out the repair: {outlook.why}")
+            weighed = f"; {outlook.why}" if outlook is not None else ""
+        else:
+            weighed = ""
         backoff = budget.backoff or policy.backoff
         delay = backoff.delay(used, _jitter(seed, history, rule))
         action = _platform_action(rule.action, failure.platform)
@@ -236,7 +258,7 @@ def decide(
         return Decision(
             action, rule.name,
             f"{failure.failure_class.value}: {action.value.replace('_', ' ')} in {delay:.0f}s "
-            f"(rule {rule.name}, budget {rule.budget} {limit_text})",
+            f"(rule {rule.name}, budget {rule.budget} {limit_text}){weighed}",
             delay_seconds=delay, budget=rule.budget, budget_used=used + 1,
             budget_limit=budget.max_retries, fallback_index=current_fallback, decided_at=now,
         )

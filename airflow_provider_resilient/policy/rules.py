@@ -153,6 +153,10 @@ class RetryPolicy:
             before it is a QUEUE_TIMEOUT (ModelArts' "Training Fault Tolerance Check": 30 minutes); also
             caps the ``quota_wait`` budget unless that budget is overridden.
         include_default_rules: False to use only ``rules``.
+        weigh_repairs: a TPU node in repair (a maintenance event the ``maintenance-wait`` rule matched) is
+            re-created instead of waited for when the run's own measures say a new node comes sooner
+            (:mod:`.repair`: the repairs and the new nodes seen so far); False: the ``maintenance_wait`` budget
+            alone decides how long a repair is waited for.
 
     Raises:
         ValueError: at construction, naming the field, when a rule names an unknown budget, two rules
@@ -167,6 +171,7 @@ class RetryPolicy:
     queue_timeout_seconds: float = DEFAULT_QUEUE_TIMEOUT_SECONDS
     include_default_rules: bool = True
     failover_backoff: Backoff = field(default_factory=lambda: DEFAULT_FAILOVER_BACKOFF)
+    weigh_repairs: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", checks.instances("RetryPolicy.rules", self.rules, Rule,
@@ -185,6 +190,7 @@ class RetryPolicy:
             if not isinstance(getattr(self, name), Backoff):
                 raise ValueError(f"RetryPolicy.{name}: {getattr(self, name)!r:.80} is not a Backoff")
         checks.flag("RetryPolicy.include_default_rules", self.include_default_rules)
+        checks.flag("RetryPolicy.weigh_repairs", self.weigh_repairs)
         checks.number("RetryPolicy.queue_timeout_seconds", self.queue_timeout_seconds, strict=True, unit="seconds")
         if self.queue_timeout_seconds <= 0:
             raise ValueError(f"RetryPolicy.queue_timeout_seconds must be > 0 seconds, got "

@@ -17,6 +17,7 @@ from airflow_provider_resilient.policy import (
     Failure,
     FailureClass,
     Fallback,
+    Incident,
     Platform,
     RetryPolicy,
     classify_ai_platform_job,
@@ -30,6 +31,7 @@ from airflow_provider_resilient.policy import (
     history_from_json,
     history_to_json,
 )
+from airflow_provider_resilient.policy.repair import continues_wait
 
 from .sim import run
 
@@ -170,18 +172,21 @@ def test_budgets_hold_between_checkpoint_progress(seq, policy, seed, steps):
        step_seconds=st.floats(min_value=1.0, max_value=900.0), seed=st.integers(0, 2**32))
 def test_time_limited_budgets_end_once_their_time_is_spent(seq, step_seconds, seed):
     """Quota and maintenance waits are bounded by time: no decision keeps waiting past ``max_seconds``
-    after the first decision of its streak (plus at most one backoff that started before the limit)."""
+    after the first decision of its streak (plus at most one backoff that started before the limit). A wait whose
+    next look came long after it was over (``continues_wait``: the node was back in between) ends its streak."""
     failure_of = {FailureClass.QUOTA_EXCEEDED: Failure(FailureClass.QUOTA_EXCEEDED, Platform.VERTEX_AI),
                   FailureClass.MAINTENANCE_EVENT: Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU,
                                                           node_state="REPAIRING")}
     decisions, _ = run([failure_of[c] for c in seq], seed=seed, step_seconds=step_seconds)
     budgets = RetryPolicy().effective_budgets
     streak_start: dict[str, float] = {}
-    previous = None
+    previous, before = None, None
     for d in decisions:
-        if d.budget is None or not d.counts_against_budget or d.budget != previous:
+        if d.budget is None or not d.counts_against_budget or d.budget != previous or (
+                before.action == DecisionAction.WAIT and not continues_wait(Incident(failure_of[seq[0]], before),
+                                                                            d.decided_at)):
             streak_start.clear()
-        previous = d.budget if d.counts_against_budget else None
+        previous, before = (d.budget if d.counts_against_budget else None), d
         if d.budget is None or not d.counts_against_budget:
             continue
         limit = budgets[d.budget].max_seconds
