@@ -83,7 +83,7 @@ def patient_policy(scale: float) -> RetryPolicy:
 
     policy = scaled_policy(RetryPolicy(), scale)
     return replace(policy, budgets={name: replace(b, max_retries=BUDGET_RETRIES if name != "preflight" else
-                                                  b.max_retries)  # (seed 004's range: 0 to 3)
+                                                  b.max_retries)  # (ModelArts' fault-tolerance/job-retry-num: 0 to 3)
                                     for name, b in policy.effective_budgets.items()})
 
 

@@ -15,26 +15,30 @@
   ``retry_delay`` of 300 s; the workload resumes from its own checkpoint scan of the same output directory. Only
   the hook's client is pointed at the emulator (the provider opens TLS to Google's endpoint). Runs when the
   provider is installed (``make bench`` installs it in ``.venv-bench``); otherwise its row says so.
-* **seed 002 loop** -- ``while ! run; do sleep 1; done``: rerun until success, the workload resuming from
-  its own checkpoint scan, no classification, always the same region.
+* **retry loop** -- ``while ! run; do sleep 1; done`` (the loop of Cloud TPU's "Manage maintenance events with
+  Cloud TPU Pods", https://cloud.google.com/tpu/docs/maintenance-events): rerun until success, the workload
+  resuming from its own checkpoint scan, no classification, always the same region.
 
 The trace (all figures in *platform seconds*; the emulator runs them ``--time-scale`` times faster):
 
 * failures of the running job with exponential inter-arrival times of mean ``--mtbf`` (counted in
   running time: the k-th failure strikes ``d_k`` after the processes the (k-1)-th left running started),
-  each of a class drawn from the seed mix -- ``transient_crash`` (exit 139, seed 003: retried by the
-  platform 3 times), ``internal_error`` (seed 003: retried twice), ``worker_failure`` (VM lost, seed
-  000/003: restarted in place up to 5 times) and ``hang`` (the processes stop making progress and the
+  each of a class drawn from the mix -- ``transient_crash`` (exit 139; Vertex AI's "Understand the custom
+  training service": retried by the platform 3 times), ``internal_error`` (retried twice, the same page),
+  ``worker_failure`` (VM lost: restarted in place up to 5 times, the same page and AI Platform Training's
+  "Understanding the training service") and ``hang`` (the processes stop making progress and the
   platform never says so: the job stays RUNNING -- only a way that watches progress gets out; the others
   wait until they are stopped). The same sequence strikes every way;
-* capacity outages of the primary region us-central1 (seed 003's stockout: "Resources are insufficient in
-  region"): one at launch lasting ``--launch-outage`` seconds -- the common experience with scarce
-  accelerators -- then alternating exponential periods of mean ``--capacity-up`` and ``--capacity-down``;
-  the same wall-clock windows for every way; the fallback region europe-west4 has capacity throughout;
+* capacity outages of the primary region us-central1 (the stockout of Vertex AI's "Understand the custom training
+  service": "Resources are insufficient in region"): one at launch lasting ``--launch-outage`` seconds -- the common
+  experience with scarce accelerators -- then alternating exponential periods of mean ``--capacity-up`` and
+  ``--capacity-down``; the same wall-clock windows for every way; the fallback region europe-west4 has capacity
+  throughout;
 * a checkpoint cost C (``--checkpoint-cost``), every way checkpointing at the Young/Daly interval; a
   restart cost R = the platform's in-place restart latency + the workload's measured start-up and
   restore time (the cheapest way back from a failure);
-* the emulator's platform latencies (REFERENCE.md; seed 003's ~1 min error delay) times the time scale.
+* the emulator's platform latencies (``EmulatorConfig.latencies``; Vertex AI reports an error about a minute
+  after it) times the time scale.
 
 Every way's workload prints ``step N`` after each step (``--log-steps``); only ours reads the lines, and the
 benchmark reads each way's progress from them at the end (``steps reached``, for machine time per useful step).
@@ -93,7 +97,7 @@ HANG_SECONDS = 300.0
 #: fails over at once instead of waiting about 300 s for the failure. A team sets it from its own provisioning times.
 QUEUE_SECONDS = 150.0
 AIRFLOW_RETRY_DELAY = 300.0  # seconds: Airflow's default retry_delay
-LOOP_SLEEP = 1.0  # seconds: seed 002's `sleep 1`
+LOOP_SLEEP = 1.0  # seconds: the retry loop's `sleep 1`
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
 
 
@@ -429,19 +433,19 @@ CRASH_STEP = 25  # the deterministic crash of the crash-loop scenario: every run
 
 
 #: Each Vertex AI way's ``bench-way`` label (its jobs' label, its fault matcher, its checkpoint directory).
-LABEL = {"ours": "ours", "task retries": "retries", "seed 002 loop": "loop", "Google provider": "google"}
+LABEL = {"ours": "ours", "task retries": "retries", "retry loop": "loop", "Google provider": "google"}
 
 
 def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
                 stop: threading.Event) -> dict[str, Callable[[Outcome], None]]:
     """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds), task retries, the
-    seed 002 loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
+    retry loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
         "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
                                    poll, hang_timeout, stop),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
-        "seed 002 loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
+        "retry loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
                                                     poll, stop),
     }
     if google_provider_installed():
@@ -608,7 +612,7 @@ def plot(results: list[dict[str, Any]], path: Path, what: str = "one training jo
             label="trace ceiling")
     ax.plot(seeds, [r["ceiling"] for r in results], "_", color="grey", markersize=16, mew=1.5,
             label="Young/Daly ceiling")
-    markers = {"ours": "o", "Google provider": "s", "seed 002 loop": "^", "task retries": "v", "recreate loop": "D",
+    markers = {"ours": "o", "Google provider": "s", "retry loop": "^", "task retries": "v", "recreate loop": "D",
                "ssh loop": "^"}
     for index, way in enumerate(results[0]["ways"]):
         x = [seed + 0.12 * (index - 1.5) for seed in seeds]
@@ -736,6 +740,7 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     platform seconds, bucket by bucket as :func:`print_budget` shows them."""
     rows = {"training": budget["work"], "checkpoint saves": budget["checkpoint"],
             "wasted progress": budget["wasted_progress"], "detection": 0.0, recovery: budget["restart"] * split,
+            "repair waits (a node in repair, until the workload steps again or the node is re-created)": 0.0,
             "in-place restarts (last step to the restarted process's start)": 0.0,
             "start to first step (start-up, restore)": budget["restart"] * (1 - split),
             "submit to the first start": 0.0, "stalls (slow spans, no restart seen)": 0.0,
@@ -744,10 +749,10 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     if ours.finished and ours.ledger and ours.ended is not None:
         wall = (ours.ended - ours.started) / scale
         led = {k: float(ours.ledger.get(k, 0.0)) / scale
-               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "in_place_restart",
-                         "checkpoint_restore", "checkpoint_save", "stall", "other")}
+               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "repair_wait",
+                         "in_place_restart", "checkpoint_restore", "checkpoint_save", "stall", "other")}
         result["ours"] = dict(zip(rows, (led["productive"], led["checkpoint_save"], led["wasted_progress"],
-                                         led["detection"], led["recovery"], led["in_place_restart"],
+                                         led["detection"], led["recovery"], led["repair_wait"], led["in_place_restart"],
                                          led["checkpoint_restore"], max(0.0, wall - led["total"]), led["stall"],
                                          led["other"]), strict=True))
     return result

@@ -7,13 +7,14 @@ Each event is one run of ``ResilientTPUWorkloadOperator`` on the emulator: the d
 ``--checkpoint-every`` steps, the workload's own habit) on a v4-8 node. At a seeded step Cloud TPU announces a
 maintenance window (``Node.upcoming_maintenance``; emulator fault ``scheduled_maintenance``) a seeded notice ahead,
 so the window falls at a different phase of the periodic checkpoints each time; the node recovers from the event
-by itself (seed 002) and its startup script resumes training. Two ways, the same events:
+by itself (most do: Cloud TPU, "Manage maintenance events with Cloud TPU Pods") and its startup script resumes
+training. Two ways, the same events:
 
 * **early checkpoint** -- the operator's default: ``maintenance_lead_seconds`` before the window it asks the
   workload for a checkpoint (node metadata -> worker runner -> ``resilient_checkpoint``), then rides the event
   out;
 * **without** -- ``maintenance_lead_seconds=0``: nobody asks; the workload learns of the event from its SIGTERM,
-  as under any other tool (the Google provider has no TPU operators; SkyPilot and seed 002's loop do not read
+  as under any other tool (the Google provider has no TPU operators; SkyPilot and that page's retry loops do not read
   the notice).
 
 Both ways run with ``checkpoint_on_notice=False``: no save on the window's SIGTERM, so the table measures the early

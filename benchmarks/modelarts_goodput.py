@@ -19,7 +19,7 @@ emulator (its ModelArts REST API driven by the real ``huaweicloudsdkmodelarts`` 
 
 Every way runs the same workload (``benchmarks/workloads/steady_training.py``) with ``--resume scan``: it resumes
 from the newer of the checkpoint handed to it and its own scan of its OBS directory, so a re-issued job or a retried
-try resumes too (goodput.py's Google provider and seed 002 ways assume the same); only ours is handed one.
+try resumes too (goodput.py's Google provider and retry loop ways assume the same); only ours is handed one.
 
 The trace (platform seconds; the emulator runs them ``--time-scale`` times faster), the same for every way:
 

@@ -31,9 +31,9 @@ BENCHMARKS = {
                        "libraries, and a full garbage collection's pause after"),
     "detection": ("detection.py", "fault-to-decision and decision-to-running latency per failure class"),
     "goodput": ("goodput.py", "goodput over 20 seeded fault traces: ours, Airflow task retries, the Google "
-                              "provider with retries=3, seed 002 loop"),
-    "tpu_goodput": ("tpu_goodput.py", "goodput over 20 seeded Cloud TPU fault traces: ours, seed 002's recreate "
-                                      "loop and its ssh loop"),
+                              "provider with retries=3, retry loop"),
+    "tpu_goodput": ("tpu_goodput.py", "goodput over 20 seeded Cloud TPU fault traces: ours, the maintenance "
+                                      "page's recreate loop and its ssh loop"),
     "modelarts_goodput": ("modelarts_goodput.py", "goodput over seeded Huawei Cloud ModelArts fault traces: ours, the "
                                                   "platform's own re-issue alone, Airflow task retries"),
     "checkpoint_interval": ("checkpoint_interval.py", "goodput with the handed checkpoint interval against the fixed "

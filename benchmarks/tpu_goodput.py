@@ -8,12 +8,13 @@
   caught); the workload resumes from the checkpoint the operator hands it, and saves when the runner asks
   (``--on-request``): on a maintenance event's or a preemption's SIGTERM (``checkpoint_on_notice``, default on;
   ``--no-notice-checkpoint``: off). The baselines run the same workload, whose VMs have no helper to ask it.
-* **recreate loop** -- seed 002's recovery script ("a recovery script to detect the TPU's state and delete and
-  re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
+* **recreate loop** -- the recovery script of Cloud TPU's "Manage maintenance events with Cloud TPU Pods"
+  (https://cloud.google.com/tpu/docs/maintenance-events; "a recovery script to detect the TPU's state and delete
+  and re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
   startup script reports the exit code as a guest attribute), is deleted and created again, in the same zone (a
   stockout: created again after ``--create-retry`` seconds); a maintenance event with recovery is waited out (the
   node comes back and its startup script -- "run whenever a TPU VM is created" -- resumes the training).
-* **ssh loop** -- seed 002's ``while ! gcloud compute tpus tpu-vm ssh ${TPU_NAME} --command "python3 [training
+* **ssh loop** -- that page's ``while ! gcloud compute tpus tpu-vm ssh ${TPU_NAME} --command "python3 [training
   command]"; do sleep 1; done``: the node is created once (again after a stockout) and the command is run again
   until it succeeds. The loop runs in the node's startup script, so a reboot after a repair starts it again, as
   the next ssh would; a preempted or terminated node is never replaced -- the ssh fails for ever.
@@ -22,7 +23,7 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
 
 * failures of the running node with exponential inter-arrival times of mean ``--mtbf`` (running time since the
   previous failure's node or processes started), each of a class drawn from :data:`TPU_MIX` -- maintenance events
-  with automatic recovery (seed 002: most events; REPAIRING for the emulator's ``tpu_repair_seconds``) and without
+  with automatic recovery (that page: most events; REPAIRING for the emulator's ``tpu_repair_seconds``) and without
   (TERMINATED), preemptions of the spot node, a crash of the workload (exit 139) and a hang (SIGSTOP: no platform
   signal at all). The same sequence strikes every way. A maintenance event or a preemption reaches the VM as a
   SIGTERM ``--notice`` seconds (default 30) before its processes are killed: a Spot VM's ACPI G2 Soft Off comes 30 s
@@ -92,7 +93,7 @@ PROJECT = "bench-project"
 #: europe-west4-a; v4 only in us-central2-b, so a v4 run has no zone to fall back to).
 PRIMARY, FALLBACK = "us-central1-b", "europe-west4-a"
 RUNTIME = "tpu-ubuntu2204-base"
-#: The failure classes of a running TPU node and their shares (seed 002's events; crash and hang of the workload).
+#: The failure classes of a running TPU node and their shares (that page's events; crash and hang of the workload).
 TPU_MIX = {"maintenance_event": 0.4, "maintenance_terminate": 0.1, "preemption": 0.3, "crash": 0.1, "hang": 0.1}
 TPU_FAULT = {"maintenance_event": {"kind": "maintenance", "recover": True},
              "maintenance_terminate": {"kind": "maintenance", "recover": False},
@@ -167,11 +168,14 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
 def ours_policy(a: argparse.Namespace) -> RetryPolicy:
     """Ours' retry policy: the default, or with ``--maintenance-wait`` seconds as the ``maintenance_wait`` budget
     (how long a maintenance event with recovery is waited out before the node is re-created; 0: re-created after
-    one look, when a new node comes up sooner than a repair)."""
+    one look, when a new node comes up sooner than a repair), and with ``--no-weigh-repairs`` that budget alone
+    deciding (``RetryPolicy(weigh_repairs=False)``; default: a repair is weighed against a new node, as the run
+    measured them)."""
     if a.maintenance_wait is None:
-        return RetryPolicy()
+        return RetryPolicy(weigh_repairs=a.weigh_repairs)
     wait = RetryPolicy().effective_budgets["maintenance_wait"]
-    return RetryPolicy(budgets={"maintenance_wait": replace(wait, max_seconds=a.maintenance_wait)})
+    return RetryPolicy(budgets={"maintenance_wait": replace(wait, max_seconds=a.maintenance_wait)},
+                       weigh_repairs=a.weigh_repairs)
 
 
 def run_baseline(outcome: Outcome, way: str, accelerator: str, script: str, poll: float, create_retry: float,
@@ -274,8 +278,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("notice", f"{a.notice:g} s from a maintenance event's or a preemption's SIGTERM to the kill; ours "
                        + ("saves on it" if a.notice_checkpoint else "does not save on it (--no-notice-checkpoint)")),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
-            ("ours' maintenance_wait", "the policy's default (900 s)" if a.maintenance_wait is None
-             else f"{a.maintenance_wait:g} s"),
+            ("ours' maintenance_wait", ("the policy's default (900 s)" if a.maintenance_wait is None
+                                        else f"{a.maintenance_wait:g} s")
+             + ("; a repair weighed against a new node" if a.weigh_repairs else "; the budget alone decides")),
             ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
             ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (best fixed interval {struck_interval:.0f} "
                                                    "s; restart R; no capacity wait; a hang seen at once)"),
@@ -343,6 +348,9 @@ def main() -> int:
     parser.add_argument("--create-retry", type=float, default=60.0, help="a baseline's wait after a stockout, s")
     parser.add_argument("--maintenance-wait", type=float, help="ours' maintenance_wait budget, platform seconds "
                                                                  "(default: the policy's 900 s; 0: re-create at once)")
+    parser.add_argument("--no-weigh-repairs", dest="weigh_repairs", action="store_false",
+                        help="ours waits out a repair as the maintenance_wait budget allows, without weighing it "
+                             "against a new node (RetryPolicy(weigh_repairs=False))")
     parser.add_argument("--notice", type=float, default=30.0, help="seconds from a maintenance event's or a "
                                                                      "preemption's SIGTERM to the kill")
     parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",

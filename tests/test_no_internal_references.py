@@ -9,8 +9,10 @@ import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-#: What users read: the README, the documentation site's sources, the package.
-READ_BY_USERS = [ROOT / "README.md", ROOT / "docs", ROOT / "airflow_provider_resilient"]
+#: What users read: the README, the documentation site's sources, the package, and what ships beside it in the
+#: repository: the benchmarks and their results, the example DAGs and workloads, the scripts.
+READ_BY_USERS = [ROOT / "README.md", ROOT / "docs", ROOT / "airflow_provider_resilient", ROOT / "benchmarks",
+                 ROOT / "dags", ROOT / "scripts"]
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".txt", ".json", ".toml", ".cfg", ".ini", ".sh"}
 
 #: Internal references, matched case-insensitively ("seed 002", "Seed-004", "seeds 000", DESIGN.md ...). Code

@@ -8,8 +8,11 @@ restart. Badput buckets:
   last step report of an attempt that failed (each redone step is counted once);
 * ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
 * ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
-  TPU re-create), waits for a maintenance event to pass within an attempt, and the whole of an attempt that failed
-  before its workload trained (:data:`NEVER_RAN`: a launch stockout's queue timeout is no wasted progress);
+  TPU re-create), and the whole of an attempt that failed before its workload trained (:data:`NEVER_RAN`: a
+  launch stockout's queue timeout is no wasted progress);
+* ``repair_wait`` -- within an attempt, from the first look that decided to wait an event out (a TPU node in
+  repair: the ``maintenance-wait`` rule) until the workload reports a step again (the repair, the VM's boot and
+  the workload's restart), or until the run gave up on it and re-created the node (:mod:`..policy.repair`);
 * ``checkpoint_restore`` -- from an attempt's start to its first step report, and on until its step moves past
   the step it resumed from (a first look that finds the workload still at that step saw it starting), and after
   a waited-out event (a TPU maintenance event with recovery) until the step moves again (program startup and
@@ -48,16 +51,17 @@ from typing import Any
 from ..checkpoints.formats import CheckpointSave
 from ..policy import Attempt, DecisionAction, FailureClass
 
-BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "in_place_restart", "checkpoint_restore",
-           "checkpoint_save", "stall", "other")
+BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "repair_wait", "in_place_restart",
+           "checkpoint_restore", "checkpoint_save", "stall", "other")
 #: Buckets added after the first ledgers were pushed to XCom: a stored ledger without them reads them as 0.
-LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall"})
+LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall", "repair_wait"})
 #: Each badput bucket as ml-goodput-measurement's ``BadputType`` (``goodput_utils.BadputType``), so a team that
 #: reads Google's badput breakdown reads ours the same way:
 #:
 #: * ``wasted_progress`` -> WASTED_PROGRESS_FROM_DISRUPTION ("time that was spent on productive training but lost
 #:   after restart");
-#: * ``detection``, ``recovery`` and ``in_place_restart`` -> INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time
+#: * ``detection``, ``recovery``, ``repair_wait`` and ``in_place_restart`` ->
+#:   INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time
 #:   taken by the infrastructure to restart the workload after a disruption": noticing it is part of that);
 #: * ``checkpoint_restore`` -> UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: from an attempt's start to its first step,
 #:   which also holds what Google splits into TPU_INITIALIZATION, TRAINING_PREP and PROGRAM_STARTUP (seen from
@@ -72,6 +76,7 @@ LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall"})
 BADPUT_TYPES = {"wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
                 "detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+                "repair_wait": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "in_place_restart": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
                 "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME", "stall": "OTHER", "other": "OTHER"}
@@ -103,6 +108,7 @@ class Ledger:
     checkpoint_save: float = 0.0
     in_place_restart: float = 0.0
     stall: float = 0.0
+    repair_wait: float = 0.0
 
     @property
     def goodput(self) -> float:
@@ -290,10 +296,10 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 waited = [w for w in waits if previous.time <= w <= report.time]
                 if gained == 0 and not waited and not restarting and report is not mine[0]:
                     continue  # a second sighting: the workload trained on since the first
-                # A span holding our first WAIT look at an event is work until that look, recovery after it.
+                # A span holding our first WAIT look at an event is work until that look, a repair wait after it.
                 work = (min(waited) - previous.time) if waited else span
                 if waited:
-                    buckets["recovery"] += span - work
+                    buckets["repair_wait"] += span - work
                 if work > 0 and gained > 0:  # a blocking save held the span up beyond its steps' pace
                     saved = min(saving(previous.time, report.time), work - gained * (pace or 0.0))
                     if saved > 0:
@@ -315,6 +321,10 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
                 previous = report
                 best_step = max(best_step, report.step)
             tail = max(0.0, failed_at - previous.time)  # after the last report: the final save, if known, then work
+            held = [w for w in waits if previous.time <= w <= failed_at]
+            if failed and held:  # waited on a repair, then gave up on it: from the first wait on, a repair wait
+                buckets["repair_wait"] += failed_at - min(held)
+                tail = min(held) - previous.time
             saved = min(saving(previous.time, failed_at), tail)
             buckets["checkpoint_save"] += saved
             buckets["wasted_progress" if failed else "productive"] += tail - saved

@@ -14,7 +14,7 @@ benchmark processes, start-up included.) A step that finds itself late is not ma
 
 ``--resume scan`` resumes from the newest committed checkpoint: the newer of ``RESILIENT_RESUME_FROM`` /
 ``RESILIENT_RESUME_STEP`` (what our operator hands over) and its own scan of the checkpoint directory (what
-a seed 002 retry loop relies on, and what the platform's own restarts need). ``--resume none`` always
+a retry loop relies on, and what the platform's own restarts need). ``--resume none`` always
 starts from step 0, as a script that is not wired for resumption does (it still pays for checkpoints).
 
 ``--handed-interval``: once the provider hands ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS``, checkpoint by time instead.

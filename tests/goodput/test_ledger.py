@@ -16,7 +16,16 @@ from airflow_provider_resilient.goodput import (
     goodput_ledger,
     young_daly_interval,
 )
-from airflow_provider_resilient.policy import Attempt, Failure, FailureClass, Platform, decide, record_incident
+from airflow_provider_resilient.policy import (
+    Attempt,
+    Decision,
+    DecisionAction,
+    Failure,
+    FailureClass,
+    Platform,
+    decide,
+    record_incident,
+)
 
 T0 = 1_000_000.0
 CRASH = Failure(FailureClass.TRANSIENT_CRASH, Platform.VERTEX_AI, exit_code=139)
@@ -106,7 +115,7 @@ def test_young_daly_interval_and_ceiling():
         young_daly_interval(0, 10)
 
 
-def test_a_waited_out_maintenance_event_is_recovery_then_restore_not_other():
+def test_a_waited_out_maintenance_event_is_a_repair_wait_then_restore_not_other():
     # Steps 0..10 at 1 step/s from T0+5; maintenance at T0+15: the node is REPAIRING and we WAIT at
     # T0+16 and T0+18; it is READY at T0+20, the workload restarts and reports its old step 10 until it
     # moves again at T0+24 (step 11), then runs to step 16 and succeeds at T0+29.
@@ -121,10 +130,34 @@ def test_a_waited_out_maintenance_event_is_recovery_then_restore_not_other():
     steps += [StepReport(T0 + 24 + i, 11 + i) for i in range(6)]  # step 16 at T0+29
     ledger = goodput_ledger(history, steps, end=T0 + 29)
     assert ledger.total == pytest.approx(29)
-    assert ledger.recovery == pytest.approx(4)  # T0+16 (our first WAIT look) .. T0+20
+    assert ledger.repair_wait == pytest.approx(4)  # T0+16 (our first WAIT look) .. T0+20
+    assert ledger.recovery == 0
     assert ledger.checkpoint_restore == pytest.approx(5 + 3)  # start-up, and T0+20 .. T0+23 still at step 10
     assert ledger.productive == pytest.approx(10 + 6)  # steps 0..10, then 10..16
     assert ledger.other == pytest.approx(1)  # T0+15 .. T0+16: no step, before we saw the event
+
+
+def test_a_repair_given_up_on_is_a_repair_wait_from_the_first_wait_not_wasted_progress():
+    # Steps 0..10 at 1 step/s from T0+5 (step 10 at T0+15); the node is REPAIRING, we WAIT at T0+16, T0+18 and
+    # T0+20, and at T0+22 re-create it; the next node starts at T0+30 and runs steps 10..15 by T0+35.
+    history: tuple[Attempt, ...] = (Attempt(1, "node-1", started_at=T0),)
+    for at in (T0 + 16, T0 + 18, T0 + 20):
+        failure = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING", timestamp=at)
+        history = record_incident(history, failure, Decision(DecisionAction.WAIT, "maintenance-wait", "wait",
+                                                             delay_seconds=2.0, budget="maintenance_wait",
+                                                             decided_at=at), at)
+    failure = Failure(FailureClass.MAINTENANCE_EVENT, Platform.TPU, node_state="REPAIRING", timestamp=T0 + 22)
+    history = record_incident(history, failure, Decision(DecisionAction.RECREATE_NODE, "maintenance-recreate",
+                                                         "re-create", decided_at=T0 + 22), T0 + 22)
+    history = (*history, Attempt(2, "node-2", started_at=T0 + 30, ended_at=T0 + 35, resumed_from_step=10))
+    steps = [StepReport(T0 + 5 + i, i) for i in range(11)]
+    steps += [StepReport(T0 + 30, 10, start=True)] + [StepReport(T0 + 31 + i, 11 + i) for i in range(5)]
+    ledger = goodput_ledger(history, steps, end=T0 + 35)
+    assert ledger.total == pytest.approx(35)
+    assert ledger.repair_wait == pytest.approx(6)  # T0+16 (the first WAIT) .. T0+22 (re-created)
+    assert ledger.wasted_progress == pytest.approx(1)  # T0+15 .. T0+16: after the last step, before we saw it
+    assert ledger.recovery == pytest.approx(8)  # T0+22 .. T0+30: the new node
+    assert ledger.productive == pytest.approx(10 + 5)
 
 
 def test_steps_reached_just_before_an_event_are_work_until_the_first_wait():
@@ -138,7 +171,7 @@ def test_steps_reached_just_before_an_event_are_work_until_the_first_wait():
     ledger = goodput_ledger(history, steps, end=T0 + 25)
     assert ledger.total == pytest.approx(25)
     assert ledger.productive == pytest.approx(8 + 3 + 3)  # 0..8; 8..10 until the WAIT; 10..13
-    assert ledger.recovery == pytest.approx(4)  # T0+16 .. T0+20
+    assert ledger.repair_wait == pytest.approx(4)  # T0+16 .. T0+20
     assert ledger.checkpoint_restore == pytest.approx(5 + 2)  # start-up; T0+20 .. T0+22 still at step 10
     assert ledger.other == pytest.approx(0)
 
