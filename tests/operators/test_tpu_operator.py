@@ -336,6 +336,38 @@ def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilien
     assert nodes_left() == []
 
 
+@pytest.mark.parametrize("weigh", [True, False])
+def test_a_repair_is_waited_for_as_long_as_the_run_s_new_node_took_then_re_created(
+        resilient_emulator, platform_time, tmp_path, weigh):
+    """Attempt 1 is preempted: its new node (backoff, deletion, create) is the run's measure of a new node. Attempt
+    2's node then goes into a 300 s repair: weighed (the default), the run waits that measure and re-creates the
+    node; with ``weigh_repairs=False`` the maintenance_wait budget (30 min) waits the repair out on the same node."""
+    resilient_emulator.add_fault({"kind": "preemption", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 5,
+                                  "match": {"nth": 1}})
+    resilient_emulator.add_fault({"kind": "maintenance", **STRIKES_WHEN_IT_RUNS, "grace_seconds": 5,
+                                  "match": {"nth": 2}})
+    marks = tmp_path / "struck"
+    command = (f'if [ "$RESILIENT_ATTEMPT" -le 2 ] && [ ! -e {marks}-$RESILIENT_ATTEMPT ]; then '
+               f'touch {marks}-$RESILIENT_ATTEMPT; echo "step 1"; sleep 120; fi')
+    policy = RetryPolicy(backoff=BACKOFF, failover_backoff=BACKOFF, weigh_repairs=weigh,
+                         budgets={"maintenance_wait": Budget(max_seconds=1800, backoff=BACKOFF)})
+    result = platform_time.drive(operator(command, resilience_policy=policy)).execute(context())
+    found = decisions(result)
+    assert found[0] == ("preemption", "recreate_node")
+    assert {"maintenance_event"} == {cls for cls, _ in found[1:]}
+    if weigh:
+        assert found[-1] == ("maintenance_event", "recreate_node")
+        assert set(found[1:-1]) == {("maintenance_event", "wait")}
+        recreate = result["attempts"][1]["incidents"][-1]["decision"]
+        assert recreate["rule"] == "maintenance-recreate"
+        assert "no repair seen yet" in recreate["reason"] and "a new node took" in recreate["reason"]
+        assert created(resilient_emulator) == [A1, A2, A3] == deleted(resilient_emulator)
+    else:
+        assert set(found[1:]) == {("maintenance_event", "wait")}
+        assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
 # ------------------------------------------------------------------ workers
 def test_a_crash_is_restarted_in_place_by_the_runner(resilient_emulator, platform_time, tmp_path):
     resilient_emulator.add_fault({"kind": "crash", "exit_code": 139, "worker": 0, "at_step": 3})
