@@ -20,10 +20,11 @@ from .classify import (
     classify_vertex_job,
     classify_worker_report,
 )
-from .decide import DEFAULT_POLICY, Attempt, Decision, Incident, decide, record_incident
+from .decide import DEFAULT_POLICY, decide, record_incident
 from .failures import PERMANENT_CLASSES, Failure, FailureClass, Platform
 from .history import format_history, history_from_json, history_table, history_to_json
 from .parts import Backoff, Budget, DecisionAction, Fallback, Rule, RuleAction
+from .records import Attempt, Decision, Incident
 from .rules import (
     DEFAULT_BUDGETS,
     DEFAULT_FAILOVER_BACKOFF,

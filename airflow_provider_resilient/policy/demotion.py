@@ -17,8 +17,9 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from .decide import DEFAULT_POLICY, Attempt
+from .decide import DEFAULT_POLICY
 from .failures import Failure, FailureClass
+from .records import Attempt
 from .rules import RetryPolicy
 
 #: The workload's own failures (not the platform's, not capacity): what a checkpoint that will not load causes.

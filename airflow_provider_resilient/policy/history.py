@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from .decide import Attempt
+from .records import Attempt
 
 #: How :attr:`Attempt.ended_by` reads in the history.
 ENDED_BY = {"clear": "ended by a Clear of the running task (no failure, no budget)",

@@ -9,7 +9,7 @@ differs is the time before that boot: the rest of the repair, or a new node (the
 and the create). The run measures both as it goes:
 
 * **a new node** -- for each attempt after a decision to re-create (or resubmit), from that decision to the
-  attempt's node being submitted (:attr:`~.decide.Attempt.started_at`; for a node created directly that is when
+  attempt's node being submitted (:attr:`~.records.Attempt.started_at`; for a node created directly that is when
   it was READY): the backoff, the old node's deletion and the create, as this run's zone and project give them;
 * **a repair** -- each maintenance event waited on before: from the event's first look to the last look that
   still saw it (plus that look's wait), whole when the node came back, a lower bound when the run gave up on it
@@ -36,13 +36,10 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .failures import FailureClass
 from .parts import DecisionAction
-
-if TYPE_CHECKING:
-    from .decide import Attempt, Incident
+from .records import Attempt, Incident
 
 #: The actions after which the run's next attempt runs on a new node (a measure of a new node's cost).
 _NEW_NODE = frozenset({DecisionAction.RECREATE_NODE, DecisionAction.RESUBMIT})
