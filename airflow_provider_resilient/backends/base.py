@@ -97,9 +97,12 @@ class Backend(Protocol):
         begin."""
         ...
 
-    def end(self, name: str) -> Ended:
+    def end(self, name: str, wait: bool = True) -> Ended:
         """End ``name`` (cancel the job, delete the node) and wait until the platform says it has ended (carry
-        out ``EndAttempt``); ``Ended.succeeded`` when it finished successfully before the end took effect."""
+        out ``EndAttempt``); ``Ended.succeeded`` when it finished successfully before the end took effect.
+        ``wait=False`` (``EndAttempt.wait``: the resource runs nothing): a backend may request the end and return
+        at once, as long as it is gone before the next attempt is watched (the TPU backend does; a job's
+        cancel is always waited for)."""
         ...
 
     def release(self, name: str) -> None:

@@ -353,8 +353,9 @@ class ModelArtsTrainingJobBackend:
             log.warning("%s ended: %s", summary["name"], event.failure.summary())
         return event
 
-    def end(self, name: str) -> Ended:
-        """Stop ``name`` and wait until it is terminal (``Ended.succeeded`` when it completed first).
+    def end(self, name: str, wait: bool = True) -> Ended:
+        """Stop ``name`` and wait until it is terminal (``Ended.succeeded`` when it completed first); always
+        waited for, whatever ``wait`` says.
 
         Raises:
             TimeoutError: it is still not terminal after :data:`STOP_WAIT_SECONDS`.

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Attempt, Failure, Platform
+from ..policy import Attempt, Failure, FailureClass, Platform
 from ..supervisor import Ended, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings
 from ..supervisor.observe import Limits, Look
@@ -174,6 +174,9 @@ class TPUNodeBackend:
         #: move); None: nothing due. A deferred watch comes back by then.
         self.maintenance_due: float | None = None
         self._granted: str | None = None
+        #: Nodes whose deletion :meth:`end` requested without waiting (they ran nothing); :meth:`submit` makes
+        #: sure they are gone before the next attempt is watched.
+        self.deleting: list[str] = []
 
     def live_owned(self) -> list[OwnedResource]:
         """The provider's live nodes in the run's zone and its fallbacks' (:func:`live_nodes`)."""
@@ -220,8 +223,6 @@ class TPUNodeBackend:
         (:func:`~..policy.classify_create_error`: a stockout, quota)."""
         from google.api_core import exceptions as gexc
 
-        from ..policy import classify_create_error
-
         fallback = spec.fallback
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
         name = self.node_name(spec)
@@ -229,18 +230,31 @@ class TPUNodeBackend:
         body = self.node(spec, accelerator)
         self.watching(name)  # before the call: a kill during it deletes what it made
         started = self.clock()
-        try:
+
+        def create() -> None:
             if self.queued_resource:
                 self._tpu().create_queued_resource(self.project_id, zone, node_id, body, spot=self.spot,
                                                    valid_until_seconds=self.valid_until_seconds,
                                                    **({"slices": self.slices} if self.slices > 1 else {}))
             else:
                 self._tpu().create_node(self.project_id, zone, node_id, body)
+
+        try:
+            try:
+                create()
+            except gexc.GoogleAPICallError as exc:
+                if not self.deleting or _refusal(exc).failure_class != FailureClass.QUOTA_EXCEEDED:
+                    raise
+                # The node being deleted still counts against the quota: wait until it is gone, then the same
+                # create once more -- what ending it with a wait would have done.
+                log.info("Attempt %d: no quota while %s is being deleted; creating once it is gone", spec.attempt,
+                         ", ".join(self.deleting))
+                self._wait_deleted()
+                create()
         except gexc.GoogleAPICallError as exc:
             self.live_node = self.live_queued = None
-            failure = classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code,
-                                            exc.message, platform=Platform.TPU, timestamp=self.clock())
-            return SubmitFailed(failure, self.clock())
+            return SubmitFailed(_refusal(exc, self.clock()), self.clock())
+        self._wait_deleted()
         resumed = f"resuming from step {spec.resume_step}" if spec.resume_uri else "from scratch"
         if self.queued_resource:
             log.info("Attempt %d: node %s (%s in %s) requested through queued resource %s, %s", spec.attempt, name,
@@ -285,7 +299,7 @@ class TPUNodeBackend:
         judged = judge_nodes([reading for reading, _ in nodes], audits, now)
         if judged.failed is not None and judged.failure is not None:  # its reason's entry may have come since
             late = self._new_audits(slices[judged.failed], judge, started_at, name)
-            return node_failure(judged.failure, late, now, slices, judged.failed)
+            return node_failure(judged.failure, late, now, slices, judged.failed, judged.stopped)
         if judged.result is not None:
             return judged.result
         if not judged.ready:
@@ -359,11 +373,22 @@ class TPUNodeBackend:
         fresh = set(judge(Look(resource or node_name, Platform.TPU, audit_ids=ids), Limits()).fresh_audit)
         return classify_audit_entries(e for e in entries if str(e.get("insertId")) in fresh)
 
-    def end(self, name: str) -> Ended:
+    def end(self, name: str, wait: bool = True) -> Ended:
         """Delete ``name`` (and its queued resource) and wait until it is gone; ``keep_node`` does not keep it:
-        the run goes on with a new node."""
-        self._delete(name)
+        the run goes on with a new node. ``wait=False`` (``EndAttempt(wait=False)``: the node runs nothing --
+        preempted, terminated, in repair): request the deletion and return at once, so that the next node's create
+        overlaps it; :meth:`submit` waits for it to be gone before the next attempt is watched (and, when the
+        create is refused for quota meanwhile, before it creates once more)."""
+        self._delete(name, wait)
+        if not wait:
+            self.deleting += self.slice_names(name)
         return Ended(self.clock())
+
+    def _wait_deleted(self) -> None:
+        """Wait until the nodes :meth:`end` left being deleted are gone (within :data:`DELETE_WAIT_SECONDS`)."""
+        while self.deleting:
+            self._tpu().wait_gone(self.deleting[0], DELETE_WAIT_SECONDS)
+            log.info("Deleted node %s", self.deleting.pop(0))
 
     def release(self, name: str) -> None:
         """The run stops: delete the node and its queued resource, unless ``keep_node`` -- the user's own
@@ -416,7 +441,7 @@ class TPUNodeBackend:
                  number, name, node.state.name, rebuilt.then)
         return rebuilt.state
 
-    def _delete(self, name: str) -> None:
+    def _delete(self, name: str, wait: bool = True) -> None:
         from ..specs.tpu import queued_resource_name
 
         self.live_node = self.live_queued = None
@@ -424,8 +449,18 @@ class TPUNodeBackend:
         owned = live_resources(name, queued_resource_name(name) if self.queued_resource else None)
         if self.slices > 1:  # the queued resource takes its nodes along; the wait covers each of them
             owned = owned[:1] + [OwnedResource(n, "tpu_node", None) for n in self.slice_names(name)]
-        release_all(self._tpu(), [Release(r, "the attempt ends") for r in owned], DELETE_WAIT_SECONDS)
-        log.info("Deleted node %s", name)
+        release_all(self._tpu(), [Release(r, "the attempt ends") for r in owned], DELETE_WAIT_SECONDS if wait else None)
+        if wait:
+            log.info("Deleted node %s", name)
+
+
+def _refusal(exc: Any, now: float | None = None) -> Failure:
+    """A refused create call (a ``GoogleAPICallError``) classified (:func:`~..policy.classify_create_error`: a
+    stockout, quota ...), dated ``now``."""
+    from ..policy import classify_create_error
+
+    return classify_create_error(exc.grpc_status_code.value[0] if exc.grpc_status_code else exc.code, exc.message,
+                                 platform=Platform.TPU, timestamp=now)
 
 
 def _workers(node: Any) -> int:

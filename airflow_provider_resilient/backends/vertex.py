@@ -400,9 +400,9 @@ class VertexCustomJobBackend:
             log.warning("%s ended: %s", summary["name"], event.failure.summary())
         return event
 
-    def end(self, name: str) -> Ended:
+    def end(self, name: str, wait: bool = True) -> Ended:
         """Cancel ``name`` and wait until it is terminal (``Ended.succeeded`` when it finished before the cancel
-        took effect).
+        took effect); always waited for, whatever ``wait`` says.
 
         Raises:
             TimeoutError: it is still not terminal after :data:`CANCEL_WAIT_SECONDS`.

@@ -359,16 +359,17 @@ class SupervisedOperator(BaseOperator):
         return self._backend().look(job_name, lambda look, limits: self._observe(context, state, look, limits),
                                     started)
 
-    def _end_attempt(self, context: Any, state: RunState, job_name: str) -> Any:
+    def _end_attempt(self, context: Any, state: RunState, job_name: str, wait: bool = True) -> Any:
         """Carry out :class:`~..supervisor.EndAttempt`: end ``job_name`` (cancel the job, delete the node) and
-        wait until the platform says it has ended; ``Ended`` (``succeeded`` when it finished successfully
-        before the end took effect).
+        wait until the platform says it has ended (``wait=False``: as the backend allows, see
+        :meth:`~..backends.base.Backend.end`); ``Ended`` (``succeeded`` when it finished successfully before the
+        end took effect).
 
         Raises:
             AirflowException: it has not ended in the backend's time (a task retry ends it again).
         """
         try:
-            return self._backend().end(job_name)
+            return self._backend().end(job_name, wait)
         except TimeoutError as exc:
             raise AirflowException(str(exc)) from None
 
@@ -414,9 +415,10 @@ class SupervisedOperator(BaseOperator):
             elif isinstance(action, Watch):
                 event = self._watch(context, state, action.job_name)
             elif isinstance(action, EndAttempt):
-                self.log.info("%s: ending %s; what follows starts once it has ended", action.reason,
-                              action.job_name)
-                event = self._end_attempt(context, state, action.job_name)
+                self.log.info("%s: ending %s; %s", action.reason, action.job_name,
+                              "what follows starts once it has ended" if action.wait else
+                              "it runs nothing: the next node is created while it is deleted")
+                event = self._end_attempt(context, state, action.job_name, action.wait)
             elif isinstance(action, Sleep):
                 self.log.info("Next step in %.1f s", action.seconds)
                 if self.deferrable and action.seconds > 0 and action.seconds >= self.min_defer_seconds:

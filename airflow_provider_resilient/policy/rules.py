@@ -109,6 +109,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          source="documented default: an unrecognised failure is retried once from the checkpoint"),
 )
 
+#: No delay: a node that was reclaimed, terminated or would not come back from its repair is replaced at once. The
+#: new node's create gives the capacity's answer itself: a stockout then has its own backoff and fallbacks
+#: (``stockout``), a quota refusal its own wait (``quota_wait``).
+NO_BACKOFF = Backoff(initial_seconds=0.0, jitter=0.0)
+
 #: Default budgets, by name. Counts are retries on top of the platform's own (Vertex AI already retried three
 #: times before it reports a transient crash or stockout: "Understand the custom training service").
 DEFAULT_BUDGETS: Mapping[str, Budget] = {
@@ -120,8 +125,8 @@ DEFAULT_BUDGETS: Mapping[str, Budget] = {
     "worker_job_retries": Budget(max_retries=3),
     "maintenance_wait": Budget(max_seconds=900.0, backoff=Backoff(initial_seconds=30.0, multiplier=1.0,
                                                                    max_seconds=30.0, jitter=0.0)),
-    "recreate_node": Budget(max_retries=3),
-    "preemption": Budget(max_retries=3),
+    "recreate_node": Budget(max_retries=3, backoff=NO_BACKOFF),
+    "preemption": Budget(max_retries=3, backoff=NO_BACKOFF),
     "preflight": Budget(max_retries=3),
     "silent_worker": Budget(max_retries=2),
     "demote_checkpoint": Budget(max_retries=2, reset_on_progress=False),

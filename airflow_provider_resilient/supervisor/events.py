@@ -69,12 +69,16 @@ class JobFailed:
     be ended before another attempt starts or the run stops -- a CustomJob the observer judged hung or
     queued too long (still RUNNING / QUEUED), a TPU node whose workload failed; False when the platform
     already ended it (a FAILED CustomJob, a node that is gone). ``platform_restarts``: as for
-    :class:`JobSucceeded` (a ModelArts job the platform re-issued before it gave up)."""
+    :class:`JobSucceeded` (a ModelArts job the platform re-issued before it gave up). ``stopped``: the live
+    resource runs no workload and cannot run one again (every TPU node of the attempt PREEMPTED, TERMINATED or in
+    repair, or gone): it cannot write beside the next attempt once its end is requested, so the next attempt need
+    not wait for that end to finish (:class:`EndAttempt` ``wait=False``)."""
 
     failure: Failure
     now: float
     live: bool = False
     platform_restarts: int | None = None
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,10 +128,13 @@ class EndAttempt:
     """End the attempt running as ``job_name`` -- cancel the CustomJob, delete the TPU node -- and report
     :class:`Ended` once the platform says it has ended: never two attempts at once. Issued when a person
     cleared the running task, and after a failure whose attempt is still live, before the next attempt (or
-    the backoff before it: nothing bills while the run waits)."""
+    the backoff before it: nothing bills while the run waits). ``wait=False`` (after ``JobFailed(stopped=True)``:
+    a node that runs nothing): request the end and report :class:`Ended` at once -- the next node is created while
+    the old one is deleted; the shell still makes sure it is gone before it watches the next attempt."""
 
     job_name: str
     reason: str
+    wait: bool = True
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ legal (:class:`~.state.Phase`, event type) pair -- summed up here::
     running      JobSucceeded(live)       Succeed(job, end=live)    -- a live resource is ended as the run stops
     running      JobFailed(failure)       policy: Sleep(delay) then Submit | Sleep then Watch (WAIT) | Fail
     running      JobFailed(live)          policy: EndAttempt(job), then as above | Fail(end=job)
+    running      JobFailed(live, stopped) policy: EndAttempt(job, wait=False), then as above
     sleeping     WakeUp                   Submit(next attempt) | Watch(job)
     succeeded    Started                  Succeed(job)              -- a cleared successful task reruns nothing
     failed       Started                  Submit(attempt n + 1)     -- a cleared failed task resumes, fresh budgets
@@ -36,7 +37,10 @@ legal (:class:`~.state.Phase`, event type) pair -- summed up here::
 Never two attempts at once, nothing left behind: every side effect on a cloud resource is a command here.
 A failed attempt whose resource is still live (``JobFailed(live=True)``: a CustomJob judged hung, a TPU
 node whose workload failed) is ended by :class:`EndAttempt` before the backoff and the next attempt; a run
-that stops ends what is still live (``Fail.end``, ``Succeed.end``). The shells only carry these out.
+that stops ends what is still live (``Fail.end``, ``Succeed.end``). The shells only carry these out. A live
+resource that runs nothing (``JobFailed(stopped=True)``: TPU nodes PREEMPTED, TERMINATED or in repair) cannot
+write beside the next attempt once its deletion is requested: ``EndAttempt(wait=False)`` lets the next node's
+create overlap that deletion.
 
 Budgets are counted by :func:`~..policy.decide` from the history of the current *segment*: a task
 retry that finds the run in progress continues the segment (and its budgets); a new try after the run
@@ -112,10 +116,12 @@ def _new_segment(state: RunState) -> RunState:
     return replace(state, segment_start=len(state.history))
 
 
-def _after_decision(state: RunState, failure: Failure, decision: Decision, now: float, live: bool = False) -> Step:
+def _after_decision(state: RunState, failure: Failure, decision: Decision, now: float, live: bool = False,
+                    stopped: bool = False) -> Step:
     """Record the incident and carry out ``decision``. ``live``: the failed attempt's resource still exists:
     a new attempt (or the backoff before it) comes only after :class:`EndAttempt` has ended it, and a
-    terminal decision ends it as the run stops (``Fail.end``)."""
+    terminal decision ends it as the run stops (``Fail.end``). ``stopped``: that resource runs nothing
+    (``JobFailed.stopped``): its end is requested, not waited for (``EndAttempt(wait=False)``)."""
     history = record_incident(state.history, failure, decision, now)
     state = replace(state, history=history)
     if decision.action.is_terminal:
@@ -130,7 +136,7 @@ def _after_decision(state: RunState, failure: Failure, decision: Decision, now: 
     if live and state.job_name:  # never two attempts at once: end this one first
         wake_at = now + decision.delay_seconds if decision.delay_seconds > 0 else None
         return (replace(state, phase=Phase.ENDING, next_submit=submit, wake_at=wake_at),
-                EndAttempt(state.job_name, f"{failure.failure_class.value}: {decision.reason}"))
+                EndAttempt(state.job_name, f"{failure.failure_class.value}: {decision.reason}", wait=not stopped))
     if decision.delay_seconds > 0:
         return (replace(state, phase=Phase.SLEEPING, next_submit=submit, wake_at=now + decision.delay_seconds),
                 Sleep(decision.delay_seconds, decision.reason))
@@ -259,7 +265,7 @@ def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
         failure = demoted_failure(failure, demote)
         state = replace(state, demoted=(*state.demoted, demote))
     decision = decide(segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
-    return _after_decision(state, failure, decision, event.now, live=event.live)
+    return _after_decision(state, failure, decision, event.now, live=event.live, stopped=event.stopped)
 
 
 def _steps_seen(state: RunState) -> tuple[int, ...] | None:

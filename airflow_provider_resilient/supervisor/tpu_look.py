@@ -113,12 +113,21 @@ class NodeReading:
 class NodesJudgement:
     """:func:`judge_nodes`'s answer: ``result`` (an outcome, or None), ``failed`` (the index of a node in a failed
     state whose failure wants the audit entry that names its reason: the backend reads the node's new entries once
-    more and calls :func:`node_failure`), and ``ready`` (every node READY: its workers are looked at next)."""
+    more and calls :func:`node_failure`), ``ready`` (every node READY: its workers are looked at next) and
+    ``stopped`` (every node of the attempt runs nothing: :data:`STOPPED_NODE_STATES` or gone)."""
 
     result: JobFailed | None = None
     failed: int | None = None
     failure: Failure | None = None
     ready: bool = False
+    stopped: bool = False
+
+
+#: Node states in which a node's VMs run no workload and, once its deletion is requested, never will again:
+#: reclaimed, terminated, in repair or restarting (the workload would start again only after the repair or the
+#: restart, which a node being deleted does not finish). ``JobFailed.stopped`` when every node of the attempt is
+#: in one of them or gone.
+STOPPED_NODE_STATES = frozenset({"PREEMPTED", "TERMINATED", "REPAIRING", "RESTARTING"})
 
 
 def slice_prefix(names: Sequence[str], index: int) -> str:
@@ -134,29 +143,32 @@ def judge_nodes(nodes: Sequence[NodeReading], audits: Sequence[Failure], now: fl
     maintenance event that came and went; else ``ready`` when every node is READY."""
     names = [n.name for n in nodes]
     group = len(nodes) > 1
+    stopped = all(n.state is None or n.state in STOPPED_NODE_STATES for n in nodes)
     for index, node in enumerate(nodes):
         if node.state is None:
-            return NodesJudgement(JobFailed(node_gone(node.name, now, slice_prefix(names, index)), now, live=group))
+            return NodesJudgement(JobFailed(node_gone(node.name, now, slice_prefix(names, index)), now, live=group,
+                                            stopped=group and stopped))
         failure = classify_tpu_node(node.state, node.health, node.symptoms, node.health_description, timestamp=now)
         if failure is not None:
             told = [a for a in audits if a.terminate_reason]
             if not told:  # its entry may have come after the read
-                return NodesJudgement(failed=index, failure=failure)
-            return NodesJudgement(node_failure(failure, told, now, names, index))
+                return NodesJudgement(failed=index, failure=failure, stopped=stopped)
+            return NodesJudgement(node_failure(failure, told, now, names, index, stopped))
     if audits:
         return NodesJudgement(JobFailed(audits[-1], now, live=True))
     return NodesJudgement(ready=all(n.state == "READY" for n in nodes))
 
 
 def node_failure(failure: Failure, audits: Sequence[Failure], now: float, names: Sequence[str],
-                 index: int) -> JobFailed:
+                 index: int, stopped: bool = False) -> JobFailed:
     """The live ``JobFailed`` of node ``index``'s ``failure``, dated by ``audits``
-    (:func:`~..policy.node_events.dated_node_failure`), its message naming the slice of a group."""
+    (:func:`~..policy.node_events.dated_node_failure`), its message naming the slice of a group; ``stopped``:
+    every node of the attempt runs nothing (:attr:`NodesJudgement.stopped`)."""
     failure = dated_node_failure(failure, audits, now)
     if len(names) > 1:
         failure = replace(failure, message=slice_prefix(names, index) + (failure.message
                                                                           or failure.failure_class.value))
-    return JobFailed(failure, now, live=True)
+    return JobFailed(failure, now, live=True, stopped=stopped)
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,6 @@ def judge_workers(name: str, nodes: Sequence[NodeReading], reports: Sequence[Seq
     return WorkersJudgement(move, request, notice, due, ahead.reason if ahead is not None else "")
 
 
-__all__ = ["QUEUE_FAILED_STATES", "QUEUE_WAITING_STATES", "Judge", "NodeReading", "NodesJudgement", "QueueJudgement",
-           "QueuedReading", "WorkersJudgement", "judge_nodes", "judge_queue", "judge_workers", "node_failure",
-           "slice_prefix"]
+__all__ = ["QUEUE_FAILED_STATES", "QUEUE_WAITING_STATES", "STOPPED_NODE_STATES", "Judge", "NodeReading",
+           "NodesJudgement", "QueueJudgement", "QueuedReading", "WorkersJudgement", "judge_nodes", "judge_queue",
+           "judge_workers", "node_failure", "slice_prefix"]

@@ -301,13 +301,12 @@ def test_a_terminated_node_is_re_created_and_resumes_from_the_checkpoint(resilie
 
 
 def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient_emulator, platform_time):
-    """Nothing bills while the run waits, never two nodes at once: the supervisor commands the failed node's
-    end (EndAttempt) before the backoff and the next CreateNode; the shell only carries it out."""
-    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, **STRIKES_WHEN_IT_RUNS,
-                                  "grace_seconds": 5, "match": {"nth": 1}})
+    """Nothing bills while the run waits, never two nodes at once: a node whose workload failed (its VM still
+    runs) is ended by the supervisor's EndAttempt -- and gone -- before the backoff and the next CreateNode; the
+    shell only carries it out."""
     slow = Backoff(initial_seconds=600.0, max_seconds=600.0, jitter=0.0)
-    op = operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, resilience_policy=RetryPolicy(backoff=slow, budgets={
-        "recreate_node": Budget(max_retries=2, backoff=slow)}))
+    op = operator(only_in_attempt(1, "kill -SEGV $$"), max_worker_restarts=1, resilience_policy=RetryPolicy(
+        backoff=slow, budgets={"transient_crash": Budget(max_retries=2, backoff=slow)}))
     during_backoff: list[tuple[list[str], list[str]]] = []
 
     def sleep(seconds: float) -> None:  # the backoff is recorded, then stepped as every wait
@@ -317,9 +316,50 @@ def test_a_failed_node_is_deleted_before_the_backoff_and_the_next_node(resilient
 
     platform_time.drive(op)._sleep = sleep
     result = op.execute(context())
-    assert decisions(result) == [("maintenance_event", "recreate_node")]
+    assert decisions(result) == [("transient_crash", "resubmit")]
     assert during_backoff == [([], [A1])]  # A1 already gone when the wait began; A2 not created yet
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+
+
+def test_a_terminated_node_is_replaced_while_it_is_deleted(resilient_emulator, platform_time):
+    """A node that runs nothing (TERMINATED by a maintenance event) cannot write beside the next one once its
+    deletion is requested: the supervisor ends it without waiting (``EndAttempt(wait=False)``), the next node's
+    create overlaps the deletion -- no backoff either (``recreate_node``) -- and the old node is gone before the
+    new attempt is looked at."""
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, **STRIKES_WHEN_IT_RUNS,
+                                  "grace_seconds": 5, "match": {"nth": 1}})
+    result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK)).execute(context())
+    assert decisions(result) == [("maintenance_event", "recreate_node")]
+    calls = resilient_emulator.calls.list()
+    delete_a1 = next(c for c in calls if c.method == "DeleteNode" and c.resource.endswith(A1))
+    create_a2 = next(c for c in calls if c.method == "CreateNode" and c.resource.endswith(A2))
+    assert delete_a1.time <= create_a2.time < delete_a1.time + 30  # a deletion takes 30 s: A1 was still DELETING
+    gone = next(c for c in calls if c.method == "GetNode" and c.resource.endswith(A1) and c.code == "NOT_FOUND"
+                and c.time >= delete_a1.time)
+    watched = next(c for c in calls if c.method == "GetGuestAttributes" and c.resource.endswith(A2))
+    assert gone.time <= watched.time
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
+
+
+def test_a_create_refused_for_quota_while_the_old_node_is_deleted_waits_for_it_and_creates_again(
+        resilient_emulator, platform_time):
+    """The node being deleted may still count against the project's TPU quota: a create refused for quota then
+    waits for the deletion and is made once more -- what waiting for the end would have done -- instead of
+    spending the quota_wait backoff."""
+    resilient_emulator.add_fault({"kind": "maintenance", "recover": False, **STRIKES_WHEN_IT_RUNS,
+                                  "grace_seconds": 5, "match": {"nth": 1}})
+    resilient_emulator.add_fault({"kind": "quota", "service": "tpu", "times": 1, "match": {"nth": 2},
+                                  "quota_metric": "tpu.googleapis.com/TPUV4sPerProjectPerZone"})
+    result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK)).execute(context())
+    assert decisions(result) == [("maintenance_event", "recreate_node")]  # no quota_exceeded incident
+    creates = [c for c in resilient_emulator.calls.list("CreateNode") if c.resource.endswith(A2)]
+    assert [c.code for c in creates] == ["RESOURCE_EXHAUSTED", "OK"]
+    gone = next(c for c in resilient_emulator.calls.list("GetNode") if c.resource.endswith(A1)
+                and c.code == "NOT_FOUND" and c.time >= creates[0].time)
+    assert creates[0].time <= gone.time <= creates[1].time
+    assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+    assert nodes_left() == []
 
 
 def test_a_node_stuck_in_repair_past_the_maintenance_wait_is_re_created(resilient_emulator, platform_time):

@@ -395,6 +395,22 @@ def test_a_live_failed_attempt_is_ended_before_the_backoff_and_the_next_attempt(
     assert action == Submit(2, -1, "hang") and late.phase == "submitting" and late.segment_start == 0
 
 
+def test_a_live_attempt_that_runs_nothing_is_ended_without_waiting_and_replaced_at_once():
+    """A preempted TPU node (``JobFailed(stopped=True)``) cannot write beside the next one: its end is requested,
+    not waited for, and the preemption budget has no backoff, so the next node follows the Ended at once. A task
+    retry while it is being ended ends it again -- waiting this time (the supervisor no longer knows it stopped)."""
+    preempted = Failure(FailureClass.PREEMPTION, Platform.TPU, node_state="PREEMPTED")
+    state, action = step(running(), JobFailed(preempted, T0 + 50, live=True, stopped=True))
+    assert action == EndAttempt("jobs/1", action.reason, wait=False)
+    assert state.wake_at is None  # no backoff
+    _, after = step(state, Ended(T0 + 50))
+    assert after == Submit(2, -1, "preemption")
+    _, again = step(reload(state), Started(T0 + 51))
+    assert again == EndAttempt("jobs/1", again.reason)  # wait=True: the safe default
+    _, running_node = step(running(), JobFailed(preempted, T0 + 50, live=True))
+    assert running_node == EndAttempt("jobs/1", running_node.reason)  # not known to have stopped: wait
+
+
 def test_a_live_attempt_that_finished_before_it_could_be_ended_is_the_result():
     state, _ = step(running(), JobFailed(HANG, T0 + 50, live=True))
     state, action = step(state, Ended(T0 + 52, succeeded=True))

@@ -83,6 +83,23 @@ def test_a_node_gone_is_a_maintenance_event_live_only_in_a_group():
     assert group.live and group.failure.message.startswith("slice 1 (train-a1-1): ")
 
 
+def test_an_attempt_whose_nodes_all_run_nothing_is_stopped():
+    """``JobFailed.stopped``: every node PREEMPTED, TERMINATED, in repair or gone -- its deletion need not be waited
+    for before the next node; a group with a slice still READY (its workers may still write) is not."""
+    for state in ("PREEMPTED", "TERMINATED", "REPAIRING"):
+        judged = judge_nodes([NodeReading(NODE, state)], [], NOW)
+        assert judged.stopped and node_failure(judged.failure, [], NOW, [NODE], 0, judged.stopped).stopped
+    entries = classify_audit_entries([audit("tpu.nodes.terminate", "MAINTENANCE", NOW - 300)])
+    assert judge_nodes([NodeReading(NODE, "TERMINATED")], entries, NOW).result.stopped
+    mixed = judge_nodes([NodeReading(f"{NODE}-0", "READY"), NodeReading(f"{NODE}-1", "PREEMPTED")], [], NOW)
+    assert not mixed.stopped
+    gone = judge_nodes([NodeReading(f"{NODE}-0", None), NodeReading(f"{NODE}-1", "PREEMPTED")], [], NOW).result
+    assert gone.live and gone.stopped
+    ready = judge_nodes([NodeReading(f"{NODE}-0", "READY"), NodeReading(f"{NODE}-1", None)], [], NOW).result
+    assert ready.live and not ready.stopped
+    assert not judge_nodes([NodeReading(NODE, "READY")], entries, NOW).result.stopped  # an event that came and went
+
+
 def test_a_failed_node_is_dated_by_the_entry_that_names_its_reason():
     entries = classify_audit_entries([audit("tpu.nodes.terminate", "MAINTENANCE", NOW - 300)])
     judged = judge_nodes([NodeReading(NODE, "TERMINATED")], entries, NOW)
