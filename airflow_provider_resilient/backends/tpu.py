@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Attempt, Failure, FailureClass, Platform
+from ..policy import Attempt, Failure, Platform
 from ..supervisor import Ended, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings
 from ..supervisor.observe import Limits, Look
@@ -223,6 +223,8 @@ class TPUNodeBackend:
         (:func:`~..policy.classify_create_error`: a stockout, quota)."""
         from google.api_core import exceptions as gexc
 
+        from ..supervisor.tpu_look import create_after_deletion
+
         fallback = spec.fallback
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
         name = self.node_name(spec)
@@ -243,7 +245,7 @@ class TPUNodeBackend:
             try:
                 create()
             except gexc.GoogleAPICallError as exc:
-                if not self.deleting or _refusal(exc).failure_class != FailureClass.QUOTA_EXCEEDED:
+                if not self.deleting or not create_after_deletion(_refusal(exc)):
                     raise
                 # The node being deleted still counts against the quota: wait until it is gone, then the same
                 # create once more -- what ending it with a wait would have done.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..policy import Failure, Platform, classify_tpu_node, classify_worker_report
+from ..policy import Failure, FailureClass, Platform, classify_tpu_node, classify_worker_report
 from ..policy.node_events import dated_node_failure, node_gone, queued_resource_failed
 from .events import JobFailed, JobSucceeded, MoveOff
 from .maintenance import MaintenanceSettings, Notice, next_look
@@ -128,6 +128,14 @@ class NodesJudgement:
 #: restart, which a node being deleted does not finish). ``JobFailed.stopped`` when every node of the attempt is
 #: in one of them or gone.
 STOPPED_NODE_STATES = frozenset({"PREEMPTED", "TERMINATED", "REPAIRING", "RESTARTING"})
+
+
+def create_after_deletion(refusal: Failure) -> bool:
+    """Whether a create refused with ``refusal`` (classified) while a node of the run is still being deleted
+    (``EndAttempt(wait=False)``) is made once more when that deletion is done, instead of being a failure: a quota
+    refusal -- the node being deleted may still count against the project's quota, and waiting for its deletion
+    is what an end that waited would have done. A stockout is not: capacity is not the old node's to give back."""
+    return refusal.failure_class == FailureClass.QUOTA_EXCEEDED
 
 
 def slice_prefix(names: Sequence[str], index: int) -> str:
@@ -244,5 +252,5 @@ def judge_workers(name: str, nodes: Sequence[NodeReading], reports: Sequence[Seq
 
 
 __all__ = ["QUEUE_FAILED_STATES", "QUEUE_WAITING_STATES", "STOPPED_NODE_STATES", "Judge", "NodeReading",
-           "NodesJudgement", "QueueJudgement", "QueuedReading", "WorkersJudgement", "judge_nodes", "judge_queue",
-           "judge_workers", "node_failure", "slice_prefix"]
+           "NodesJudgement", "QueueJudgement", "QueuedReading", "WorkersJudgement", "create_after_deletion",
+           "judge_nodes", "judge_queue", "judge_workers", "node_failure", "slice_prefix"]

@@ -182,3 +182,10 @@ def test_before_a_window_a_checkpoint_is_asked_for_then_the_run_moves():
     acked = [[{"status": "running", "step": "6", "heartbeat": str(NOW), "checkpoint_ack": notice.token}]]
     moved = workers(Observer(), acked, notice, settings, request=notice.token)
     assert isinstance(moved.result, MoveOff) and moved.request is None
+
+
+def test_only_a_quota_refusal_is_created_again_after_the_old_node_is_deleted():
+    from airflow_provider_resilient.supervisor.tpu_look import create_after_deletion
+
+    assert create_after_deletion(Failure(FailureClass.QUOTA_EXCEEDED, Platform.TPU))
+    assert not create_after_deletion(Failure(FailureClass.CAPACITY_STOCKOUT, Platform.TPU))
