@@ -287,9 +287,13 @@ def ledger_steps(verdict: Verdict, memory: WatchMemory, look: Look | None = None
     resuming from ``step``): the run's lead only -- worker 0 of a TPU slice; a CustomJob's logged steps once it has
     logged one (``memory`` is the one the verdict came with), else its checkpoints (mixing the two would read as
     steps going back). A CustomJob's logged steps are the lines ``look`` read (``Look.step_lines``: each at its
-    own time, process starts among them) when it read any, else the step the look saw, at the look's time."""
+    own time, process starts among them) when it read any, else the step the look saw, at the look's time. A start
+    line read before the job's first logged step (the read fell between a process's ``resuming from step N`` and
+    its first ``step`` line) is reported all the same: it is the process's start, not a step to mix up."""
     lead = {worker_key(0), LOGGED if LOGGED in memory.stepping else CHECKPOINTS}
-    lines = list(look.step_lines) if look is not None and LOGGED in lead else []
+    lines = list(look.step_lines) if look is not None else []
+    if LOGGED not in lead:
+        lines = [line for line in lines if line[2]]
     return sorted([*((at, step, False) for key, step, at in verdict.progressed
                      if key in lead and not (lines and key == LOGGED)),
                    *((float(at), int(step), bool(start)) for at, step, start in lines)])

@@ -202,3 +202,21 @@ def test_a_silent_worker_is_judged_by_its_own_clock_and_speaking_stops_it():
     assert spoke.clock("silent worker 1") is None
     _, verdict = observe(spoke, look, T0 + 200, limits)
     assert verdict.failure is None  # silent again from T0 + 200: a new clock
+
+
+def test_a_start_line_read_before_the_first_logged_step_is_still_reported_to_the_ledger():
+    """A read that falls between a process's ``resuming from step 0`` and its first ``step`` line finds the start
+    line alone: the job has no logged step yet (the ledger's lead is still its checkpoints), but the start is the
+    process's, and losing it left the ledger one start short (a restart then read as steps going back)."""
+    from airflow_provider_resilient.supervisor.observe import ledger_steps
+
+    now = 1_800_000_000.0
+    look = Look("jobs/1", Platform.VERTEX_AI, "JOB_STATE_RUNNING", progress={LOGGED: None},
+                step_lines=((now - 1, 0, True),))
+    memory, verdict = observe(WatchMemory(), look, now, Limits(hang_seconds=60))
+    assert LOGGED not in memory.stepping
+    assert ledger_steps(verdict, memory, look) == [(now - 1, 0, True)]
+    steps = Look("jobs/1", Platform.VERTEX_AI, "JOB_STATE_RUNNING", progress={LOGGED: 3},
+                 step_lines=((now, 3, False),))
+    memory, verdict = observe(memory, steps, now + 1, Limits(hang_seconds=60))
+    assert ledger_steps(verdict, memory, steps) == [(now, 3, False)]
