@@ -122,7 +122,7 @@ def test_a_deferred_run_completes_through_the_trigger(resilient_emulator, platfo
 def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulator, platform_time, tmp_path):
     """Each resume is a new operator: the step each worker was last seen at, and since when, must come from
     the task state store, or no look ever sees a step stalled for ``hang_timeout``."""
-    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
+    hang = resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})  # once it reported a step
     ctx, go = context(), tmp_path / "go"
     # Each attempt steps every 50 ms until the test lets it end: attempt 1 until the fault freezes it at step 2;
     # attempt 2 until a full look (every hang_timeout / 2, in a fresh operator) has seen it running and kept its
@@ -130,6 +130,10 @@ def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulato
     command = f'i=0; while [ ! -e {go} ]; do i=$((i+1)); echo "step $i"; sleep 0.05; done'
 
     def attempt_2_seen() -> None:
+        if created(resilient_emulator) == [A1]:
+            # The deferrals step the platform's time; the workload runs in real time and, on a loaded machine, may
+            # not have reached step 2 after 80 of them: wait (bounded) until the hang has struck it there.
+            platform_time.wait_for(lambda: resilient_emulator.faults.fired(hang))
         watch = ctx["task_state_store"].data.get(STATE_KEY, {}).get("watch", {})
         if watch.get("resource") == f"{ZONE}/nodes/{A2}" and "worker 0" in watch.get("clocks", {}):
             go.touch()
