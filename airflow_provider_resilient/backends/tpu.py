@@ -223,8 +223,6 @@ class TPUNodeBackend:
         (:func:`~..policy.classify_create_error`: a stockout, quota)."""
         from google.api_core import exceptions as gexc
 
-        from ..supervisor.tpu_look import create_after_deletion
-
         fallback = spec.fallback
         accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
         name = self.node_name(spec)
@@ -242,17 +240,7 @@ class TPUNodeBackend:
                 self._tpu().create_node(self.project_id, zone, node_id, body)
 
         try:
-            try:
-                create()
-            except gexc.GoogleAPICallError as exc:
-                if not self.deleting or not create_after_deletion(_refusal(exc)):
-                    raise
-                # The node being deleted still counts against the quota: wait until it is gone, then the same
-                # create once more -- what ending it with a wait would have done.
-                log.info("Attempt %d: no quota while %s is being deleted; creating once it is gone", spec.attempt,
-                         ", ".join(self.deleting))
-                self._wait_deleted()
-                create()
+            self._create_when_quota_frees(create, spec.attempt)
         except gexc.GoogleAPICallError as exc:
             self.live_node = self.live_queued = None
             return SubmitFailed(_refusal(exc, self.clock()), self.clock())
@@ -385,6 +373,28 @@ class TPUNodeBackend:
         if not wait:
             self.deleting += self.slice_names(name)
         return Ended(self.clock())
+
+    def _create_when_quota_frees(self, create: Callable[[], None], attempt: int) -> None:
+        """``create()``; refused for quota while nodes :meth:`end` left are still being deleted
+        (:func:`~..supervisor.tpu_look.create_after_deletion`: they may still count against it), wait until they
+        are gone and ``create()`` once more -- what ending them with a wait would have done.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the create was refused (again).
+        """
+        from google.api_core import exceptions as gexc
+
+        from ..supervisor.tpu_look import create_after_deletion
+
+        try:
+            create()
+        except gexc.GoogleAPICallError as exc:
+            if not self.deleting or not create_after_deletion(_refusal(exc)):
+                raise
+            log.info("Attempt %d: no quota while %s is being deleted; creating once it is gone", attempt,
+                     ", ".join(self.deleting))
+            self._wait_deleted()
+            create()
 
     def _wait_deleted(self) -> None:
         """Wait until the nodes :meth:`end` left being deleted are gone (within :data:`DELETE_WAIT_SECONDS`)."""

@@ -50,21 +50,9 @@ _SAME_EVENT_GAP = 3.0
 
 @dataclass(frozen=True)
 class RepairOutlook:
-    """What the run has measured and what it implies for the repair in progress.
+    """What the run's measures imply for the repair in progress: ``recreate`` it now instead of waiting, and
+    ``why`` (one line with the figures, for the decision's reason)."""
 
-    Attributes:
-        new_node_seconds: mean seconds from a decision to re-create to the new node submitted, over this run's
-            newest three re-creates.
-        repair_seconds: mean seconds of this run's earlier repairs waited out, or when the last one was given up
-            on, how long it had lasted then (None: none yet).
-        elapsed_seconds: seconds since this repair was first seen.
-        recreate: re-create the node now instead of waiting.
-        why: one line with the figures, for the decision's reason.
-    """
-
-    new_node_seconds: float
-    repair_seconds: float | None
-    elapsed_seconds: float
     recreate: bool
     why: str
 
@@ -165,21 +153,21 @@ def repair_outlook(history: Sequence[Attempt], now: float) -> RepairOutlook | No
     measured = f"a new node took {node:.0f} s in this run"
     if not repairs:
         recreate = elapsed >= node
-        return RepairOutlook(node, None, elapsed, recreate,
+        return RepairOutlook(recreate,
                              f"no repair seen yet, this one {elapsed:.0f} s so far; {measured}: "
                              + ("re-create, having waited as long as a new node takes" if recreate
                                 else "wait up to that long"))
     if not repairs[-1].ended:
-        return RepairOutlook(node, repairs[-1].seconds, elapsed, True,
+        return RepairOutlook(True,
                              f"the last repair was not over after {repairs[-1].seconds:.0f} s; {measured}: "
                              "re-create now")
     lengths = [r.seconds for r in repairs if r.ended]
     repair = statistics.fmean(lengths)
     seen = f"{len(lengths)} earlier repair(s) took {repair:.0f} s on average"
     if repair >= node:
-        return RepairOutlook(node, repair, elapsed, True, f"{seen}; {measured}: re-create now")
+        return RepairOutlook(True, f"{seen}; {measured}: re-create now")
     recreate = elapsed >= repair + node
-    return RepairOutlook(node, repair, elapsed, recreate,
+    return RepairOutlook(recreate,
                          f"{seen}, this one {elapsed:.0f} s so far; {measured}: "
                          + ("re-create, overdue by a new node's time" if recreate else "wait for the repair"))
 
