@@ -878,6 +878,8 @@ class Runner:
         finally:
             done.set()
             heartbeat.join(timeout=REPORT_TIMEOUT_SECONDS * 2 + 1)
+            if self._requests_dir is not None:  # the request and acknowledgement files: nothing left in /tmp
+                shutil.rmtree(self._requests_dir, ignore_errors=True)
 
 
 # -- command line ---------------------------------------------------------------------------------------

@@ -57,9 +57,12 @@ def run(server: MetadataServer, tmp_path: Path, patience: float, *options: str,
 
 def test_the_runner_passes_a_request_on_and_reports_its_acknowledgement_once(tmp_path):
     server = MetadataServer(0, lambda: {"resilient-checkpoint-request": "scheduled maintenance at X"})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     try:
-        done = run(server, tmp_path, 20, "--checkpoint-signal", "usr1", NEED_SIGNAL="1")
+        done = run(server, tmp_path, 20, "--checkpoint-signal", "usr1", NEED_SIGNAL="1", TMPDIR=str(temp))
         assert done.returncode == 0, done.stderr
+        assert not list(temp.iterdir())  # the request and acknowledgement files went with the runner
         assert "checkpoint requested: scheduled maintenance at X" in done.stderr
         assert list(tmp_path.glob("step_*")) and (tmp_path / "signalled").exists()
         guest = server.guest("resilient/")
