@@ -656,6 +656,9 @@ def test_the_hook_waits_for_an_operation_through_its_sleep_within_the_timeout():
     with pytest.raises(FutureTimeout, match="operations/1 did not complete within 10 s"):
         hook.wait_operation(Operation(None), 10.0)
     assert pauses == [1.0, 1.5, 2.25, 3.375, 1.875]  # 10 s of pauses in all
+    pauses.clear()
+    hook.wait_operation(Operation(30), 3600.0)  # a create of minutes: the pauses grow to 5 s, no more
+    assert pauses[:6] == [1.0, 1.5, 2.25, 3.375, 5.0, 5.0] and max(pauses) == 5.0
 
 
 def test_a_queued_resource_without_valid_until_is_ended_by_the_queue_timeout(resilient_emulator, platform_time):
