@@ -7,7 +7,10 @@
   the worker runner reports it; ``expect_steps``: also before its first step, so a hang during the start-up is
   caught); the workload resumes from the checkpoint the operator hands it, and saves when the runner asks
   (``--on-request``): on a maintenance event's or a preemption's SIGTERM (``checkpoint_on_notice``, default on;
-  ``--no-notice-checkpoint``: off). The baselines run the same workload, whose VMs have no helper to ask it.
+  ``--no-notice-checkpoint``: off). From its second attempt on it checkpoints at the interval the operator hands it
+  (``--handed-interval``; ``--fixed-interval``: the trace's Young/Daly interval throughout, as the other ways):
+  Young/Daly for the failures that lose progress, which the run measures (``goodput.advice``: an interruption a
+  save on notice covered loses none). The baselines run the same workload, whose VMs have no helper to ask it.
 * **recreate loop** -- the recovery script of Cloud TPU's "Manage maintenance events with Cloud TPU Pods"
   (https://cloud.google.com/tpu/docs/maintenance-events; "a recovery script to detect the TPU's state and delete
   and re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
@@ -33,10 +36,11 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
 * capacity outages of the primary zone us-central1-b (CreateNode fails RESOURCE_EXHAUSTED): one at launch of
   ``--launch-outage`` seconds, then exponential periods of mean ``--capacity-up`` / ``--capacity-down``; the
   fallback zone europe-west4-a has capacity throughout;
-* a checkpoint cost C every Young/Daly interval for every way; the restart cost R of the ceilings = the workload's
-  measured start-up and restore + the least platform time per class, weighted by the mix (a new node,
-  ``tpu_create_seconds``, after a preemption, a termination or a maintenance event -- re-creating beats a repair
-  -- and nothing after a crash or a hang, restarted in place once seen).
+* a checkpoint cost C every Young/Daly interval for every way (ours: until its operator hands another); the
+  restart cost R of the ceilings = the workload's measured start-up and restore + the least platform time per
+  class, weighted by the mix (a new node, ``tpu_create_seconds``, after a preemption, a termination or a
+  maintenance event -- re-creating beats a repair -- and nothing after a crash or a hang, restarted in place once
+  seen).
 
 Goodput = useful work / wall time from the first create to success; a way still unfinished a quarter of the work
 after ours finished (or at ``--horizon`` x the work) is stopped and printed as ``< x``. Machine time: host-seconds
@@ -49,6 +53,7 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
+import json
 import os
 import re
 import sys
@@ -141,6 +146,18 @@ def notice_saves(emulator: Emulator, every: int, step_seconds: float) -> tuple[i
         kept += (step - max(step // every * every, previous)) * step_seconds
         previous = step
     return len(steps), kept
+
+
+def handed_intervals(emulator: Emulator, scale: float) -> list[tuple[int, float]]:
+    """``(attempt, platform seconds)`` of each checkpoint interval ours' operator handed an attempt's workload
+    (worker 0's ``checkpoint interval X s (handed)`` line, real seconds, over ``scale``), in attempt order."""
+    handed = []
+    for log in (emulator.work_dir / "tpu").glob("bench-ours-a*/worker-0.log"):
+        found = re.search(r"^checkpoint interval ([0-9.e+-]+) s \(handed\)", log.read_text(errors="replace"),
+                          re.MULTILINE)
+        if found:
+            handed.append((int(log.parent.name.rsplit("-a", 1)[1]), float(found.group(1)) / scale))
+    return sorted(handed)
 
 
 def baseline_script(way: str, args: list[str], loop: bool) -> str:
@@ -248,10 +265,10 @@ def sample_machine_time(emulator: Emulator, totals: dict[str, float], scale: flo
 
 
 def scale_operation_polls(scale: float) -> None:
-    """Ours' hook polls a create's or a deletion's long-running operation every 1 s growing to 20 s *real* seconds
+    """Ours' hook polls a create's or a deletion's long-running operation every 1 s growing to 5 s *real* seconds
     (``hooks.tpu.OPERATION_POLL_SECONDS`` ... ``OPERATION_POLL_MAX_SECONDS``): on the emulator's compressed time
-    that is 50 s to 1000 s of the platform's time at scale 0.02, which would charge ours a create's READY 35 s late
-    and a deletion 20 s late that a real run sees in time. Scaled like every other wait of the benchmark (the
+    that is 50 s to 250 s of the platform's time at scale 0.02, which would charge ours a create's READY up to
+    minutes late that a real run sees within 5 s. Scaled like every other wait of the benchmark (the
     baselines poll every ``--poll-interval`` x the scale)."""
     tpu_hooks.OPERATION_POLL_SECONDS = OPERATION_POLLS[0] * scale
     tpu_hooks.OPERATION_POLL_MAX_SECONDS = OPERATION_POLLS[1] * scale
@@ -264,6 +281,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
     plan = Plan.of(a, TPU_MIX)
     trace, steps, interval, every, horizon, args = (plan.trace, plan.steps, plan.interval, plan.every, plan.horizon,
                                                     [*plan.args, "--on-request"])
+    ours_args = [*args, "--handed-interval"] if a.handed_interval else args
     step_seconds = STEP_SECONDS
     config = EmulatorConfig(time_scale=s, seed=a.seed)
     with Emulator(config=config) as emulator:
@@ -317,7 +335,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         # ours can call a hang after a few heartbeats without a new step -- not after checkpoint periods.
         hang_timeout = HANG_HEARTBEATS * poll
         ways: dict[str, Callable[[Outcome], None]] = {
-            "ours": lambda o: run_ours(o, a.accelerator_type, args, scaled_policy(ours_policy(a), s), poll,
+            "ours": lambda o: run_ours(o, a.accelerator_type, ours_args, scaled_policy(ours_policy(a), s), poll,
                                        hang_timeout, stop_all, a.notice_checkpoint),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
@@ -348,10 +366,17 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                    "recovery (new node, repair, capacity waits)", s)
         saves, kept = notice_saves(emulator, every, step_seconds)
         result["notice_saves"], result["notice_kept_seconds"] = saves, kept
+        result["handed_intervals"] = handed_intervals(emulator, s)
+        if a.calls is not None:  # the emulator's record of every API call, for a timeline of where time went
+            a.calls.mkdir(parents=True, exist_ok=True)
+            (a.calls / f"calls-{a.seed}.json").write_text(json.dumps([c.to_dict() for c in emulator.calls.list()]))
         print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
                                        f"budget at its interval {struck_interval:.0f} s):\n")
         print(f"\nCheckpoint on notice: ours saved on {saves} notice(s), keeping {kept:.0f} s of training past the "
               "periodic checkpoints (time that is not in wasted progress above)")
+        handed = ", ".join(f"attempt {n} {v:.0f} s" for n, v in result["handed_intervals"]) or "none"
+        print(f"Checkpoint interval handed to ours' attempts (platform s; the trace's Young/Daly {interval:.0f} s "
+              f"before): {handed}")
         print_verdict(result)
     return result
 
@@ -369,6 +394,11 @@ def main() -> int:
                                                                      "preemption's SIGTERM to the kill")
     parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
                         help="ours does not save on the notice (checkpoint_on_notice=False)")
+    parser.add_argument("--fixed-interval", dest="handed_interval", action="store_false",
+                        help="ours' workload keeps the Young/Daly interval of the trace, as the other ways, instead of "
+                             "the interval the operator hands it (--handed-interval)")
+    parser.add_argument("--calls", type=Path, help="write each seed's emulator API call record (method, resource, "
+                                                  "code, epoch time) to DIR/calls-SEED.json")
     parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "
                                                                    "(one worker VM, which runs the workload)")
     parser.add_argument("--quick", action="store_true", help="seed 352's trace, a 2 min job (CI; see QUICK)")

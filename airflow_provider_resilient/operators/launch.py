@@ -93,7 +93,8 @@ def submit_attempt(backend: Backend, spec: AttemptSpec, state: RunState, action:
     listed = saves() if location and action.attempt > 1 and state.history else None
     if listed:
         report.note_saves(store, state, listed)
-    interval = report.handed_interval(state, action.attempt, listed, cap=interval_cap, now=clock(), log=log)
+    interval = report.handed_interval(state, action.attempt, listed, cap=interval_cap, now=clock(), log=log,
+                                      steps=store.steps)
     env = resume_env(attempt=action.attempt, checkpoint_dir=str(location), resume_uri=uri, resume_step=step_,
                      failure_class=action.failure_class, demoted=state.demoted, checkpoint_interval=interval)
     return backend.submit(replace(spec, env={**spec.env, **env}, resume_uri=uri, resume_step=step_))

@@ -56,20 +56,25 @@ def note_saves(store: RunStore, state: RunState, saves: Sequence[Any]) -> None:
 
 
 def handed_interval(state: RunState, attempt: int, saves: Sequence[Any] | None, *, cap: float | None, now: float,
-                    log: logging.Logger | Any) -> float | None:
+                    log: logging.Logger | Any, steps: Sequence[Any] = ()) -> float | None:
     """The checkpoint interval (seconds) handed to attempt ``attempt``: :func:`~..goodput.handed_interval` of the
-    run's history and ``saves`` (its newest complete checkpoints), at most ``cap``; logged with why. None for a
-    first attempt, before an interruption, or when the saves could not be listed."""
+    run's history, ``saves`` (its newest complete checkpoints) and ``steps`` (its step reports: which interruptions
+    a save covered), at most ``cap``; logged with why. None for a first attempt, before an interruption, or when the
+    saves could not be listed."""
     if attempt <= 1 or not state.history or not saves:
         return None
     from ..goodput import advise_checkpointing
     from ..goodput import handed_interval as interval_of
+    from ..goodput.advice import losing_mtbf
 
-    advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
+    advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now, steps=steps)
     interval = interval_of(advice, cap)
     if interval is not None:
-        log.info("Attempt %d: checkpoint every %.3g s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS) -- %s", attempt,
-                 interval, advice.summary())
+        log.info("Attempt %d: checkpoint every %.3g s (RESILIENT_CHECKPOINT_INTERVAL_SECONDS) -- Young/Daly for "
+                 "saves of %.3g s and %.3g s between failures that lose progress: %.3g s running, %d interruption(s), "
+                 "%d covered by a save, and the %.3g s interval kept counted as one more failure's worth", attempt,
+                 interval, advice.cost or 0.0, losing_mtbf(advice) or 0.0, advice.running, advice.interruptions,
+                 advice.covered, advice.interval or 0.0)
     return interval
 
 
@@ -115,7 +120,7 @@ def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Seq
     log.info("Badput as ml-goodput-measurement names it (%% of the run): %s", ", ".join(
         f"{kind} {share:.1f}" for kind, share in ledger.badput_breakdown().items()))
     if saves is not None:
-        advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now)
+        advice = advise_checkpointing(state.history, saves[-ADVICE_SAVES:], end=now, steps=steps)
         log.info("Checkpointing: %s", advice.summary())
         summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
     if workload is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_resilient.checkpoints import CheckpointSave, list_checkpoint_saves
-from airflow_provider_resilient.goodput import advise_checkpointing, young_daly_interval
+from airflow_provider_resilient.goodput import StepReport, advise_checkpointing, young_daly_interval
 from airflow_provider_resilient.policy import Attempt, Failure, FailureClass, Platform, decide, record_incident
 
 T0 = 1_000_000.0
@@ -133,7 +133,9 @@ def test_the_handed_interval_is_young_daly_bounded_by_seed_000_and_the_users_cap
 
     advice = advise_checkpointing(history_with_mtbf(18_000.0, 4), saves_every(600.0, 10, cost=10.0),
                                   end=T0 + 5 * 18_000.0)
-    assert handed_interval(advice) == pytest.approx(young_daly_interval(10.0, 22_500.0))  # 90000 s running / 4
+    # 90000 s running, 4 interruptions, and the 600 s interval kept -- Young/Daly's for 600^2 / (2 x 10) = 18000 s --
+    # as a fifth: (90000 + 18000) / 5.
+    assert handed_interval(advice) == pytest.approx(young_daly_interval(10.0, 21_600.0))
     assert handed_interval(advice, cap=300.0) == 300.0
     rare = advise_checkpointing(history_with_mtbf(2_000_000.0, 1), saves_every(600.0, 10, cost=60.0),
                                 end=T0 + 2 * 2_000_000.0)
@@ -149,3 +151,76 @@ def test_the_handed_interval_is_young_daly_bounded_by_seed_000_and_the_users_cap
     assert handed_interval(unseen) is None  # a save cost never seen is no ground for sqrt(2 C MTBF)
     with pytest.raises(ValueError, match="cap must be > 0"):
         handed_interval(advice, cap=0.0)
+
+
+def run_with_saves_on_notice(covered: int, blind: int, mtbf: float = 3950.0):
+    """``covered + blind`` interruptions every ``mtbf`` s; periodic saves every 100 steps (600 s at 6 s a step);
+    before each covered one the workload saved on notice at the step it had reached, before a blind one it had
+    run 60 steps past its last periodic save."""
+    failures = covered + blind
+    history = history_with_mtbf(mtbf, failures)
+    saves = saves_every(600.0, int(failures * mtbf / 600.0) + 1)
+    steps = []
+    for i in range(failures):
+        at = T0 + (i + 1) * mtbf
+        last_periodic = max((s for s in saves if s.completed_at < at), key=lambda s: s.completed_at)
+        if i < covered:
+            reached = last_periodic.step + 30
+            saves.append(CheckpointSave(reached, at - 10, 10.0))  # saved on the SIGTERM, 10 s before the kill
+        else:
+            reached = last_periodic.step + 60
+        steps += [StepReport(at - 40, reached - 5), StepReport(at - 5, reached), StepReport(at + 200, reached, True)]
+    return history, sorted(saves, key=lambda s: s.completed_at), steps, failures * mtbf + mtbf
+
+
+@pytest.mark.parametrize(("covered", "blind"), [(4, 0), (3, 1), (0, 4), (1, 0)])
+def test_interruptions_a_save_covered_lengthen_the_optimum_as_for_the_failures_that_lose_progress(covered: int,
+                                                                                                   blind: int):
+    history, saves, steps, running = run_with_saves_on_notice(covered, blind)
+    interruptions = covered + blind
+    advice = advise_checkpointing(history, saves, end=T0 + running, steps=steps)
+    assert (advice.interruptions, advice.covered) == (interruptions, covered)
+    assert advice.mtbf == pytest.approx(running / interruptions)
+    r = covered / (interruptions + 1)  # the share seen, shrunk: one lucky failure is no proof
+    assert advice.optimum == pytest.approx(young_daly_interval(10.0, advice.mtbf / (1 - r)))
+    if covered:
+        assert f"{covered} of them covered by a save" in advice.summary()
+    # Without step reports nothing tells a covered interruption: Young/Daly for every failure, as before.
+    assert advise_checkpointing(history, saves, end=T0 + running).optimum == pytest.approx(
+        young_daly_interval(10.0, advice.mtbf))
+
+
+def test_an_interruption_is_covered_only_with_a_save_close_behind_the_last_step_reported_before_it():
+    from airflow_provider_resilient.goodput.advice import COVERED_SHARE, covered_interruptions
+
+    saves = [CheckpointSave(100 * i, T0 + 600.0 * i, 10.0) for i in range(1, 5)]  # every 100 steps
+    at = T0 + 2700.0  # after the save of step 400 (T0 + 2400)
+    assert COVERED_SHARE * 100 == 12.5
+    for reached, covered in [(400, 1), (412, 1), (413, 0), (460, 0)]:
+        assert covered_interruptions([at], [StepReport(at - 30, reached)], saves) == covered, reached
+    # A start line is not a step reached; no report before it, no save before it, or one save alone: not covered.
+    assert covered_interruptions([at], [StepReport(at - 30, 400, True)], saves) == 0
+    assert covered_interruptions([at], [StepReport(at + 30, 400)], saves) == 0
+    assert covered_interruptions([T0 + 100], [StepReport(T0 + 90, 5)], saves) == 0
+    assert covered_interruptions([at], [StepReport(at - 30, 400)], saves[-1:]) == 0
+
+
+def test_the_first_failures_of_a_run_are_weighed_with_the_interval_it_kept():
+    """Two failures in 900 s of running alone would hand 134 s at C = 20 s; the 268 s interval the workload kept
+    (Young/Daly for 1800 s) counts as a third failure's worth of evidence: 190 s. Failures a save covered do not
+    shorten it; many failures outweigh the interval kept."""
+    from airflow_provider_resilient.goodput import handed_interval
+    from airflow_provider_resilient.goodput.advice import losing_mtbf
+
+    kept = saves_every(268.0, 3, cost=20.0)
+    early = advise_checkpointing(history_with_mtbf(300.0, 2), kept, end=T0 + 900.0)
+    assert young_daly_interval(20.0, early.mtbf) == pytest.approx(134.2, abs=0.1)
+    assert losing_mtbf(early) == pytest.approx((900.0 + 268.0 ** 2 / 40) / 3)
+    assert handed_interval(early) == pytest.approx(189.6, abs=0.1)
+    history, saves, steps, running = run_with_saves_on_notice(2, 0)
+    covered = advise_checkpointing(history, saves, end=T0 + running, steps=steps)
+    assert covered.covered == 2 and losing_mtbf(covered) == pytest.approx(running + covered.interval ** 2 / 20)
+    assert handed_interval(covered) > young_daly_interval(10.0, running)  # more than all the running time says
+    late = advise_checkpointing(history_with_mtbf(300.0, 40), kept, end=T0 + 41 * 300.0)
+    assert handed_interval(late) == pytest.approx(young_daly_interval(20.0, late.mtbf), rel=0.06)
+    assert losing_mtbf(advise_checkpointing(history_with_mtbf(300.0, 2), kept[:1], end=T0 + 900.0)) is None

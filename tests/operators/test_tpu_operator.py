@@ -576,6 +576,32 @@ def test_a_preempted_spot_node_saves_on_its_notice_and_the_next_node_resumes_the
     assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
 
 
+@REAL_TIME  # the advice relates the saves' own times (the storage emulator's real clock) to the step reports'
+@pytest.mark.parametrize("on_notice", [True, False], ids=["checkpoint-on-notice", "without"])
+def test_a_preemption_a_save_on_notice_covered_counts_as_covered_in_the_checkpoint_advice(resilient_emulator, capfd,
+                                                                                          on_notice):
+    """The run's checkpoint advice (and the interval it hands the next attempt) tells the interruptions a save
+    covered from the step reports and the saves: the workload saves every 3 epochs; preempted at epoch 5, it saves
+    there on the notice (covered), or without ``checkpoint_on_notice`` loses the epochs past its save of epoch 3
+    (the runner reports the epoch every heartbeat, 0.1 s: at most one epoch behind)."""
+    resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 1, "at_step": 5, "match": {"nth": 1}})
+    command = (f"{sys.executable} {WORKLOAD} --epochs 8 --checkpoint-every 3 --epoch-seconds 0.2 "
+               '--checkpoint-dir "$RESILIENT_CHECKPOINT_DIR"')
+    ctx = context()
+    op = operator(command, spot=True, checkpoint_on_notice=on_notice, resilience_policy=FAST_POLICY,
+                  poll_interval=0.05, **PATIENT)
+    result = op.execute(ctx)
+    assert decisions(result) == [("preemption", "recreate_node")]
+    advice = ctx["ti"].xcom["goodput"]["checkpoint_advice"]
+    assert (advice["interruptions"], advice["covered"]) == (1, 1 if on_notice else 0), advice
+    assert ("1 of them covered by a save" in advice["summary"]) is on_notice
+    # The interval handed to attempt 2 (with two saves seen: the periodic one and the one on notice) says so too.
+    captured = capfd.readouterr()  # the task's log, wherever the Airflow version's logging writes it
+    handed = [line for line in (captured.out + captured.err).splitlines() if "Attempt 2: checkpoint every" in line]
+    assert [("1 interruption(s), 1 covered by a save" in line) for line in handed] == ([True] if on_notice else []), \
+        handed
+
+
 # ------------------------------------------------------------------ capacity
 def test_a_stockout_falls_back_to_another_zone(resilient_emulator, platform_time):
     resilient_emulator.add_fault({"kind": "stockout"})
