@@ -11,7 +11,8 @@ default: failures are more frequent than the user thinks):
 * **fixed interval** -- the workload keeps checkpointing at the guessed interval;
 * **handed interval** -- from the second attempt on, the workload checkpoints every
   ``RESILIENT_CHECKPOINT_INTERVAL_SECONDS`` the operator hands it: Young/Daly for the MTBF and save cost the run
-  has observed so far (``goodput.handed_interval``).
+  has observed so far, weighed with the interval the workload has kept -- here the guess's -- as one more failure's
+  worth of evidence (``goodput.handed_interval``, ``goodput.advice.losing_mtbf``).
 
 Goodput = useful work / wall time to success. Prints per seed a row per way (goodput, attempts, the interval the
 last attempt used), then the mean gain, beside the Young/Daly ceiling of the true MTBF.
