@@ -134,6 +134,13 @@ def test_hang_detection_keeps_its_step_memory_across_deferrals(resilient_emulato
             # The deferrals step the platform's time; the workload runs in real time and, on a loaded machine, may
             # not have reached step 2 after 80 of them: wait (bounded) until the hang has struck it there.
             platform_time.wait_for(lambda: resilient_emulator.faults.fired(hang))
+        run_2 = resilient_emulator.tpu.nodes.get(f"{ZONE}/nodes/{A2}")
+        if run_2 is not None and run_2.node.state.name == "READY" and run_2.workers:
+            # Likewise attempt 2's workload, booted once its node is READY: wait until its runner has reported a
+            # step, so that the next full look can see it running (CI red once on Airflow 3.2: 80 deferrals passed
+            # before it had).
+            attributes = run_2.workers[0].metadata.guest_attributes
+            platform_time.wait_for(lambda: "resilient/step" in attributes)
         watch = ctx["task_state_store"].data.get(STATE_KEY, {}).get("watch", {})
         if watch.get("resource") == f"{ZONE}/nodes/{A2}" and "worker 0" in watch.get("clocks", {}):
             go.touch()
