@@ -3,7 +3,8 @@
     python benchmarks/checkpoint_interval.py [--seeds 3] [--quick]
 
 Two runs of ``ResilientCustomJobOperator`` side by side on one emulator, under the same seeded failure trace
-(goodput.py's: exponential inter-arrival times of mean ``--mtbf``, classes from the seed mix), with the
+(goodput.py's: exponential inter-arrival times of mean ``--mtbf``, classes from its mix, hangs included: both ways
+catch a hang after goodput.py's ``hang_timeout`` without a new logged step), with the
 platform's own retries off (``scheduling.disable_retries``: every failure is a new attempt, the operator's to
 handle), both starting with the Young/Daly interval of the user's *guess* ``--guess-mtbf`` (10x the true MTBF by
 default: failures are more frequent than the user thinks):
@@ -34,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from goodput import (
+    HANG_SECONDS,
     PRIMARY,
     PROJECT,
     Outcome,
@@ -60,16 +62,19 @@ QUICK = {"work": 300.0, "mtbf": 200.0, "guess_mtbf": 2000.0, "checkpoint_cost": 
 BUDGET_RETRIES = 30
 
 
-def run_way(outcome: Outcome, args: list[str], way: str, policy: RetryPolicy, poll: float,
+def run_way(outcome: Outcome, args: list[str], way: str, policy: RetryPolicy, poll: float, hang_timeout: float,
             stop: threading.Event) -> None:
-    """Our operator for ``way`` in this thread (platform retries off); stopped at the horizon by ``on_kill``."""
+    """Our operator for ``way`` in this thread (platform retries off); stopped at the horizon by ``on_kill``. The
+    trace's hangs (goodput.py's mix) are caught as goodput.py's ours catches them: ``hang_timeout`` real seconds
+    without a new ``step N`` line read from Cloud Logging -- without it a hang is never seen and holds the way until
+    the horizon."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
         task_id=f"interval-{way}", project_id=PROJECT, region=PRIMARY, display_name=f"interval-{way}",
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir=f"gs://bench/interval-{way}",
         labels={"bench-way": way}, resilience_policy=policy, poll_interval=poll, deferrable=False,
-        disable_retries=True, checkpoint_marker="COMMITTED")
+        disable_retries=True, checkpoint_marker="COMMITTED", hang_timeout=hang_timeout)
     threading.Thread(target=lambda: stop.wait() and op.on_kill(), daemon=True).start()
     result = op.execute(standalone_context(f"interval-{way}"))
     outcome.history = result["attempts"]
@@ -109,7 +114,7 @@ def one_seed(seed: int, a: argparse.Namespace) -> dict[str, Any]:
     horizon = a.horizon * a.work
     trace = Trace.draw(seed, a.work, a.mtbf, a.checkpoint_cost, 0.0, 1.0, 1.0, horizon)
     args = ["--steps", str(steps), "--step-seconds", f"{step_seconds * s:g}", "--every", str(every),
-            "--save-seconds", f"{a.checkpoint_cost * s:g}"]
+            "--save-seconds", f"{a.checkpoint_cost * s:g}", "--log-steps"]
     config = EmulatorConfig(time_scale=s, seed=seed)
     rows: dict[str, Any] = {}
     with Emulator(config=config) as emulator:
@@ -134,7 +139,7 @@ def one_seed(seed: int, a: argparse.Namespace) -> dict[str, Any]:
 
             def work(outcome: Outcome = outcomes[name], way_args: list[str] = way_args, way: str = way) -> None:
                 try:
-                    run_way(outcome, way_args, way, policy, a.poll_interval * s, stop_all)
+                    run_way(outcome, way_args, way, policy, a.poll_interval * s, HANG_SECONDS * s, stop_all)
                 except Exception as exc:  # a way that gives up is a result
                     outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
                 finally:
