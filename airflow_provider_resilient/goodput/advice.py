@@ -13,11 +13,11 @@ checkpoint -- loses almost nothing to such a failure, whatever the interval. Wit
 covered so, the optimum period is ``sqrt(2 C MTBF / (1 - r))``: Young/Daly for the failures that do lose progress
 (G. Aupy, Y. Robert, F. Vivien, D. Zaidouni, "Checkpointing algorithms and fault prediction", Journal of Parallel
 and Distributed Computing 74(2), 2014: a predictor of recall ``r`` whose predictions leave time for a proactive
-checkpoint). The run measures ``r`` itself (:func:`covered_interruptions`): an interruption whose next start
-resumes within :data:`COVERED_SHARE` of an interval of the last step reported before it lost nothing a save on
-notice could have kept; it is taken as ``covered / (interruptions + 1)``, short of the share seen, so that one lucky
-failure does not make the interval long. The interval handed to the next attempt weighs the same figures with the
-interval the workload has kept (:func:`losing_mtbf`).
+checkpoint). The run measures ``r`` itself (:func:`covered_interruptions`): an interruption whose newest save
+before it holds a step within :data:`COVERED_SHARE` of an interval of the last step reported before it lost
+nothing a save on notice could have kept; it is taken as ``covered / (interruptions + 1)``, short of the share
+seen, so that one lucky failure does not make the interval long. The interval handed to the next attempt weighs
+the same figures with the interval the workload has kept (:func:`losing_mtbf`).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ SEED_000_INTERVAL = 4 * 3600.0
 SEED_002_INTERVAL = 3600.0
 #: The least save cost the advice assumes (seconds): a save whose files all carry one time shows none.
 COST_FLOOR = 1e-3
-#: An interruption after which the run resumed less than this share of a checkpoint interval (in steps, the median
-#: step gap between saves) behind the last step reported before it is *covered*: a save kept its progress (on
+#: An interruption whose newest save before it is less than this share of a checkpoint interval (in steps, the
+#: median step gap between saves) behind the last step reported before it is *covered*: a save kept its progress (on
 #: notice, or by chance just before it). A failure without warning falls that close after a periodic save about
 #: this often, plus a heartbeat's reporting lag: the share of covered failures is over-counted by that much at most.
 COVERED_SHARE = 1 / 8
