@@ -109,6 +109,7 @@ def decide(
     *,
     policy: RetryPolicy = DEFAULT_POLICY,
     seed: int | str = 0,
+    spare_ready: bool = False,
 ) -> Decision:
     """Decide what to do about ``failure``, given everything that happened before.
 
@@ -118,17 +119,19 @@ def decide(
         now: the current time in seconds since the epoch (for time-limited budgets).
         policy: the rules, budgets, backoff and fallbacks.
         seed: seeds the backoff jitter; the same inputs and seed give the same decision.
+        spare_ready: a spare node is READY for the next attempt (:mod:`..supervisor.spare`): a TPU node in repair
+            is re-created at once (the next attempt takes the spare), whatever the repairs seen so far.
 
     Returns:
         A :class:`Decision`. FAIL for a permanent failure; GIVE_UP when the matching rule's budget is
         spent (or no rule matched); otherwise the rule's action, mapped to the platform (RESUBMIT off TPU
         for RESTART_WORKERS / RECREATE_NODE), with a backoff delay.
     """
-    return _decide(policy.effective_rules, history, failure, now, policy, seed)
+    return _decide(policy.effective_rules, history, failure, now, policy, seed, spare_ready)
 
 
 def _decide(rules: Sequence[Rule], history: Sequence[Attempt], failure: Failure, now: float, policy: RetryPolicy,
-            seed: int | str) -> Decision:
+            seed: int | str, spare_ready: bool = False) -> Decision:
     """:func:`decide` over ``rules`` (the policy's, in order)."""
     current_fallback = _current_fallback(history)
     for position, rule in enumerate(rules):
@@ -164,7 +167,7 @@ def _decide(rules: Sequence[Rule], history: Sequence[Attempt], failure: Failure,
                             budget_limit=budget.max_retries, fallback_index=current_fallback, decided_at=now)
         if (policy.weigh_repairs and rule.action == RuleAction.WAIT and rule.fall_through
                 and failure.failure_class == FailureClass.MAINTENANCE_EVENT and failure.platform == Platform.TPU):
-            outlook = repair_outlook(history, now)
+            outlook = repair_outlook(history, now, spare_ready=spare_ready)
             if outlook is not None and outlook.recreate:
                 instead = _decide(rules[position + 1:], history, failure, now, policy, seed)
                 if not instead.action.is_terminal:  # (a spent re-create budget: the repair is still waited for)

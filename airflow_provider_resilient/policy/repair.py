@@ -140,10 +140,14 @@ def earlier_repairs(history: Sequence[Attempt], now: float) -> tuple[list[Repair
     return repairs, ongoing
 
 
-def repair_outlook(history: Sequence[Attempt], now: float) -> RepairOutlook | None:
+def repair_outlook(history: Sequence[Attempt], now: float, *, spare_ready: bool = False) -> RepairOutlook | None:
     """Whether to re-create a node in repair (a MAINTENANCE_EVENT the ``maintenance-wait`` rule matched) now
     rather than wait, from the run's ``history`` (the failing attempt last) at ``now`` (epoch seconds), by the
-    module's rules. None when no new node has been measured yet: the ``maintenance_wait`` budget alone decides."""
+    module's rules. None when no new node has been measured yet: the ``maintenance_wait`` budget alone decides.
+    ``spare_ready``: a spare node is READY for the next attempt (:mod:`..supervisor.spare`): re-create now -- the
+    next attempt starts on it at once, and a repair, however short, ends in the same boot and restore."""
+    if spare_ready:
+        return RepairOutlook(True, "a spare node is READY for the next attempt: taking it beats waiting any repair")
     new = new_node_seconds(history)
     if not new:
         return None

@@ -72,13 +72,15 @@ class JobFailed:
     :class:`JobSucceeded` (a ModelArts job the platform re-issued before it gave up). ``stopped``: the live
     resource runs no workload and cannot run one again (every TPU node of the attempt PREEMPTED, TERMINATED or in
     repair, or gone): it cannot write beside the next attempt once its end is requested, so the next attempt need
-    not wait for that end to finish (:class:`EndAttempt` ``wait=False``)."""
+    not wait for that end to finish (:class:`EndAttempt` ``wait=False``). ``spare_ready``: a spare node for the next
+    attempt is READY (:mod:`.spare`): a node in repair is not waited for."""
 
     failure: Failure
     now: float
     live: bool = False
     platform_restarts: int | None = None
     stopped: bool = False
+    spare_ready: bool = False
 
 
 @dataclass(frozen=True)

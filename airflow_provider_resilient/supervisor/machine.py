@@ -264,7 +264,7 @@ def _job_failed(state: RunState, event: JobFailed, ctx: _Context) -> Step:
     if demote is not None:  # a checkpoint that looks complete but will not load (policy/demotion.py)
         failure = demoted_failure(failure, demote)
         state = replace(state, demoted=(*state.demoted, demote))
-    decision = decide(segment, failure, event.now, policy=ctx.policy, seed=ctx.seed)
+    decision = decide(segment, failure, event.now, policy=ctx.policy, seed=ctx.seed, spare_ready=event.spare_ready)
     return _after_decision(state, failure, decision, event.now, live=event.live, stopped=event.stopped)
 
 

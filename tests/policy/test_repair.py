@@ -18,6 +18,7 @@ from airflow_provider_resilient.policy import (
     Platform,
     RetryPolicy,
     classify_tpu_node,
+    decide,
 )
 from airflow_provider_resilient.policy.repair import Repair, earlier_repairs, new_node_seconds, repair_outlook
 
@@ -155,3 +156,17 @@ def test_a_second_maintenance_event_on_a_repaired_node_gets_the_whole_maintenanc
     decisions = decisions_for(history, RetryPolicy(weigh_repairs=False), start=T0 + 3600)
     assert decisions[0].action == W
     assert 900 <= waited(decisions) < 1000
+
+
+def test_a_ready_spare_node_re_creates_a_node_in_repair_at_once_whatever_the_repairs_seen():
+    """A READY spare (``supervisor.spare``) makes a new node cost nothing: even after short repairs, and with no new
+    node measured, the next attempt takes the spare at the first look at the repair."""
+    assert REPAIRING is not None
+    short = with_repair(launched(new_node=120.0), T0 + 600, 60.0)
+    for history in (short, (Attempt(1, "node-a1", started_at=T0),)):
+        outlook = repair_outlook(history, T0 + 2000, spare_ready=True)
+        assert outlook is not None and outlook.recreate and "spare node is READY" in outlook.why
+        decision = decide(history, REPAIRING, T0 + 2000, spare_ready=True)
+        assert decision.action == RN and "spare node is READY" in decision.reason
+        assert decide(history, REPAIRING, T0 + 2000).action == W  # without the spare: waited for
+    assert decide(short, REPAIRING, T0 + 2000, policy=RetryPolicy(weigh_repairs=False), spare_ready=True).action == W
