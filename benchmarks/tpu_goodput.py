@@ -169,8 +169,10 @@ def baseline_script(way: str, args: list[str], loop: bool) -> str:
 
 
 def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryPolicy, poll: float,
-             hang_timeout: float, stop: threading.Event, on_notice: bool = True) -> None:
-    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node."""
+             hang_timeout: float, stop: threading.Event, on_notice: bool = True, spare: str = "never",
+             spare_risk: float = 3600.0) -> None:
+    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node (and its
+    spare). ``spare``, ``spare_risk``: its ``spare_node`` and ``spare_risk_seconds`` (already scaled)."""
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
     command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
@@ -181,7 +183,7 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
         expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False,
-        checkpoint_on_notice=on_notice)
+        checkpoint_on_notice=on_notice, spare_node=spare, spare_risk_seconds=spare_risk)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 
@@ -310,6 +312,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("notice", f"{a.notice:g} s from a maintenance event's or a preemption's SIGTERM to the kill; ours "
                        + ("saves on it" if a.notice_checkpoint else "does not save on it (--no-notice-checkpoint)")),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("ours' spare node", a.spare + (f" (spare_risk_seconds {a.spare_risk:g})" if a.spare == "at_risk" else "")),
             ("ours' maintenance_wait", ("the policy's default (900 s)" if a.maintenance_wait is None
                                         else f"{a.maintenance_wait:g} s")
              + ("; a repair weighed against a new node" if a.weigh_repairs else "; the budget alone decides")),
@@ -336,7 +339,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         hang_timeout = HANG_HEARTBEATS * poll
         ways: dict[str, Callable[[Outcome], None]] = {
             "ours": lambda o: run_ours(o, a.accelerator_type, ours_args, scaled_policy(ours_policy(a), s), poll,
-                                       hang_timeout, stop_all, a.notice_checkpoint),
+                                       hang_timeout, stop_all, a.notice_checkpoint, a.spare, a.spare_risk * s),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
                                                     a.create_retry * s, True, stop_all),
@@ -397,6 +400,12 @@ def main() -> int:
     parser.add_argument("--fixed-interval", dest="handed_interval", action="store_false",
                         help="ours' workload keeps the Young/Daly interval of the trace, as the other ways, instead of "
                              "the interval the operator hands it (--handed-interval)")
+    parser.add_argument("--spare", choices=("never", "at_risk", "always"), default="never",
+                        help="ours' spare_node: the next attempt's node made before it is needed (its machine time "
+                             "counts in ours' host-s; the trace's failures strike the node an attempt runs on, not a "
+                             "spare)")
+    parser.add_argument("--spare-risk", type=float, default=3600.0,
+                        help="ours' spare_risk_seconds with --spare at_risk, platform seconds")
     parser.add_argument("--calls", type=Path, help="write each seed's emulator API call record (method, resource, "
                                                   "code, epoch time) to DIR/calls-SEED.json")
     parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "

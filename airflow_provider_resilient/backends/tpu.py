@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Attempt, Failure, Platform
-from ..supervisor import Ended, MoveOff, RunState, SubmitFailed, Submitted
+from ..policy import Attempt, Failure, FailureClass, Platform
+from ..supervisor import Ended, JobFailed, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings
 from ..supervisor.observe import Limits, Look
 from ..supervisor.reconcile import OwnedResource, Release
@@ -31,11 +32,14 @@ log = logging.getLogger(__name__)
 #: How long ending an attempt waits for its node's deletion (seconds) before the next attempt may begin.
 DELETE_WAIT_SECONDS = 1800.0
 
-def live_resources(node: str | None, queued_resource: str | None, keep: bool = False) -> list[OwnedResource]:
+def live_resources(node: str | None, queued_resource: str | None, keep: bool = False,
+                   spare: str | None = None) -> list[OwnedResource]:
     """A run's live TPU resources as the supervisor's release rules read them: the queued resource (when the
-    node was requested through one) and the node, marked ``keep`` with ``keep_node``."""
+    node was requested through one) and the node, marked ``keep`` with ``keep_node``, and the spare node
+    (:mod:`~..supervisor.spare`), never kept."""
     found = [OwnedResource(queued_resource, "queued_resource", None, keep=keep)] if queued_resource else []
-    return found + ([OwnedResource(node, "tpu_node", None, keep=keep)] if node else [])
+    found += [OwnedResource(node, "tpu_node", None, keep=keep)] if node else []
+    return found + ([OwnedResource(spare, "tpu_node", None)] if spare and spare != node else [])
 
 
 def live_nodes(hook: Any, project_id: str, zones: Sequence[str]) -> list[OwnedResource]:
@@ -132,6 +136,8 @@ class TPUNodeBackend:
             the defaults -- a checkpoint 10 minutes before, then ride it out).
         slices: more than 1: each attempt is a multislice group of that many nodes of ``accelerator_type``, one
             queued resource (``queued_resource`` must be set), looked at and ended as one.
+        spare_poll_seconds: how often a spare node's startup script asks the metadata server whether an attempt
+            has taken it (seconds; :func:`~..specs.tpu.spare_startup_script`).
 
     What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
     :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
@@ -145,8 +151,17 @@ class TPUNodeBackend:
                  queued_resource: bool, spot: bool, valid_until_seconds: float | None, queue_timeout: float | None,
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
                  clock: Callable[[], float], fallback_zones: Sequence[str] = (),
-                 maintenance: MaintenanceSettings | None = None, slices: int = 1, expect_steps: bool = False) -> None:
+                 maintenance: MaintenanceSettings | None = None, slices: int = 1, expect_steps: bool = False,
+                 spare_poll_seconds: float = 2.0) -> None:
         self.hooks = hooks
+        self.spare_poll_seconds = spare_poll_seconds
+        #: The spare node this process requested or found (:meth:`submit_spare`), until an attempt takes it or it is
+        #: released: what a kill deletes too.
+        self.spare: str | None = None
+        #: The attempt :attr:`spare` was made for, when this process found it (:meth:`find`, :meth:`rebuild`).
+        self.spare_attempt: int | None = None
+        #: The spare :meth:`find` found at the attempt's name (its startup script waiting): :meth:`submit` takes it.
+        self._spare_found: str | None = None
         self.expect_steps = expect_steps
         self.project_id = project_id
         self.zone = zone
@@ -203,6 +218,7 @@ class TPUNodeBackend:
         creating another."""
         from google.api_core import exceptions as gexc
 
+        from ..specs.common import LABEL_SPARE
         from ..specs.tpu import queued_resource_name
 
         name = self.node_name(spec)
@@ -210,7 +226,12 @@ class TPUNodeBackend:
             if self.slices > 1:  # a multislice group exists as its queued resource (its nodes come later)
                 state = self._tpu().get_queued_resource(queued_resource_name(name)).state.state.name
             else:
-                state = self._tpu().get_node(name).state.name
+                node = self._tpu().get_node(name)
+                if dict(node.labels).get(LABEL_SPARE) == "true":  # a spare waiting for this attempt: submit takes it
+                    self._spare_found = self.spare = name
+                    self.spare_attempt = spec.attempt
+                    return None
+                state = node.state.name
         except gexc.NotFound:
             return None
         log.info("Attempt %d already has node %s (%s): watching it", spec.attempt, name, state)
@@ -223,13 +244,18 @@ class TPUNodeBackend:
         (:func:`~..policy.classify_create_error`: a stockout, quota)."""
         from google.api_core import exceptions as gexc
 
-        fallback = spec.fallback
-        accelerator = fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
+        accelerator = self._accelerator(spec)
         name = self.node_name(spec)
         zone, node_id = name.split("/")[3], name.rsplit("/", 1)[1]
         body = self.node(spec, accelerator)
         self.watching(name)  # before the call: a kill during it deletes what it made
         started = self.clock()
+        resumed = f"resuming from step {spec.resume_step}" if spec.resume_uri else "from scratch"
+        if name == self._spare_found and self._take_spare(name, body):
+            # The failed node's deletion (it runs nothing) goes on; the next create waits for it (_wait_deleted).
+            log.info("Attempt %d: spare node %s (%s in %s) taken, READY after %.0f s, %s", spec.attempt, name,
+                     accelerator, zone, self.clock() - started, resumed)
+            return Submitted(name, self.clock(), spec.resume_step, spec.resume_uri)
 
         def create() -> None:
             if self.queued_resource:
@@ -245,7 +271,6 @@ class TPUNodeBackend:
             self.live_node = self.live_queued = None
             return SubmitFailed(_refusal(exc, self.clock()), self.clock())
         self._wait_deleted()
-        resumed = f"resuming from step {spec.resume_step}" if spec.resume_uri else "from scratch"
         if self.queued_resource:
             log.info("Attempt %d: node %s (%s in %s) requested through queued resource %s, %s", spec.attempt, name,
                      accelerator, zone, self.live_queued, resumed)
@@ -253,6 +278,90 @@ class TPUNodeBackend:
             log.info("Attempt %d: node %s (%s in %s) READY after %.0f s, %s", spec.attempt, name, accelerator, zone,
                      self.clock() - started, resumed)
         return Submitted(name, self.clock(), spec.resume_step, spec.resume_uri)
+
+    def _accelerator(self, spec: AttemptSpec) -> str:
+        fallback = spec.fallback
+        return fallback.accelerator_type if fallback and fallback.accelerator_type else self.accelerator_type
+
+    def submit_spare(self, spec: AttemptSpec, reason: str) -> bool:
+        """Carry out :class:`~..supervisor.spare.CreateSpare`: request the node of ``spec``'s attempt (the next one)
+        as a spare -- the attempt's body with label ``resilient-spare`` and a startup script that waits until the
+        attempt takes it (:func:`~..specs.tpu.spare_startup_script`) -- without waiting for it. True when requested;
+        a refused create (a stockout, quota) is logged and False: the supervisor asks again at the next look.
+        Single nodes only (not through a queued resource, not multislice)."""
+        from google.api_core import exceptions as gexc
+
+        from ..specs.common import LABEL_SPARE
+        from ..specs.tpu import spare_startup_script
+
+        name = self.node_name(spec)
+        zone, node_id = name.split("/")[3], name.rsplit("/", 1)[1]
+        body = self.node(spec, self._accelerator(spec))
+        body["metadata"] = {**body["metadata"], "startup-script": spare_startup_script(self.spare_poll_seconds)}
+        body["labels"] = {**body["labels"], LABEL_SPARE: "true"}
+        self.spare = name  # before the call: a kill during it deletes what it made
+        try:
+            self._tpu().create_node(self.project_id, zone, node_id, body, timeout=None)
+        except gexc.GoogleAPICallError as exc:
+            self.spare = None
+            log.warning("Spare node %s for attempt %d not created (%s): asked again at the next look", name,
+                        spec.attempt, exc)
+            return False
+        log.info("Spare node %s requested for attempt %d: %s", name, spec.attempt, reason)
+        return True
+
+    def _take_spare(self, name: str, body: dict[str, Any]) -> bool:
+        """Hand the spare ``name`` its attempt: its metadata gets the attempt's startup script (attribute
+        :data:`~..specs.tpu.ATTEMPT_SCRIPT_ATTRIBUTE`; the waiting script stays the node's startup script, so a
+        reboot finds the attempt's at once) and its labels the attempt's, then wait until it is READY. False when it
+        cannot be taken -- gone, broken, not READY within the startup timeout: it is deleted (waited for) and the
+        attempt's node is created as usual."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from google.api_core import exceptions as gexc
+
+        from ..specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE, spare_startup_script
+
+        self._spare_found = None
+        metadata = {**body["metadata"], ATTEMPT_SCRIPT_ATTRIBUTE: body["metadata"]["startup-script"],
+                    "startup-script": spare_startup_script(self.spare_poll_seconds)}
+        try:
+            self._tpu().hand_over(name, metadata, dict(body["labels"]))
+            self._tpu().wait_ready(name, self.startup_timeout or 1800.0)
+        except (gexc.GoogleAPICallError, RuntimeError, FutureTimeout) as exc:
+            log.warning("Spare node %s cannot be taken (%s): deleting it and creating the node anew", name, exc)
+            with contextlib.suppress(gexc.NotFound):
+                self._delete(name)
+            self.spare = None
+            self.watching(name)
+            return False
+        self.spare = None
+        return True
+
+    def _spare_ready(self) -> bool:
+        """Whether the spare this process holds is READY (one GetNode; False when none is held or it cannot be
+        read)."""
+        from google.api_core import exceptions as gexc
+
+        if not self.spare:
+            return False
+        try:
+            return bool(self._tpu().get_node(self.spare).state.name == "READY")
+        except gexc.GoogleAPICallError:
+            return False
+
+    def release_spare(self, name: str, reason: str) -> None:
+        """Carry out :class:`~..supervisor.spare.ReleaseSpare`: request the spare's deletion (not waited for: it runs
+        nothing). A spare already gone is fine.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the call failed past the hook's retries.
+        """
+        release_all(self._tpu(), [Release(OwnedResource(name, "tpu_node", None), f"spare: {reason}")], None)
+        if self.spare == name:
+            self.spare = None
+        if self._spare_found == name:
+            self._spare_found = None
 
     def slice_names(self, name: str) -> list[str]:
         """The nodes of the attempt ``name``: itself, or for a multislice group (``slices`` > 1) the queued
@@ -289,7 +398,11 @@ class TPUNodeBackend:
         judged = judge_nodes([reading for reading, _ in nodes], audits, now)
         if judged.failed is not None and judged.failure is not None:  # its reason's entry may have come since
             late = self._new_audits(slices[judged.failed], judge, started_at, name)
-            return node_failure(judged.failure, late, now, slices, judged.failed, judged.stopped)
+            result = node_failure(judged.failure, late, now, slices, judged.failed, judged.stopped)
+            if isinstance(result, JobFailed) and result.failure.failure_class == FailureClass.MAINTENANCE_EVENT \
+                    and self._spare_ready():
+                result = replace(result, spare_ready=True)
+            return result
         if judged.result is not None:
             return judged.result
         if not judged.ready:
@@ -426,7 +539,7 @@ class TPUNodeBackend:
         Raises:
             google.api_core.exceptions.GoogleAPICallError: a listing failed past the hook's retries.
         """
-        from ..specs.common import LABEL_ATTEMPT, job_labels
+        from ..specs.common import LABEL_ATTEMPT, LABEL_SPARE, job_labels
         from ..supervisor.rebuild import rebuilt_run
 
         want = job_labels(task.dag_id, task.task_id, task.run_id, task.map_index, None)
@@ -438,6 +551,9 @@ class TPUNodeBackend:
                     continue
                 text = labels.get(LABEL_ATTEMPT, "")
                 number = int(text) if text.isascii() and text.isdigit() else 0
+                if labels.get(LABEL_SPARE) == "true":  # no attempt ran on it: remembered, so a kill deletes it
+                    self.spare, self.spare_attempt = node.name, number
+                    continue
                 name = (node.queued_resource.replace("/queuedResources/", "/nodes/") if node.queued_resource
                         else node.name)  # a multislice group's attempt is named after its queued resource
                 if number and (newest is None or number > newest[0]):

@@ -69,15 +69,16 @@ class ResilientTPUHook(GoogleApiHook):
         return self._clients["tpu"]
 
     def create_node(self, project_id: str, zone: str, node_id: str, node: dict[str, Any],
-                    timeout: float = 3600.0) -> Any:
-        """Create a node and wait until it is READY (the operation's result).
+                    timeout: float | None = 3600.0) -> Any:
+        """Create a node and wait until it is READY (the operation's result); ``timeout`` None: return the
+        operation at once (a spare node: nothing waits for it).
 
         An ALREADY_EXISTS (a retried call whose first try went through) returns the existing node. The call
         is made with ``creating=True``: RESOURCE_EXHAUSTED is not retried here.
 
         Args:
             node: a ``google.cloud.tpu_v2.Node`` as a dict (``accelerator_type``, ``runtime_version`` ...).
-            timeout: seconds to wait for the operation.
+            timeout: seconds to wait for the operation; None: do not wait.
 
         Raises:
             google.api_core.exceptions.ResourceExhausted: a stockout or quota -- on the call or in the
@@ -92,7 +93,7 @@ class ResilientTPUHook(GoogleApiHook):
         except gexc.AlreadyExists:
             log.info("Node %s/nodes/%s exists already: using it", parent, node_id)
             return self.get_node(f"{parent}/nodes/{node_id}")
-        return self.wait_operation(operation, timeout)
+        return operation if timeout is None else self.wait_operation(operation, timeout)
 
     def wait_operation(self, operation: Any, timeout: float) -> Any:
         """``operation.result()`` within ``timeout`` seconds: the operation is polled at once, then after each
@@ -238,6 +239,42 @@ class ResilientTPUHook(GoogleApiHook):
             self._clients["tpu_v2alpha1"] = tpu_client(credentials=self.credentials, emulator=self.emulator,
                                                        version="v2alpha1")
         return self._clients["tpu_v2alpha1"]
+
+    def hand_over(self, name: str, metadata: dict[str, str], labels: dict[str, str], timeout: float = 300.0) -> None:
+        """Replace the node's ``metadata`` and ``labels`` whole (UpdateNode) and wait up to ``timeout`` seconds for
+        the operation: a spare node taken by its attempt (:mod:`..supervisor.spare`).
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: the update failed past the hook's retries (NOT_FOUND:
+                the spare is gone).
+        """
+        operation = self.call(lambda: self.client().update_node(
+            node={"name": name, "metadata": metadata, "labels": labels},
+            update_mask={"paths": ["metadata", "labels"]}, retry=None))
+        self.wait_operation(operation, timeout)
+
+    def wait_ready(self, name: str, timeout: float) -> Any:
+        """Poll ``name`` until it is READY, for at most ``timeout`` seconds; the node.
+
+        Raises:
+            concurrent.futures.TimeoutError: not READY after ``timeout`` seconds.
+            google.api_core.exceptions.NotFound: it is gone (a spare whose create failed or that was deleted).
+            RuntimeError: it is in a state it will not come out of by itself (PREEMPTED, TERMINATED, STOPPED ...).
+        """
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        deadline, pause = time.monotonic() + timeout, OPERATION_POLL_SECONDS
+        while True:
+            node = self.get_node(name)
+            state = node.state.name
+            if state == "READY":
+                return node
+            if state not in ("CREATING", "STARTING", "RESTARTING", "REPAIRING"):
+                raise RuntimeError(f"{name} is {state}")
+            if time.monotonic() > deadline:
+                raise FutureTimeout(f"{name} is not READY {timeout:.0f} s after the wait began ({state})")
+            self._sleep(min(pause, timeout))
+            pause = min(pause * OPERATION_POLL_MULTIPLIER, OPERATION_POLL_MAX_SECONDS)
 
     def upcoming_maintenance(self, name: str) -> Any:
         """The node's announced maintenance (``tpu_v2alpha1.UpcomingMaintenance``; v2alpha1 GetNode), or None."""

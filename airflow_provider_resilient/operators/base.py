@@ -262,6 +262,7 @@ class SupervisedOperator(BaseOperator):
         watch loop: what one look is, is the backend's (:meth:`_look`)."""
         self._begin_watch(context, state, job_name)
         while True:
+            self._tend_spare(context, state)
             event = self._look(context, state, job_name)
             if event is not None:
                 return event
@@ -277,6 +278,10 @@ class SupervisedOperator(BaseOperator):
     def _finish(self, context: Any, state: RunState, job_name: str) -> Any:
         """The task's return value after success."""
         raise NotImplementedError
+
+    def _tend_spare(self, context: Any, state: RunState) -> None:
+        """Before each look at the running attempt and as the run stops: carry out what the supervisor says about a
+        spare resource (:func:`~..supervisor.spare.tend_spare`). Only the TPU operator holds spares; here, nothing."""
 
     def _recover(self, context: Any, state: RunState) -> RunState:
         """The run to continue when the task state store holds none (phase new): a first try, or a store
@@ -427,6 +432,7 @@ class SupervisedOperator(BaseOperator):
                 event = WokeUp(self._clock())
             elif isinstance(action, Succeed):
                 report.log_history(state, self.log)
+                self._tend_spare(context, state)
                 if action.end:
                     self._end_last(context, state, action.job_name)
                 result = self._finish(context, state, action.job_name)
@@ -435,6 +441,7 @@ class SupervisedOperator(BaseOperator):
             elif isinstance(action, Fail):
                 report.log_history(state, self.log)
                 self._push_history(context, state)
+                self._tend_spare(context, state)
                 if action.end:
                     self._end_last(context, state, action.end)
                 raise AirflowFailException(action.message)

@@ -18,6 +18,8 @@ from ..supervisor.state import STATE_SCHEMA_VERSION, stored_schema_version
 
 #: Task-state-store key of the step reports seen so far (the newest :data:`MAX_STEP_REPORTS`).
 STEPS_KEY = "resilient_step_reports"
+#: Task-state-store key of the spare node the run holds (:class:`~..supervisor.spare.Spare`; absent: none).
+SPARE_KEY = "resilient_spare"
 MAX_STEP_REPORTS = 2000
 
 
@@ -83,6 +85,7 @@ class RunStore:
         self.last: RunState | None = None
         self._steps: list[Any] | None = None  # None: not read from the store yet
         self._stored = 0  # how many of them the store holds (-1: an older form, written anew at the next save)
+        self._spare: Any = None  # without a task state store: the spare this process holds
 
     @staticmethod
     def available(context: Any) -> bool:
@@ -123,6 +126,21 @@ class RunStore:
         if len(steps) != self._stored:
             store.set(self.steps_key, steps_to_json(steps[-self.max_reports:]))
             self._stored = len(steps)
+
+    def spare(self, context: Any) -> Any:
+        """The spare node the run holds (:class:`~..supervisor.spare.Spare`), or None."""
+        from ..supervisor.spare import Spare
+
+        store = run_state_store(context)
+        return self._spare if store is None else Spare.from_json(store.get(SPARE_KEY))
+
+    def keep_spare(self, context: Any, spare: Any) -> None:
+        """Remember ``spare`` (a :class:`~..supervisor.spare.Spare`; None: the run holds none)."""
+        self._spare = spare
+        store = run_state_store(context)
+        if store is None:
+            return
+        store.set(SPARE_KEY, spare.to_json() if spare is not None else {})
 
     @property
     def steps(self) -> list[Any]:
@@ -178,4 +196,5 @@ class RunStore:
         self._stored = len(saved) if current else -1
 
 
-__all__ = ["MAX_STEP_REPORTS", "STEPS_KEY", "RunStore", "first_try_after_clear", "steps_from_json", "steps_to_json"]
+__all__ = ["MAX_STEP_REPORTS", "SPARE_KEY", "STEPS_KEY", "RunStore", "first_try_after_clear", "steps_from_json",
+           "steps_to_json"]

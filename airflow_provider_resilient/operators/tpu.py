@@ -145,6 +145,17 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         keep_node: keep the last node (and its queued resource) after the task ends, by success, failure or
             kill (for debugging); the nodes of earlier attempts are deleted all the same. Default: delete every
             node.
+        spare_node: keep the next attempt's node made before it is needed (:mod:`~..supervisor.spare`): a *spare*
+            node, created while the attempt trains, whose startup script waits; when a failure ends the attempt on
+            the same zone and accelerator type, the next attempt takes the spare (UpdateNode hands it the attempt's
+            startup script) instead of waiting minutes for a create. ``"never"`` (default); ``"always"``: while an
+            attempt runs -- the fastest recovery, for a second node's machine time throughout; ``"at_risk"``: while a
+            maintenance window is announced for the node, or for ``spare_risk_seconds`` after an interruption. The
+            spare carries the attempt's labels and ``resilient-spare=true``, is billed from READY on, and is deleted
+            when the run ends, when its risk passes, on a kill and by the reconciler. Single nodes only (not with
+            ``queued_resource`` or ``slices`` > 1).
+        spare_risk_seconds: with ``spare_node="at_risk"``, how long after an interruption the run holds a spare
+            (seconds, default 3600).
         deferrable: free the worker slot between looks (each look runs briefly in a worker); the task waits in
             a :class:`~..triggers.tpu.TPUNodeTrigger`, which polls the node every ``poll_interval`` and brings
             the task back on a change, or after :func:`~..backends.tpu_watch.look_again_seconds` for a full look.
@@ -178,7 +189,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  preflight: Preflight | Mapping[str, Any] | bool | None = True,
                  maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
                  maintenance_move_seconds: float = 600.0, slices: int = 1, expect_steps: bool = False,
-                 checkpoint_on_notice: bool = True, **kwargs: Any) -> None:
+                 checkpoint_on_notice: bool = True, spare_node: str = "never", spare_risk_seconds: float = 3600.0,
+                 **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -212,6 +224,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         self.maintenance_lead_seconds = maintenance_lead_seconds
         self.maintenance_move_seconds = maintenance_move_seconds
         self.checkpoint_on_notice = checkpoint_on_notice
+        self.spare_node = spare_node
+        self.spare_risk_seconds = spare_risk_seconds
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
 
@@ -231,7 +245,44 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         with ``keep_node``."""
         from ..backends.tpu import live_resources
 
-        return live_resources(self._live_node, self._live_queued, keep=self.keep_node)
+        return live_resources(self._live_node, self._live_queued, keep=self.keep_node, spare=self._built("spare"))
+
+    def _spare_settings(self) -> Any:
+        """The pure :class:`~..supervisor.spare.SpareSettings` of ``spare_node`` and ``spare_risk_seconds``."""
+        from ..supervisor.spare import SpareSettings
+
+        return SpareSettings(self.spare_node, self.spare_risk_seconds)  # type: ignore[arg-type]
+
+    def _tend_spare(self, context: Any, state: RunState) -> None:
+        """Carry out the supervisor's word on the spare node (:func:`~..supervisor.spare.tend_spare`): create one for
+        the next attempt (on the running attempt's zone and accelerator type) or release the one held; the spare
+        held is kept in the task state store."""
+        from ..supervisor import Submit
+        from ..supervisor.spare import CreateSpare, ReleaseSpare, Spare, tend_spare
+        from .launch import attempt_spec
+
+        settings = self._spare_settings()
+        backend = self._backend()
+        held = self._store.spare(context)
+        if held is None and backend.spare:  # found by this process (its attempt's name, a rebuilt run)
+            held = Spare(backend.spare, backend.spare_attempt or 0, self._clock())
+        if held is None and settings.when == "never":
+            return
+        before = held
+        held, command = tend_spare(state, held, self._clock(), settings,
+                                   maintenance_pending=backend.maintenance_due is not None)
+        if isinstance(command, CreateSpare):
+            index = state.history[-1].fallback_index if state.history else -1
+            spec = attempt_spec(Submit(command.attempt, index, None), self._task_instance(context),
+                                self.resilience_policy.fallbacks, self.labels)
+            if backend.submit_spare(spec, command.reason):
+                held = Spare(backend.node_name(spec), command.attempt, self._clock())
+        elif isinstance(command, ReleaseSpare):
+            self.log.info("Releasing spare node %s: %s", command.name, command.reason)
+            backend.release_spare(command.name, command.reason)
+            held = None
+        if held != before:
+            self._store.keep_spare(context, held)
 
     # ------------------------------------------------------------------ the shell
     def _tpu(self) -> Any:
@@ -259,7 +310,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
             startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
             fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
-            maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps)
+            maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps,
+            spare_poll_seconds=min(2.0, float(self.heartbeat_seconds)))
 
     def _maintenance_settings(self) -> Any:
         """The pure :class:`~..supervisor.maintenance.MaintenanceSettings` of the operator's arguments."""
@@ -343,6 +395,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         chain = serializable_chain(self.impersonation_chain)
         return {"node_name": node_name, "poll_interval": self.poll_interval, "keep_node": self.keep_node,
                 "queued_resource": queued_resource_name(node_name) if self.queued_resource else None,
+                "spare": self._built("spare"),
                 "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator}
 
     def _defer_watch(self, state: RunState, node_name: str) -> None:
@@ -356,9 +409,16 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             look_again_at = min(look_again_at, max(backend.queue_deadline, self._clock() + self.poll_interval))
         if backend.maintenance_due is not None:  # back in time to request the checkpoint (or move) before a window
             look_again_at = min(look_again_at, max(backend.maintenance_due, self._clock() + self.poll_interval))
+        if backend.spare and (due := self._spare_review_at(state)) is not None:  # back to release it as risk passes
+            look_again_at = min(look_again_at, max(due, self._clock() + self.poll_interval))
         trigger = TPUNodeTrigger(look_again_at=look_again_at, baseline=backend.baseline,
                                  fire_not_before=self._fire_not_before(), **self._trigger_args(node_name))
         self.defer(trigger=trigger, method_name="execute_complete")
+
+    def _spare_review_at(self, state: RunState) -> float | None:
+        from ..supervisor.spare import review_at
+
+        return review_at(state, self._spare_settings())
 
     def _defer_for(self, seconds: float) -> None:
         """A backoff while a node of the run may still exist (a maintenance wait, the pause before a re-create)
@@ -413,7 +473,22 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems = [*exc.errors, *problems]
+        problems += self._spare_problems()
         self._refuse(problems, skip)
+
+    def _spare_problems(self) -> list[SpecError]:
+        """``spare_node`` and ``spare_risk_seconds`` checked (:class:`~..supervisor.spare.SpareSettings`), and a spare
+        asked of a run whose nodes come through a queued resource or as a multislice group (not supported)."""
+        try:
+            settings = self._spare_settings()
+        except ValueError as exc:
+            field = "spare_risk_seconds" if str(exc).startswith("spare_risk") else "spare_node"
+            return [SpecError(field, str(exc).split(": ", 1)[1])]
+        if settings.when != "never" and (self.queued_resource or (type(self.slices) is int and self.slices > 1)):
+            return [SpecError("spare_node", f"{self.spare_node!r} needs single nodes created directly: drop "
+                                            "queued_resource / valid_until_duration and slices, or use "
+                                            "spare_node='never'")]
+        return []
 
 
 __all__ = ["STATE_KEY", "ResilientTPUWorkloadOperator"]

@@ -39,6 +39,10 @@ LABEL_ATTEMPT = "resilient-attempt"
 #: Label ``"true"`` on a resource the user asked to keep after the task ends (``keep_node``): the reconciler
 #: (:mod:`..supervisor.reconcile`) leaves it alone.
 LABEL_KEEP = "resilient-keep"
+#: Label ``"true"`` on a spare TPU node (:mod:`..supervisor.spare`): made for its attempt before that attempt came,
+#: its startup script waiting; the attempt that takes it removes the label. A rebuilt run never watches it as an
+#: attempt.
+LABEL_SPARE = "resilient-spare"
 OUR_LABELS = (LABEL_DAG, LABEL_TASK, LABEL_RUN, LABEL_MAP_INDEX, LABEL_ATTEMPT)
 
 ENV_RESUME_FROM = "RESILIENT_RESUME_FROM"

@@ -123,6 +123,37 @@ exec python3 "$RESILIENT_RUNNER" --max-restarts {int(max_restarts)} --heartbeat-
 """
 
 
+#: The metadata attribute a spare node's startup script waits for (:func:`spare_startup_script`): the startup script
+#: of the attempt that takes the node, which the operator writes with UpdateNode.
+ATTEMPT_SCRIPT_ATTRIBUTE = "resilient-attempt-script"
+
+
+def spare_startup_script(poll_seconds: float = 2.0) -> str:
+    """The ``startup-script`` of a spare node (:mod:`..supervisor.spare`), run at every boot of every worker VM: it
+    reads the node's metadata attribute :data:`ATTEMPT_SCRIPT_ATTRIBUTE` from the metadata server (Compute Engine,
+    "About VM metadata", https://cloud.google.com/compute/docs/metadata/overview: ``GET
+    /computeMetadata/v1/instance/attributes/<key>`` with ``Metadata-Flavor: Google``; ``GCE_METADATA_HOST`` when
+    set) every ``poll_seconds`` (> 0) until the operator has written it, then runs it with bash: from then on the
+    node is the attempt's, and a reboot (a repair) finds the script at once.
+
+    Raises:
+        ValueError: ``poll_seconds`` is not a positive number.
+    """
+    if isinstance(poll_seconds, bool) or not isinstance(poll_seconds, int | float) or not poll_seconds > 0:
+        raise ValueError(f"poll_seconds={poll_seconds!r}: give a positive number of seconds")
+    url = ('"http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1/instance/attributes/'
+           f'{ATTEMPT_SCRIPT_ATTRIBUTE}"')
+    return f"""#!/bin/bash
+# Written by airflow-provider-resilient: a spare node. It waits until an attempt takes it (metadata attribute
+# {ATTEMPT_SCRIPT_ATTRIBUTE}, written by the operator), then runs that attempt's startup script.
+RESILIENT_ATTEMPT_SCRIPT="$(mktemp -t resilient-attempt-XXXXXX.sh)"
+until curl -sf --noproxy '*' -H 'Metadata-Flavor: Google' -o "$RESILIENT_ATTEMPT_SCRIPT" {url}; do
+  sleep {float(poll_seconds):g}
+done
+exec bash "$RESILIENT_ATTEMPT_SCRIPT"
+"""
+
+
 #: The largest slice of each family (its size unit: TensorCores for v2-v5p, chips for v5e/v6e), from the Cloud
 #: TPU documentation (:mod:`.catalog`): a v2 pod has 512 TensorCores, v3 2048, v4 4096 chips (8192 TensorCores), v5p
 #: 8960 chips, v5e (API name ``v5litepod``) and v6e 256 chips.

@@ -84,6 +84,7 @@ class TPUNodeTrigger(SupervisedTrigger):
         baseline: what the operator last saw (:func:`~..backends.tpu_watch.node_baseline`); None: a node
             READY/HEALTHY with no symptoms and no report yet.
         keep_node: on a user's kill, leave the node and queued resource alone.
+        spare: the run's spare node (:mod:`~..supervisor.spare`), deleted with the node on a kill.
         queued_resource: ``projects/P/locations/ZONE/queuedResources/ID`` the node was requested through,
             deleted (force) on a user's kill; None: none.
         watch_node: False: only wait until ``look_again_at`` (a backoff that protects ``node_name``).
@@ -104,14 +105,15 @@ class TPUNodeTrigger(SupervisedTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("node_name", "look_again_at", "poll_interval", "baseline", "keep_node", "queued_resource",
               "watch_node", "gcp_conn_id", "impersonation_chain", "emulator",
-              "fire_not_before")
+              "fire_not_before", "spare")
 
     def __init__(self, node_name: str, look_again_at: float, poll_interval: float = 30.0,
                  baseline: Mapping[str, Any] | None = None, keep_node: bool = False,
                  queued_resource: str | None = None, watch_node: bool = True,
                  gcp_conn_id: str | None = "google_cloud_default", impersonation_chain: str | list[str] | None = None,
-                 emulator: str | None = None, fire_not_before: float | None = None) -> None:
+                 emulator: str | None = None, fire_not_before: float | None = None, spare: str | None = None) -> None:
         super().__init__()
+        self.spare = spare
         self.fire_not_before = fire_not_before
         if poll_interval <= 0:
             raise ValueError(f"TPUNodeTrigger: poll_interval must be > 0 seconds, got {poll_interval}")
@@ -253,7 +255,7 @@ class TPUNodeTrigger(SupervisedTrigger):
         the kill rule reads them (kept with ``keep_node``)."""
         from ..backends.tpu import live_resources
 
-        return live_resources(self.node_name, self.queued_resource, keep=self.keep_node)
+        return live_resources(self.node_name, self.queued_resource, keep=self.keep_node, spare=self.spare)
 
 
 __all__ = ["TPUNodeTrigger"]

@@ -68,6 +68,11 @@ VM_ROOT_FREE_BYTES = 80 * 1000**3
 VM_SHM_FREE_BYTES = 200 * 1000**3
 #: The port of a multislice group's coordinator (``MEGASCALE_PORT``).
 MEGASCALE_PORT = 8080
+#: The label of a spare node (the provider's ``specs.common.LABEL_SPARE``): a node made before an attempt needs it,
+#: running a startup script that waits. The running faults of a job do not strike it until an attempt takes it (the
+#: label goes), and from then their ``after_seconds`` count from that moment: a fault injected "N s after the job's
+#: processes started" means the attempt's processes, not the waiting script's.
+SPARE_LABEL = "resilient-spare"
 #: On a :class:`~..clock.ManualClock`, the file that holds the platform's time (epoch seconds) for the worker VMs'
 #: clock (the worker runner's heartbeat reads it: ``worker/runner.py``, ``EMULATED_CLOCK_ENV``), kept current by
 #: every tick; so a VM's heartbeat moves with the platform's time, not the wall clock's.
@@ -591,6 +596,8 @@ class TpuService:
                 self.operations.finish(run.operation)
 
     def _strike(self, run: NodeRun, now: float) -> None:
+        if run.node.labels.get(SPARE_LABEL) == "true":
+            return  # a spare node runs no attempt yet: the faults of a job strike the node it runs on
         for index, fault in self.faults.candidates(TPU_RUNNING_KINDS, run.name, 1):
             if fault.kind == "hardware" and fault.at_step is None and fault.after_seconds is None:
                 continue  # a boot fault (_strike_at_boot)
@@ -689,12 +696,15 @@ class TpuService:
             raise InvalidArgument(f"update_mask must name some of {sorted(allowed)}, got {list(update_mask)}")
         with self.lock:
             run = self._run(node.name)
+            was_spare = run.node.labels.get(SPARE_LABEL) == "true"
             for path in update_mask:
                 if path == "description":
                     run.node.description = node.description
                 else:
                     getattr(run.node, path).clear()
                     getattr(run.node, path).update(dict(getattr(node, path)))
+            if was_spare and run.node.labels.get(SPARE_LABEL) != "true":
+                run.ready_at = self.clock.monotonic()  # an attempt took it: its faults count from now
             op_name = self._op_name(node.name.rsplit("/nodes/", 1)[0])
             operation = self.operations.start(op_name, self._metadata(run, "update"))
             self.operations.finish(op_name, types.Node.pb(types.Node(run.node)))

@@ -1,0 +1,177 @@
+"""The spare node of the TPU operator (``spare_node``, :mod:`airflow_provider_resilient.supervisor.spare`) on the
+emulator: the next attempt's node made while the attempt trains, taken after a failure instead of a create, and
+never left behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_resilient.compat import AirflowFailException
+from airflow_provider_resilient.specs.common import LABEL_SPARE
+from airflow_provider_resilient.specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE
+from airflow_provider_resilient.testing.emulator_clients import tpu_client
+
+from ..tpu_time import STEPPED, PlatformTime
+from .test_tpu_operator import (
+    A1,
+    A2,
+    A3,
+    FIRST_ATTEMPT_RUNS_UNTIL_STRUCK,
+    PATIENT,
+    STRIKES_WHEN_IT_RUNS,
+    ZONE,
+    Killed,
+    context,
+    created,
+    decisions,
+    deleted,
+    nodes_left,
+    operator,
+    runs_until_struck_once,
+)
+
+pytestmark = STEPPED
+CREATE_SECONDS = 90.0  # the emulator's tpu_create_seconds (EmulatorConfig's default)
+
+
+@pytest.fixture
+def platform_time(resilient_emulator: Any) -> PlatformTime:
+    """The emulator's manual clock and the code under test's clock and sleep, as one time."""
+    return PlatformTime(resilient_emulator)
+
+
+def spare_labels() -> dict[str, dict[str, str]]:
+    return {n.name.rsplit("/", 1)[1]: dict(n.labels) for n in tpu_client().list_nodes(parent=ZONE)}
+
+
+@pytest.mark.parametrize("spare", ["always", "never"])
+def test_after_a_preemption_the_next_attempt_takes_the_spare_instead_of_waiting_for_a_create(
+        resilient_emulator, platform_time, spare):
+    """With ``spare_node="always"`` attempt 2's node is made while attempt 1 trains; when a preemption ends attempt 1,
+    attempt 2 starts on it at once (UpdateNode hands it attempt 2's startup script: no CreateNode after the failure),
+    a spare for attempt 3 follows, and every node is deleted when the run ends. Without, attempt 2 waits a create."""
+    # 150 platform-s into attempt 1: its spare (created as attempt 1 started) has been READY for a minute.
+    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 150, "match": {"nth": 1}})
+    result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, spot=True, spare_node=spare,
+                                          **PATIENT)).execute(context())
+    assert decisions(result) == [("preemption", "recreate_node")]
+    first, second = result["attempts"]
+    assert second["resource_name"].endswith(A2)
+    recovery = second["started_at"] - first["incidents"][0]["decision"]["decided_at"]
+    calls = [(c.method, c.resource.rsplit("/", 1)[1]) for c in resilient_emulator.calls.list()
+             if c.method in ("CreateNode", "UpdateNode", "DeleteNode")]
+    assert nodes_left() == []
+    if spare == "never":
+        assert recovery >= CREATE_SECONDS
+        assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
+        return
+    assert recovery < CREATE_SECONDS / 3, recovery  # the spare was READY: the hand-over and a deletion's wait
+    assert calls.index(("CreateNode", A2)) < calls.index(("DeleteNode", A1))  # made before it was needed
+    assert ("UpdateNode", A2) in calls and calls.count(("CreateNode", A2)) == 1
+    assert created(resilient_emulator) == [A1, A2, A3]  # A3: attempt 2's own spare, released at the end
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2, A3])
+    log = (resilient_emulator.work_dir / "tpu" / A2 / "worker-0.log").read_text(errors="replace")
+    assert "runner:" in log  # the spare's waiting script ran attempt 2's startup script (the worker runner)
+
+
+def test_a_spare_that_is_no_longer_needed_is_deleted_as_the_run_succeeds(resilient_emulator, platform_time):
+    """No failure: the spare made for attempt 2 is never taken, and success deletes it with attempt 1's node."""
+    op = operator('echo "step 1"; sleep 5; echo "step 2"', spare_node="always", **PATIENT)
+    result = platform_time.drive(op).execute(context())
+    assert len(result["attempts"]) == 1
+    assert created(resilient_emulator) == [A1, A2]
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2])
+    assert nodes_left() == []
+
+
+def test_at_risk_holds_a_spare_only_after_an_interruption(resilient_emulator, platform_time):
+    """``at_risk``: nothing is held while nothing has failed; after the preemption the run is at risk for
+    ``spare_risk_seconds``, so attempt 2 gets a spare (attempt 3's), deleted as the run ends."""
+    resilient_emulator.add_fault({"kind": "preemption", **STRIKES_WHEN_IT_RUNS, "match": {"nth": 1}})
+    command = 'if [ "$RESILIENT_ATTEMPT" = 1 ]; then echo "step 1"; sleep 120; else echo "step 2"; sleep 5; fi'
+    result = platform_time.drive(operator(command, spot=True, spare_node="at_risk", **PATIENT)).execute(context())
+    assert decisions(result) == [("preemption", "recreate_node")]
+    calls = [(c.method, c.resource.rsplit("/", 1)[1]) for c in resilient_emulator.calls.list()
+             if c.method in ("CreateNode", "DeleteNode")]
+    assert calls.index(("CreateNode", A2)) > calls.index(("DeleteNode", A1))  # not at risk before the failure
+    assert created(resilient_emulator) == [A1, A2, A3]
+    assert nodes_left() == []
+
+
+def test_a_spare_waits_for_its_attempt_and_a_kill_deletes_it(resilient_emulator, platform_time):
+    """While attempt 1 runs, attempt 2's spare exists with ``resilient-spare=true`` and no attempt script yet (its
+    startup script waits); a kill of the task deletes it with attempt 1's node."""
+    op = platform_time.drive(operator('echo "step 1"; sleep 600', spare_node="always", **PATIENT))
+    seen: dict[str, Any] = {}
+
+    def kill_once_spared(seconds: float) -> None:
+        labels = spare_labels()
+        if A2 in labels:
+            node = tpu_client().get_node(name=f"{ZONE}/nodes/{A2}")
+            seen["spare"] = (labels[A2].get(LABEL_SPARE), ATTEMPT_SCRIPT_ATTRIBUTE in dict(node.metadata))
+            with platform_time.moving():  # on_kill's own hook waits on the wall clock
+                op.on_kill()
+            raise Killed
+        platform_time.sleep(seconds)
+
+    op._sleep = kill_once_spared  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        op.execute(context())
+    assert seen["spare"] == ("true", False)
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2])
+    assert nodes_left() == []
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"spare_node": "sometimes"}, "spare_node"),
+    ({"spare_node": "at_risk", "spare_risk_seconds": 0}, "spare_risk_seconds"),
+    ({"spare_node": "always", "queued_resource": True}, "spare_node"),
+])
+def test_bad_spare_arguments_are_refused_naming_the_field(kwargs, field):
+    with pytest.raises(AirflowFailException, match=f"{field}"):
+        operator("echo ok", **kwargs)
+
+
+def test_a_retried_try_after_its_process_died_finds_the_spare_and_still_deletes_it(resilient_emulator, platform_time):
+    """The worker process dies (no on_kill) after attempt 2's spare was made; the retried try reattaches to attempt
+    1 from the task state store, knows the spare from there, and the run's success deletes both nodes."""
+    ctx = context()
+    go = resilient_emulator.work_dir / "go"
+    command = f'echo "step 1"; while [ ! -e {go} ]; do sleep 0.05; done'
+    op = platform_time.drive(operator(command, spare_node="always", **PATIENT))
+
+    def die_once_spared(seconds: float) -> None:
+        if A2 in spare_labels():
+            raise Killed
+        platform_time.sleep(seconds)
+
+    op._sleep = die_once_spared  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        op.execute(ctx)
+    assert ctx["task_state_store"].data["resilient_spare"]["name"].endswith(A2)
+    go.touch()
+    result = platform_time.drive(operator(command, spare_node="always", **PATIENT)).execute(ctx)
+    assert len(result["attempts"]) == 1
+    assert created(resilient_emulator) == [A1, A2]
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2]) and nodes_left() == []
+
+
+@pytest.mark.parametrize("spare", ["always", "never"])
+def test_a_node_in_repair_is_not_waited_for_when_a_spare_is_ready(resilient_emulator, platform_time, tmp_path,
+                                                                  spare):
+    """A maintenance event that recovers is waited out on the same node (Cloud TPU: most events do) -- unless a spare
+    is READY: then the next attempt takes it at once, since a repair, however short, ends in the same boot."""
+    resilient_emulator.add_fault({"kind": "maintenance", "after_seconds": 150, "grace_seconds": 5,
+                                  "match": {"nth": 1}})
+    command = runs_until_struck_once(tmp_path / "struck")
+    result = platform_time.drive(operator(command, spare_node=spare, **PATIENT)).execute(context())
+    if spare == "never":
+        assert {d for d in decisions(result)} == {("maintenance_event", "wait")} and len(result["attempts"]) == 1
+    else:
+        assert decisions(result) == [("maintenance_event", "recreate_node")]
+        reason = result["attempts"][0]["incidents"][0]["decision"]["reason"]
+        assert "a spare node is READY" in reason
+        assert result["attempts"][1]["resource_name"].endswith(A2)
+    assert nodes_left() == []
