@@ -175,3 +175,26 @@ def test_a_node_in_repair_is_not_waited_for_when_a_spare_is_ready(resilient_emul
         assert "a spare node is READY" in reason
         assert result["attempts"][1]["resource_name"].endswith(A2)
     assert nodes_left() == []
+
+
+def test_a_rebuilt_run_never_takes_its_spare_for_an_attempt(resilient_emulator, platform_time):
+    """Airflow 3.1 and 3.2 have no task state store: a new try rebuilds the run from the task instance's live nodes.
+    Attempt 2's spare carries attempt 2's labels, yet the run is attempt 1's, still running; the spare is kept as the
+    run's spare and deleted when the run succeeds."""
+    go = resilient_emulator.work_dir / "go"
+    command = f'echo "step 1"; while [ ! -e {go} ]; do sleep 0.05; done'
+    first = platform_time.drive(operator(command, spare_node="always", **PATIENT))
+
+    def die_once_spared(seconds: float) -> None:
+        if A2 in spare_labels():
+            raise Killed
+        platform_time.sleep(seconds)
+
+    first._sleep = die_once_spared  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        first.execute(context())
+    go.touch()
+    result = platform_time.drive(operator(command, spare_node="always", **PATIENT)).execute(context())  # empty store
+    assert [a["resource_name"].rsplit("/", 1)[1] for a in result["attempts"]] == [A1]
+    assert created(resilient_emulator) == [A1, A2]
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2]) and nodes_left() == []
