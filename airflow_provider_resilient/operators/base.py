@@ -440,8 +440,8 @@ class SupervisedOperator(BaseOperator):
                 return result
             elif isinstance(action, Fail):
                 report.log_history(state, self.log)
-                self._push_history(context, state)
                 self._tend_spare(context, state)
+                self._push_history(context, state)
                 if action.end:
                     self._end_last(context, state, action.end)
                 raise AirflowFailException(action.message)
@@ -522,4 +522,8 @@ class SupervisedOperator(BaseOperator):
         workload = report.WorkloadEvents(self.project_id, str(self.goodput_job_name), self.goodput_logger_name,
                                          self.gcp_conn_id, self.impersonation_chain) if self.goodput_job_name else None
         report.push_summary(context, state, self._step_reports(), saves, now=self._clock(), log=self.log,
-                            workload=workload)
+                            workload=workload, extra=self._summary_extra(context))
+
+    def _summary_extra(self, context: Any) -> dict[str, Any]:
+        """More figures of the run for its goodput summary (XCom ``goodput``); none here."""
+        return {}

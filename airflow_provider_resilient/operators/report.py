@@ -9,7 +9,7 @@ never a failed task: the run's outcome stands.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +96,8 @@ class WorkloadEvents:
 
 
 def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Sequence[Any] | None, *, now: float,
-                 log: logging.Logger | Any, workload: WorkloadEvents | None = None) -> None:
+                 log: logging.Logger | Any, workload: WorkloadEvents | None = None,
+                 extra: Mapping[str, Any] | None = None) -> None:
     """Push the attempt history (XCom ``attempt_history``) and the run's goodput ledger with the
     checkpoint-interval advice (XCom ``goodput``), and log both as the run's summary.
 
@@ -108,6 +109,7 @@ def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Seq
         now: the run's end (epoch seconds).
         workload: where the workload records its own goodput events (:func:`workload_goodput` reads them), when it
             does.
+        extra: more figures of the run, added to the summary as they are (the TPU operator's spare nodes).
     """
     from ..goodput import advise_checkpointing, goodput_ledger
 
@@ -125,6 +127,7 @@ def push_summary(context: Any, state: RunState, steps: Sequence[Any], saves: Seq
         summary["checkpoint_advice"] = {**advice.as_dict(), "summary": advice.summary()}
     if workload is not None:
         summary.update(workload_goodput(workload, log))
+    summary.update(extra or {})
     context["ti"].xcom_push(key="goodput", value=summary)
 
 

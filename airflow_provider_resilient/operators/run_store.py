@@ -18,7 +18,8 @@ from ..supervisor.state import STATE_SCHEMA_VERSION, stored_schema_version
 
 #: Task-state-store key of the step reports seen so far (the newest :data:`MAX_STEP_REPORTS`).
 STEPS_KEY = "resilient_step_reports"
-#: Task-state-store key of the spare node the run holds (:class:`~..supervisor.spare.Spare`; absent: none).
+#: Task-state-store key of the spare node the run holds (:class:`~..supervisor.spare.Spare`; absent: none) and what
+#: its spares have cost so far (``held_seconds``, ``taken``, ``released``).
 SPARE_KEY = "resilient_spare"
 MAX_STEP_REPORTS = 2000
 
@@ -131,16 +132,37 @@ class RunStore:
         """The spare node the run holds (:class:`~..supervisor.spare.Spare`), or None."""
         from ..supervisor.spare import Spare
 
-        store = run_state_store(context)
-        return self._spare if store is None else Spare.from_json(store.get(SPARE_KEY))
+        return Spare.from_json(self._spare_record(context).get("spare"))
 
-    def keep_spare(self, context: Any, spare: Any) -> None:
-        """Remember ``spare`` (a :class:`~..supervisor.spare.Spare`; None: the run holds none)."""
-        self._spare = spare
+    def spare_costs(self, context: Any) -> dict[str, Any]:
+        """What the run's spare nodes cost so far: ``{"held_seconds": s, "taken": n, "released": n}`` (seconds from
+        each spare's request to its hand-over or its deletion request: an upper bound of the time it was billed,
+        from READY on, per worker VM)."""
+        record = self._spare_record(context)
+        return {"held_seconds": float(record.get("held_seconds", 0.0)), "taken": int(record.get("taken", 0)),
+                "released": int(record.get("released", 0))}
+
+    def keep_spare(self, context: Any, spare: Any, *, ended: str | None = None, now: float | None = None) -> None:
+        """Remember ``spare`` (a :class:`~..supervisor.spare.Spare`; None: the run holds none). ``ended``:
+        ``"taken"`` or ``"released"`` -- the spare held until now ended so, at ``now`` (epoch seconds): its time is
+        added to :meth:`spare_costs`."""
+        record = self._spare_record(context)
+        from ..supervisor.spare import Spare
+
+        held = Spare.from_json(record.get("spare"))
+        if ended in ("taken", "released") and held is not None and now is not None:
+            record["held_seconds"] = float(record.get("held_seconds", 0.0)) + max(0.0, now - held.created_at)
+            record[ended] = int(record.get(ended, 0)) + 1
+        record["spare"] = spare.to_json() if spare is not None else {}
+        self._spare = record
         store = run_state_store(context)
-        if store is None:
-            return
-        store.set(SPARE_KEY, spare.to_json() if spare is not None else {})
+        if store is not None:
+            store.set(SPARE_KEY, record)
+
+    def _spare_record(self, context: Any) -> dict[str, Any]:
+        store = run_state_store(context)
+        record = self._spare if store is None else store.get(SPARE_KEY)
+        return dict(record) if isinstance(record, dict) else {}
 
     @property
     def steps(self) -> list[Any]:

@@ -268,9 +268,12 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             held = Spare(backend.spare, backend.spare_attempt or 0, self._clock())
         if held is None and settings.when == "never":
             return
-        before = held
-        held, command = tend_spare(state, held, self._clock(), settings,
-                                   maintenance_pending=backend.maintenance_due is not None)
+        before, now = held, self._clock()
+        held, command = tend_spare(state, held, now, settings, maintenance_pending=backend.maintenance_due is not None)
+        ended = "taken" if before is not None and held is None else None
+        if ended:
+            self._store.keep_spare(context, None, ended=ended, now=now)
+            before = None
         if isinstance(command, CreateSpare):
             index = state.history[-1].fallback_index if state.history else -1
             spec = attempt_spec(Submit(command.attempt, index, None), self._task_instance(context),
@@ -280,9 +283,25 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         elif isinstance(command, ReleaseSpare):
             self.log.info("Releasing spare node %s: %s", command.name, command.reason)
             backend.release_spare(command.name, command.reason)
-            held = None
+            self._store.keep_spare(context, None, ended="released", now=now)
+            return
         if held != before:
             self._store.keep_spare(context, held)
+
+    def _summary_extra(self, context: Any) -> dict[str, Any]:
+        """The spare nodes' cost (``spare_node``: :meth:`~.run_store.RunStore.spare_costs`, with ``host_seconds`` at
+        most: held seconds x the worker VMs of a node), logged; nothing without spares."""
+        costs = self._store.spare_costs(context)
+        if self.spare_node == "never" and not costs["held_seconds"]:
+            return {}
+        from ..specs.tpu import worker_count
+
+        hosts = worker_count(self.accelerator_type)
+        costs = {**costs, "host_seconds": costs["held_seconds"] * hosts}
+        self.log.info("Spare nodes (spare_node=%r): %d taken, %d released, held %.0f s from request to hand-over or "
+                      "deletion (at most %.0f host-s billed)", self.spare_node, costs["taken"], costs["released"],
+                      costs["held_seconds"], costs["host_seconds"])
+        return {"spare_nodes": costs}
 
     # ------------------------------------------------------------------ the shell
     def _tpu(self) -> Any:

@@ -54,8 +54,9 @@ def test_after_a_preemption_the_next_attempt_takes_the_spare_instead_of_waiting_
     a spare for attempt 3 follows, and every node is deleted when the run ends. Without, attempt 2 waits a create."""
     # 150 platform-s into attempt 1: its spare (created as attempt 1 started) has been READY for a minute.
     resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 150, "match": {"nth": 1}})
+    ctx = context()
     result = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, spot=True, spare_node=spare,
-                                          **PATIENT)).execute(context())
+                                          **PATIENT)).execute(ctx)
     assert decisions(result) == [("preemption", "recreate_node")]
     first, second = result["attempts"]
     assert second["resource_name"].endswith(A2)
@@ -64,6 +65,7 @@ def test_after_a_preemption_the_next_attempt_takes_the_spare_instead_of_waiting_
              if c.method in ("CreateNode", "UpdateNode", "DeleteNode")]
     assert nodes_left() == []
     if spare == "never":
+        assert "spare_nodes" not in ctx["ti"].xcom["goodput"]
         assert recovery >= CREATE_SECONDS
         assert created(resilient_emulator) == [A1, A2] == deleted(resilient_emulator)
         return
@@ -71,6 +73,9 @@ def test_after_a_preemption_the_next_attempt_takes_the_spare_instead_of_waiting_
     assert calls.index(("CreateNode", A2)) < calls.index(("DeleteNode", A1))  # made before it was needed
     assert ("UpdateNode", A2) in calls and calls.count(("CreateNode", A2)) == 1
     assert created(resilient_emulator) == [A1, A2, A3]  # A3: attempt 2's own spare, released at the end
+    costs = ctx["ti"].xcom["goodput"]["spare_nodes"]  # the summary counts what the spares cost
+    assert (costs["taken"], costs["released"]) == (1, 1) and costs["held_seconds"] >= 150
+    assert costs["host_seconds"] == costs["held_seconds"]  # a v4-8: one worker VM
     assert sorted(deleted(resilient_emulator)) == sorted([A1, A2, A3])
     log = (resilient_emulator.work_dir / "tpu" / A2 / "worker-0.log").read_text(errors="replace")
     assert "runner:" in log  # the spare's waiting script ran attempt 2's startup script (the worker runner)
@@ -150,7 +155,7 @@ def test_a_retried_try_after_its_process_died_finds_the_spare_and_still_deletes_
     op._sleep = die_once_spared  # type: ignore[method-assign]
     with pytest.raises(Killed):
         op.execute(ctx)
-    assert ctx["task_state_store"].data["resilient_spare"]["name"].endswith(A2)
+    assert ctx["task_state_store"].data["resilient_spare"]["spare"]["name"].endswith(A2)
     go.touch()
     result = platform_time.drive(operator(command, spare_node="always", **PATIENT)).execute(ctx)
     assert len(result["attempts"]) == 1
