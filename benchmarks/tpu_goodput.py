@@ -85,6 +85,7 @@ from goodput import (
     trace_parser,
 )
 
+from airflow_provider_resilient.backends import tpu as tpu_backend
 from airflow_provider_resilient.goodput import (
     goodput_ceiling,
     trace_budget,
@@ -118,6 +119,7 @@ NEW_NODE = {"maintenance_event", "maintenance_terminate", "preemption"}
 BILLED = {"READY", "REPAIRING"}
 #: The hook's long-running-operation polls in real seconds (first, most), before :func:`scale_operation_polls`.
 OPERATION_POLLS = (tpu_hooks.OPERATION_POLL_SECONDS, tpu_hooks.OPERATION_POLL_MAX_SECONDS)
+SPARE_POLL = tpu_backend.SPARE_POLL_SECONDS
 #: The exit code guest attribute a baseline's startup script writes (namespace/key).
 EXIT_ATTRIBUTE = "bench/exit"
 REPORT_EXIT = ("python3 -c 'import os, sys, urllib.request as u; u.urlopen(u.Request(\"http://\" + "
@@ -274,6 +276,7 @@ def scale_operation_polls(scale: float) -> None:
     baselines poll every ``--poll-interval`` x the scale)."""
     tpu_hooks.OPERATION_POLL_SECONDS = OPERATION_POLLS[0] * scale
     tpu_hooks.OPERATION_POLL_MAX_SECONDS = OPERATION_POLLS[1] * scale
+    tpu_backend.SPARE_POLL_SECONDS = SPARE_POLL * scale  # a spare's startup script asks every 2 s of the platform
 
 
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:

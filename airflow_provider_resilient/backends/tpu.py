@@ -29,6 +29,9 @@ from .tpu_watch import QUEUED, node_baseline, notice_of
 
 log = logging.getLogger(__name__)
 
+#: How often a spare node's startup script asks the metadata server whether an attempt has taken it (seconds, real
+#: time: :func:`~..specs.tpu.spare_startup_script`); a benchmark on the emulator's compressed time scales it.
+SPARE_POLL_SECONDS = 2.0
 #: How long ending an attempt waits for its node's deletion (seconds) before the next attempt may begin.
 DELETE_WAIT_SECONDS = 1800.0
 
@@ -137,7 +140,7 @@ class TPUNodeBackend:
         slices: more than 1: each attempt is a multislice group of that many nodes of ``accelerator_type``, one
             queued resource (``queued_resource`` must be set), looked at and ended as one.
         spare_poll_seconds: how often a spare node's startup script asks the metadata server whether an attempt
-            has taken it (seconds; :func:`~..specs.tpu.spare_startup_script`).
+            has taken it (seconds; :func:`~..specs.tpu.spare_startup_script`); None: :data:`SPARE_POLL_SECONDS`.
 
     What a deferred watch needs is kept on the instance: :attr:`baseline` (what the last look saw),
     :attr:`queue_deadline` (when a waiting request passes the queue timeout), and the live node and queued
@@ -152,7 +155,7 @@ class TPUNodeBackend:
                  hang_timeout: float | None, startup_timeout: float | None, keep_node: bool,
                  clock: Callable[[], float], fallback_zones: Sequence[str] = (),
                  maintenance: MaintenanceSettings | None = None, slices: int = 1, expect_steps: bool = False,
-                 spare_poll_seconds: float = 2.0) -> None:
+                 spare_poll_seconds: float | None = None) -> None:
         self.hooks = hooks
         self.spare_poll_seconds = spare_poll_seconds
         #: The spare node this process requested or found (:meth:`submit_spare`), until an attempt takes it or it is
@@ -292,12 +295,11 @@ class TPUNodeBackend:
         from google.api_core import exceptions as gexc
 
         from ..specs.common import LABEL_SPARE
-        from ..specs.tpu import spare_startup_script
 
         name = self.node_name(spec)
         zone, node_id = name.split("/")[3], name.rsplit("/", 1)[1]
         body = self.node(spec, self._accelerator(spec))
-        body["metadata"] = {**body["metadata"], "startup-script": spare_startup_script(self.spare_poll_seconds)}
+        body["metadata"] = {**body["metadata"], "startup-script": self._spare_script()}
         body["labels"] = {**body["labels"], LABEL_SPARE: "true"}
         self.spare = name  # before the call: a kill during it deletes what it made
         try:
@@ -310,6 +312,11 @@ class TPUNodeBackend:
         log.info("Spare node %s requested for attempt %d: %s", name, spec.attempt, reason)
         return True
 
+    def _spare_script(self) -> str:
+        from ..specs.tpu import spare_startup_script
+
+        return spare_startup_script(self.spare_poll_seconds or SPARE_POLL_SECONDS)
+
     def _take_spare(self, name: str, body: dict[str, Any]) -> bool:
         """Hand the spare ``name`` its attempt: its metadata gets the attempt's startup script (attribute
         :data:`~..specs.tpu.ATTEMPT_SCRIPT_ATTRIBUTE`; the waiting script stays the node's startup script, so a
@@ -320,11 +327,11 @@ class TPUNodeBackend:
 
         from google.api_core import exceptions as gexc
 
-        from ..specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE, spare_startup_script
+        from ..specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE
 
         self._spare_found = None
         metadata = {**body["metadata"], ATTEMPT_SCRIPT_ATTRIBUTE: body["metadata"]["startup-script"],
-                    "startup-script": spare_startup_script(self.spare_poll_seconds)}
+                    "startup-script": self._spare_script()}
         try:
             self._tpu().hand_over(name, metadata, dict(body["labels"]))
             self._tpu().wait_ready(name, self.startup_timeout or 1800.0)

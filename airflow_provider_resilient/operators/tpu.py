@@ -329,8 +329,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             queue_timeout=self.resilience_policy.queue_timeout_seconds, hang_timeout=self.hang_timeout,
             startup_timeout=self.startup_timeout, keep_node=self.keep_node, clock=lambda: self._clock(),
             fallback_zones=[f.zone for f in self.resilience_policy.fallbacks if f.zone],
-            maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps,
-            spare_poll_seconds=min(2.0, float(self.heartbeat_seconds)))
+            maintenance=self._maintenance_settings(), slices=self.slices, expect_steps=self.expect_steps)
 
     def _maintenance_settings(self) -> Any:
         """The pure :class:`~..supervisor.maintenance.MaintenanceSettings` of the operator's arguments."""

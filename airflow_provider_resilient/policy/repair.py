@@ -43,6 +43,12 @@ from .records import Attempt, Incident
 
 #: The actions after which the run's next attempt runs on a new node (a measure of a new node's cost).
 _NEW_NODE = frozenset({DecisionAction.RECREATE_NODE, DecisionAction.RESUBMIT})
+#: Seconds a workload may take to save on the SIGTERM of a maintenance event before a READY spare replaces its node in
+#: repair (deleting the node ends the save): the 30 s a Spot VM gets between its ACPI G2 Soft Off and the G3 Mechanical
+#: Off (Compute Engine, "Preemptible VM instances", preemption process,
+#: https://cloud.google.com/compute/docs/instances/preemptible#preemption-process); Cloud TPU documents no notice
+#: length of its own.
+NOTICE_SAVE_SECONDS = 30.0
 #: Two looks at a node in repair more than this many of the wait between them apart are two maintenance events
 #: (the node came back in between), not one.
 _SAME_EVENT_GAP = 3.0
@@ -144,15 +150,21 @@ def repair_outlook(history: Sequence[Attempt], now: float, *, spare_ready: bool 
     """Whether to re-create a node in repair (a MAINTENANCE_EVENT the ``maintenance-wait`` rule matched) now
     rather than wait, from the run's ``history`` (the failing attempt last) at ``now`` (epoch seconds), by the
     module's rules. None when no new node has been measured yet: the ``maintenance_wait`` budget alone decides.
-    ``spare_ready``: a spare node is READY for the next attempt (:mod:`..supervisor.spare`): re-create now -- the
-    next attempt starts on it at once, and a repair, however short, ends in the same boot and restore."""
+    ``spare_ready``: a spare node is READY for the next attempt (:mod:`..supervisor.spare`): re-create once the repair
+    has lasted :data:`NOTICE_SAVE_SECONDS` (the workload's save on the event's SIGTERM is not cut off by the node's
+    deletion) -- the next attempt starts on the spare at once, and a repair, however short, ends in the same boot
+    and restore."""
+    repairs, ongoing = earlier_repairs(history, now)
+    elapsed = 0.0 if ongoing is None else max(0.0, now - ongoing)
     if spare_ready:
-        return RepairOutlook(True, "a spare node is READY for the next attempt: taking it beats waiting any repair")
+        recreate = elapsed >= NOTICE_SAVE_SECONDS
+        return RepairOutlook(recreate, "a spare node is READY for the next attempt: " + (
+            "taking it beats waiting any repair" if recreate else
+            f"taking it once the workload had {NOTICE_SAVE_SECONDS:.0f} s to save on the notice "
+            f"({elapsed:.0f} s so far)"))
     new = new_node_seconds(history)
     if not new:
         return None
-    repairs, ongoing = earlier_repairs(history, now)
-    elapsed = 0.0 if ongoing is None else max(0.0, now - ongoing)
     node = statistics.fmean(new[-3:])  # the newest: this zone's and this hour's
     measured = f"a new node took {node:.0f} s in this run"
     if not repairs:

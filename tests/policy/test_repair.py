@@ -158,15 +158,19 @@ def test_a_second_maintenance_event_on_a_repaired_node_gets_the_whole_maintenanc
     assert 900 <= waited(decisions) < 1000
 
 
-def test_a_ready_spare_node_re_creates_a_node_in_repair_at_once_whatever_the_repairs_seen():
+def test_a_ready_spare_node_re_creates_a_node_in_repair_once_the_notice_save_had_its_time():
     """A READY spare (``supervisor.spare``) makes a new node cost nothing: even after short repairs, and with no new
-    node measured, the next attempt takes the spare at the first look at the repair."""
+    node measured, the next attempt takes the spare -- once the repair has lasted the 30 s a workload gets to save on
+    the event's SIGTERM (deleting the node would cut that save off)."""
     assert REPAIRING is not None
     short = with_repair(launched(new_node=120.0), T0 + 600, 60.0)
     for history in (short, (Attempt(1, "node-a1", started_at=T0),)):
-        outlook = repair_outlook(history, T0 + 2000, spare_ready=True)
+        first = decide(history, REPAIRING, T0 + 2000, spare_ready=True)  # the first look at this repair
+        assert first.action == W and "once the workload had 30 s to save" in first.reason
+        history = with_repair(history, T0 + 2000, 30.0)  # one look, 30 s ago
+        outlook = repair_outlook(history, T0 + 2030, spare_ready=True)
         assert outlook is not None and outlook.recreate and "spare node is READY" in outlook.why
-        decision = decide(history, REPAIRING, T0 + 2000, spare_ready=True)
-        assert decision.action == RN and "spare node is READY" in decision.reason
-        assert decide(history, REPAIRING, T0 + 2000).action == W  # without the spare: waited for
-    assert decide(short, REPAIRING, T0 + 2000, policy=RetryPolicy(weigh_repairs=False), spare_ready=True).action == W
+        decision = decide(history, REPAIRING, T0 + 2030, spare_ready=True)
+        assert decision.action == RN and "taking it beats waiting any repair" in decision.reason
+        assert decide(history, REPAIRING, T0 + 2030).action == W  # without the spare: waited for
+    assert decide(short, REPAIRING, T0 + 2030, policy=RetryPolicy(weigh_repairs=False), spare_ready=True).action == W
