@@ -318,9 +318,9 @@ class TPUNodeBackend:
         return spare_startup_script(self.spare_poll_seconds or SPARE_POLL_SECONDS)
 
     def _take_spare(self, name: str, body: dict[str, Any]) -> bool:
-        """Hand the spare ``name`` its attempt: its metadata gets the attempt's startup script (attribute
-        :data:`~..specs.tpu.ATTEMPT_SCRIPT_ATTRIBUTE`; the waiting script stays the node's startup script, so a
-        reboot finds the attempt's at once) and its labels the attempt's, then wait until it is READY. False when it
+        """Hand the spare ``name`` its attempt once it is READY: its metadata gets the attempt's startup script
+        (attribute :data:`~..specs.tpu.ATTEMPT_SCRIPT_ATTRIBUTE`; the waiting script stays the node's startup script,
+        so a reboot finds the attempt's at once) and its labels the attempt's. False when it
         cannot be taken -- gone, broken, not READY within the startup timeout: it is deleted (waited for) and the
         attempt's node is created as usual."""
         from concurrent.futures import TimeoutError as FutureTimeout
@@ -333,8 +333,10 @@ class TPUNodeBackend:
         metadata = {**body["metadata"], ATTEMPT_SCRIPT_ATTRIBUTE: body["metadata"]["startup-script"],
                     "startup-script": self._spare_script()}
         try:
-            self._tpu().hand_over(name, metadata, dict(body["labels"]))
+            # READY first: a spare still being created is waited for (it was requested before a create would be),
+            # and Cloud TPU updates a node's metadata once it exists.
             self._tpu().wait_ready(name, self.startup_timeout or 1800.0)
+            self._tpu().hand_over(name, metadata, dict(body["labels"]))
         except (gexc.GoogleAPICallError, RuntimeError, FutureTimeout) as exc:
             log.warning("Spare node %s cannot be taken (%s): deleting it and creating the node anew", name, exc)
             with contextlib.suppress(gexc.NotFound):

@@ -4,11 +4,12 @@ never left behind."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from airflow_provider_resilient.compat import AirflowFailException
+from airflow_provider_resilient.compat import AirflowFailException, TaskDeferred
 from airflow_provider_resilient.specs.common import LABEL_SPARE
 from airflow_provider_resilient.specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE
 from airflow_provider_resilient.testing.emulator_clients import tpu_client
@@ -206,3 +207,41 @@ def test_a_rebuilt_run_never_takes_its_spare_for_an_attempt(resilient_emulator, 
     assert [a["resource_name"].rsplit("/", 1)[1] for a in result["attempts"]] == [A1]
     assert created(resilient_emulator) == [A1, A2]
     assert sorted(deleted(resilient_emulator)) == sorted([A1, A2]) and nodes_left() == []
+
+
+def test_a_deferred_task_hands_its_spare_to_the_trigger_whose_kill_deletes_it(resilient_emulator, platform_time,
+                                                                              tmp_path):
+    """Deferred, the task waits in a TPUNodeTrigger; the trigger knows the spare (a serialized argument), so a kill of
+    the deferred task deletes the spare with the node."""
+    go = tmp_path / "go"
+    with pytest.raises(TaskDeferred) as deferred:
+        platform_time.drive(operator(f"while [ ! -e {go} ]; do sleep 0.05; done", deferrable=True,
+                                     spare_node="always", **PATIENT)).execute(context())
+    trigger = deferred.value.trigger
+    assert trigger.serialize()[1]["spare"].endswith(A2)
+    with platform_time.moving():  # on_kill's own hook waits on the wall clock
+        asyncio.run(asyncio.wait_for(trigger.on_kill(), 60.0))
+    assert sorted(deleted(resilient_emulator)) == sorted([A1, A2])
+    go.touch()
+
+
+def test_a_spare_gone_before_its_attempt_came_is_replaced_by_a_create(resilient_emulator, platform_time):
+    """Someone deletes the spare while attempt 1 trains; when attempt 1 is preempted, attempt 2's node is created as
+    usual, and nothing is left behind."""
+    resilient_emulator.add_fault({"kind": "preemption", "after_seconds": 150, "match": {"nth": 1}})
+    op = platform_time.drive(operator(FIRST_ATTEMPT_RUNS_UNTIL_STRUCK, spot=True, spare_node="always", **PATIENT))
+    gone: list[str] = []
+
+    def delete_the_spare_once_ready(seconds: float) -> None:
+        node = next((n for n in tpu_client().list_nodes(parent=ZONE) if n.name.endswith(A2)), None)
+        if not gone and node is not None and node.state.name == "READY":
+            tpu_client().delete_node(name=node.name)
+            gone.append(node.name)
+        platform_time.sleep(seconds)
+
+    op._sleep = delete_the_spare_once_ready  # type: ignore[method-assign]
+    result = op.execute(context())
+    assert gone and decisions(result) == [("preemption", "recreate_node")]
+    assert result["attempts"][1]["resource_name"].endswith(A2)
+    assert created(resilient_emulator).count(A2) == 2  # the spare, then attempt 2's own node
+    assert nodes_left() == []
