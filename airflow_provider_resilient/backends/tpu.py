@@ -212,6 +212,8 @@ class TPUNodeBackend:
         """Remember ``node_name`` (and its queued resource) as live: a kill deletes them."""
         from ..specs.tpu import queued_resource_name
 
+        if node_name != self.live_node:  # an announced window was the old node's
+            self.maintenance_due = None
         self.live_node = node_name
         self.live_queued = queued_resource_name(node_name) if self.queued_resource else None
 

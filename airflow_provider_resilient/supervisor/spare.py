@@ -126,12 +126,11 @@ def risk(state: RunState, now: float, settings: SpareSettings, *, maintenance_pe
 
 
 def last_interruption(state: RunState) -> float | None:
-    """When the run's latest interruption struck (epoch seconds): the latest incident of an attempt that ran (a
-    create refused for capacity says nothing of the next failure of a running node), or the latest attempt ended to
-    move off a maintenance window; None when none."""
+    """When the run's latest interruption struck (epoch seconds): the latest incident of an attempt that ran; None
+    when none. A create refused for capacity says nothing of the next failure of a running node, nor does a move off
+    an announced maintenance window (no incident: the window itself is the risk while it is pending)."""
     times = [incident.decision.decided_at for attempt in state.history if attempt.resource_name
              for incident in attempt.incidents if incident.decision.decided_at is not None]
-    times += [a.ended_at for a in state.history if a.ended_by == "maintenance" and a.ended_at is not None]
     return max(times) if times else None
 
 

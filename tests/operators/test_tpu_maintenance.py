@@ -250,3 +250,21 @@ def test_a_multislice_group_is_one_queued_resource_to_the_reconciler(resilient_e
     hook.delete_queued_resource(f"{ZONE}/queuedResources/grp")
     for node in nodes:
         hook.wait_gone(node.name, 60)
+
+
+def test_at_risk_makes_a_spare_once_a_window_is_announced_and_the_move_takes_it(resilient_emulator, platform_time):
+    """``spare_node="at_risk"``: the announced window puts the run at risk, so attempt 2's node is made while
+    attempt 1 trains, and the move before the window hands it attempt 2 instead of creating one."""
+    resilient_emulator.storage.create_bucket("tpu-ckpt")
+    announce(resilient_emulator)
+    op = operator(train_slowly(), maintenance_lead_seconds=LEAD, maintenance_policy="move", poll_interval=100.0,
+                  spare_node="at_risk", **PATIENT)
+    result = platform_time.drive(op).execute(context())
+    first, second = result["attempts"]
+    assert first["ended_by"] == "maintenance" and decisions(result) == []
+    calls = [(c.method, c.resource.rsplit("/", 1)[1]) for c in resilient_emulator.calls.list()
+             if c.method in ("CreateNode", "UpdateNode", "DeleteNode")]
+    assert calls.index(("CreateNode", A2)) < calls.index(("DeleteNode", A1))  # made before the move
+    assert ("UpdateNode", A2) in calls and created(resilient_emulator) == [A1, A2]  # taken; no spare after it
+    assert second["resumed_from_step"] > 3
+    assert nodes_left() == [] and resilient_emulator.tpu.processes() == []
