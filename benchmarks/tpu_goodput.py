@@ -93,6 +93,7 @@ from airflow_provider_resilient.goodput import (
 )
 from airflow_provider_resilient.hooks import tpu as tpu_hooks
 from airflow_provider_resilient.policy import RetryPolicy
+from airflow_provider_resilient.policy import repair as repair_rules
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
 
 PROJECT = "bench-project"
@@ -120,6 +121,7 @@ BILLED = {"READY", "REPAIRING"}
 #: The hook's long-running-operation polls in real seconds (first, most), before :func:`scale_operation_polls`.
 OPERATION_POLLS = (tpu_hooks.OPERATION_POLL_SECONDS, tpu_hooks.OPERATION_POLL_MAX_SECONDS)
 SPARE_POLL = tpu_backend.SPARE_POLL_SECONDS
+NOTICE_SAVE = repair_rules.NOTICE_SAVE_SECONDS
 #: The exit code guest attribute a baseline's startup script writes (namespace/key).
 EXIT_ATTRIBUTE = "bench/exit"
 REPORT_EXIT = ("python3 -c 'import os, sys, urllib.request as u; u.urlopen(u.Request(\"http://\" + "
@@ -269,7 +271,8 @@ def sample_machine_time(emulator: Emulator, totals: dict[str, float], scale: flo
 
 
 def scale_operation_polls(scale: float) -> None:
-    """Ours' hook polls a create's or a deletion's long-running operation every 1 s growing to 5 s *real* seconds
+    """Ours' waits that are the platform's, not the policy's, scaled to the emulator's time. Ours' hook polls a
+    create's or a deletion's long-running operation every 1 s growing to 5 s *real* seconds
     (``hooks.tpu.OPERATION_POLL_SECONDS`` ... ``OPERATION_POLL_MAX_SECONDS``): on the emulator's compressed time
     that is 50 s to 250 s of the platform's time at scale 0.02, which would charge ours a create's READY up to
     minutes late that a real run sees within 5 s. Scaled like every other wait of the benchmark (the
@@ -277,6 +280,8 @@ def scale_operation_polls(scale: float) -> None:
     tpu_hooks.OPERATION_POLL_SECONDS = OPERATION_POLLS[0] * scale
     tpu_hooks.OPERATION_POLL_MAX_SECONDS = OPERATION_POLLS[1] * scale
     tpu_backend.SPARE_POLL_SECONDS = SPARE_POLL * scale  # a spare's startup script asks every 2 s of the platform
+    # A READY spare replaces a node in repair once the workload had 30 s of the platform to save on the notice.
+    repair_rules.NOTICE_SAVE_SECONDS = NOTICE_SAVE * scale
 
 
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:
