@@ -263,11 +263,11 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
 
         settings = self._spare_settings()
         backend = self._backend()
+        if settings.when == "never" and not backend.spare:
+            return  # (no read of the task state store per look for the runs that hold none)
         held = self._store.spare(context)
         if held is None and backend.spare:  # found by this process (its attempt's name, a rebuilt run)
             held = Spare(backend.spare, backend.spare_attempt or 0, self._clock())
-        if held is None and settings.when == "never":
-            return
         before, now = held, self._clock()
         held, command = tend_spare(state, held, now, settings, maintenance_pending=backend.maintenance_due is not None)
         ended = "taken" if before is not None and held is None else None
@@ -281,8 +281,15 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             if backend.submit_spare(spec, command.reason):
                 held = Spare(backend.node_name(spec), command.attempt, self._clock())
         elif isinstance(command, ReleaseSpare):
+            from google.api_core import exceptions as gexc
+
             self.log.info("Releasing spare node %s: %s", command.name, command.reason)
-            backend.release_spare(command.name, command.reason)
+            try:
+                backend.release_spare(command.name, command.reason)
+            except gexc.GoogleAPICallError as exc:  # the run goes on; the next look, or the reconciler, deletes it
+                self.log.warning("Spare node %s not deleted yet (%s): asked again at the next look, and the "
+                                 "reconciler deletes it once the task is over", command.name, exc)
+                return
             self._store.keep_spare(context, None, ended="released", now=now)
             return
         if held != before:
