@@ -94,6 +94,7 @@ from airflow_provider_resilient.goodput import (
 from airflow_provider_resilient.hooks import tpu as tpu_hooks
 from airflow_provider_resilient.policy import RetryPolicy
 from airflow_provider_resilient.policy import repair as repair_rules
+from airflow_provider_resilient.specs.common import LABEL_SPARE
 from airflow_provider_resilient.testing.emulator import Emulator, EmulatorConfig
 
 PROJECT = "bench-project"
@@ -258,7 +259,8 @@ def run_baseline(outcome: Outcome, way: str, accelerator: str, script: str, poll
 
 def sample_machine_time(emulator: Emulator, totals: dict[str, float], scale: float, stop: threading.Event,
                         every: float = 0.1) -> None:
-    """Add host-seconds (platform seconds) of every billed node (:data:`BILLED` states) to its way's total."""
+    """Add host-seconds (platform seconds) of every billed node (:data:`BILLED` states) to its way's total, and those
+    of a spare node still waiting for its attempt (label ``resilient-spare``) to ``<way> spare`` as well."""
     last = time.monotonic()
     while not stop.wait(every):
         now = time.monotonic()
@@ -266,7 +268,10 @@ def sample_machine_time(emulator: Emulator, totals: dict[str, float], scale: flo
             for run in emulator.tpu.nodes.values():
                 way = run.node.labels.get("bench-way")
                 if way and run.node.state.name in BILLED:
-                    totals[way] = totals.get(way, 0.0) + len(run.workers) * (now - last) / scale
+                    billed = len(run.workers) * (now - last) / scale
+                    totals[way] = totals.get(way, 0.0) + billed
+                    if run.node.labels.get(LABEL_SPARE) == "true":
+                        totals[f"{way} spare"] = totals.get(f"{way} spare", 0.0) + billed
         last = now
 
 
@@ -378,6 +383,10 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         saves, kept = notice_saves(emulator, every, step_seconds)
         result["notice_saves"], result["notice_kept_seconds"] = saves, kept
         result["handed_intervals"] = handed_intervals(emulator, s)
+        result["spare_host_seconds"] = machine.get("ours spare", 0.0)
+        if a.spare != "never":
+            print(f"Spare nodes: ours' spares waited {result['spare_host_seconds']:.0f} host-s of its "
+                  f"{machine.get('ours', 0.0):.0f} (READY, before an attempt took them or they were released)")
         if a.calls is not None:  # the emulator's record of every API call, for a timeline of where time went
             a.calls.mkdir(parents=True, exist_ok=True)
             (a.calls / f"calls-{a.seed}.json").write_text(json.dumps([c.to_dict() for c in emulator.calls.list()]))
