@@ -10,7 +10,12 @@
   ``--no-notice-checkpoint``: off). From its second attempt on it checkpoints at the interval the operator hands it
   (``--handed-interval``; ``--fixed-interval``: the trace's Young/Daly interval throughout, as the other ways):
   Young/Daly for the failures that lose progress, which the run measures (``goodput.advice``: an interruption a
-  save on notice covered loses none). The baselines run the same workload, whose VMs have no helper to ask it.
+  save on notice covered loses none). It holds a spare node while the run is at risk (``spare_node="at_risk"``,
+  ``spare_risk_seconds`` 600: for 600 s after each interruption; ``--spare never|at_risk|always``,
+  ``--spare-risk``): the next attempt takes it instead of a create, and a node in repair is replaced by it once the
+  workload had 30 s to save on the notice. Its machine time counts in ours' host-s (the trace's failures strike the
+  node an attempt runs on, not a waiting spare). The baselines run the same workload, whose VMs have no helper to
+  ask it.
 * **recreate loop** -- the recovery script of Cloud TPU's "Manage maintenance events with Cloud TPU Pods"
   (https://cloud.google.com/tpu/docs/maintenance-events; "a recovery script to detect the TPU's state and delete
   and re-create the TPU"): it polls the node; a TERMINATED or PREEMPTED node, or a workload that exited non-zero (its
@@ -417,12 +422,13 @@ def main() -> int:
     parser.add_argument("--fixed-interval", dest="handed_interval", action="store_false",
                         help="ours' workload keeps the Young/Daly interval of the trace, as the other ways, instead of "
                              "the interval the operator hands it (--handed-interval)")
-    parser.add_argument("--spare", choices=("never", "at_risk", "always"), default="never",
-                        help="ours' spare_node: the next attempt's node made before it is needed (its machine time "
-                             "counts in ours' host-s; the trace's failures strike the node an attempt runs on, not a "
-                             "spare)")
-    parser.add_argument("--spare-risk", type=float, default=3600.0,
-                        help="ours' spare_risk_seconds with --spare at_risk, platform seconds")
+    parser.add_argument("--spare", choices=("never", "at_risk", "always"), default="at_risk",
+                        help="ours' spare_node (default at_risk): the next attempt's node made before it is needed "
+                             "(its machine time counts in ours' host-s; the trace's failures strike the node an "
+                             "attempt runs on, not a spare)")
+    parser.add_argument("--spare-risk", type=float, default=600.0,
+                        help="ours' spare_risk_seconds with --spare at_risk, platform seconds (default 600: a third "
+                             "of the trace's MTBF of 1800 s; see RESULTS.md for what it saves and costs)")
     parser.add_argument("--calls", type=Path, help="write each seed's emulator API call record (method, resource, "
                                                   "code, epoch time) to DIR/calls-SEED.json")
     parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "
