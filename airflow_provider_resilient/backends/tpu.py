@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..policy import Attempt, Failure, FailureClass, Platform
+from ..policy import Attempt, Failure, Platform
 from ..supervisor import Ended, JobFailed, MoveOff, RunState, SubmitFailed, Submitted
 from ..supervisor.maintenance import MaintenanceSettings
 from ..supervisor.observe import Limits, Look
@@ -410,8 +410,7 @@ class TPUNodeBackend:
         if judged.failed is not None and judged.failure is not None:  # its reason's entry may have come since
             late = self._new_audits(slices[judged.failed], judge, started_at, name)
             result = node_failure(judged.failure, late, now, slices, judged.failed, judged.stopped)
-            if isinstance(result, JobFailed) and result.failure.failure_class == FailureClass.MAINTENANCE_EVENT \
-                    and self._spare_ready():
+            if isinstance(result, JobFailed) and self._spare_ready():  # the policy weighs it (a node in repair)
                 result = replace(result, spare_ready=True)
             return result
         if judged.result is not None:
