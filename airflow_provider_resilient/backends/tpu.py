@@ -163,8 +163,6 @@ class TPUNodeBackend:
         self.spare: str | None = None
         #: The attempt :attr:`spare` was made for, when this process found it (:meth:`find`, :meth:`rebuild`).
         self.spare_attempt: int | None = None
-        #: The spare :meth:`find` found at the attempt's name (its startup script waiting): :meth:`submit` takes it.
-        self._spare_found: str | None = None
         self.expect_steps = expect_steps
         self.project_id = project_id
         self.zone = zone
@@ -233,7 +231,7 @@ class TPUNodeBackend:
             else:
                 node = self._tpu().get_node(name)
                 if dict(node.labels).get(LABEL_SPARE) == "true":  # a spare waiting for this attempt: submit takes it
-                    self._spare_found = self.spare = name
+                    self.spare = name
                     self.spare_attempt = spec.attempt
                     return None
                 state = node.state.name
@@ -256,7 +254,7 @@ class TPUNodeBackend:
         self.watching(name)  # before the call: a kill during it deletes what it made
         started = self.clock()
         resumed = f"resuming from step {spec.resume_step}" if spec.resume_uri else "from scratch"
-        if name == self._spare_found and self._take_spare(name, body):
+        if name == self.spare and self._take_spare(name, body):  # find saw it waiting at this attempt's name
             # The failed node's deletion (it runs nothing) goes on; the next create waits for it (_wait_deleted).
             log.info("Attempt %d: spare node %s (%s in %s) taken, READY after %.0f s, %s", spec.attempt, name,
                      accelerator, zone, self.clock() - started, resumed)
@@ -331,7 +329,6 @@ class TPUNodeBackend:
 
         from ..specs.tpu import ATTEMPT_SCRIPT_ATTRIBUTE
 
-        self._spare_found = None
         metadata = {**body["metadata"], ATTEMPT_SCRIPT_ATTRIBUTE: body["metadata"]["startup-script"],
                     "startup-script": self._spare_script()}
         try:
@@ -371,8 +368,6 @@ class TPUNodeBackend:
         release_all(self._tpu(), [Release(OwnedResource(name, "tpu_node", None), f"spare: {reason}")], None)
         if self.spare == name:
             self.spare = None
-        if self._spare_found == name:
-            self._spare_found = None
 
     def slice_names(self, name: str) -> list[str]:
         """The nodes of the attempt ``name``: itself, or for a multislice group (``slices`` > 1) the queued
