@@ -183,9 +183,14 @@ def _indexable(node: Comparison) -> bool:
 def index_key(value: Any) -> tuple[str, Any]:
     """How an index files a scalar so that ``=`` finds it: numbers by exact value (``42`` and ``"42.0"`` are equal
     to a filter and share a key, as ``int`` and ``float`` hash alike), booleans as ``true``/``false``, the rest as
-    their text."""
+    their text -- but any spelling of ``true`` / ``false`` as the lower-case one, since a boolean equals its name in
+    any case (``v="FALSE"`` finds ``False``; a string ``"FALSE"`` shares the key: colliding keys only widen a
+    lookup)."""
     number = _to_number(value)
-    return ("number", number) if number is not None else ("text", _text(value))
+    if number is not None:
+        return "number", number
+    text = _text(value)
+    return "text", text.lower() if text.lower() in ("true", "false") else text
 
 
 def _tokenize(text: str) -> list[_Token]:
