@@ -59,3 +59,32 @@ def submit(client: Any, resilient_emulator: Any) -> Any:
 
 
 PYTHON = sys.executable
+
+
+# ------------------------------------------------------------------ the real Pub/Sub clients on the emulator
+@pytest.fixture
+def channel(resilient_emulator: Any) -> Any:
+    """A plain-text gRPC channel to the emulator, closed after the test."""
+    import grpc
+
+    channel = grpc.insecure_channel(resilient_emulator.address)
+    yield channel
+    channel.close()
+
+
+@pytest.fixture
+def publisher(channel: Any) -> Any:
+    """The real ``google.pubsub_v1.PublisherClient`` on the emulator."""
+    from google.pubsub_v1 import PublisherClient
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+    return PublisherClient(transport=PublisherGrpcTransport(channel=channel))
+
+
+@pytest.fixture
+def subscriber(channel: Any) -> Any:
+    """The real ``google.pubsub_v1.SubscriberClient`` on the emulator."""
+    from google.pubsub_v1 import SubscriberClient
+    from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+
+    return SubscriberClient(transport=SubscriberGrpcTransport(channel=channel))

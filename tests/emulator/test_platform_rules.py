@@ -53,8 +53,13 @@ def test_replica_output_is_in_cloud_logging_as_vertex_ai_ships_it(submit, resili
     by_task: dict[str, list[str]] = {}
     for entry in entries:
         by_task.setdefault(entry.resource.labels["task_name"], []).append(entry.payload)
+        if entry.resource.labels["task_name"] == "service":  # the service's own entries (test_logging_sinks.py)
+            assert entry.log_name == f"projects/{project}/logs/ml.googleapis.com%2F{job_id}"
+            continue
         assert entry.log_name == f"projects/{project}/logs/{entry.resource.labels['task_name']}"
         assert entry.severity == "INFO" and entry.resource.labels["project_id"] == project
+    assert by_task.pop("service") == ["The replica workerpool0-0 exited with a non-zero status of 139. "
+                                      "Termination reason: Error.", "Job completed successfully."]
     # One line per run of the worker that got as far as printing (the retry may kill a run before it prints).
     assert set(by_task["workerpool1-0"]) == {"worker ready"}
     assert 1 <= len(by_task["workerpool1-0"]) <= starts(resilient_emulator, job.name, "workerpool1-0")

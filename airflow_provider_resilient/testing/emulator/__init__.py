@@ -1,7 +1,8 @@
 """A local Google Cloud that the real client libraries talk to unchanged, for tests and offline runs.
 
-* :class:`Emulator` -- Vertex AI JobService (CustomJob, HyperparameterTuningJob) over gRPC,
-  ``google.longrunning.Operations``, Cloud Storage (gcp-storage-emulator), a lifecycle engine that runs
+* :class:`Emulator` -- Vertex AI JobService (CustomJob, HyperparameterTuningJob) over gRPC, Cloud Logging (with
+  sinks that route entries to Pub/Sub), Cloud Pub/Sub (:mod:`.pubsub`), ``google.longrunning.Operations``, Cloud
+  Storage (gcp-storage-emulator), a lifecycle engine that runs
   each replica's command as a local process and fails the way Google documents its jobs and nodes failing, and
   a control API (Python and HTTP).
 * :class:`FaultPlan` / :class:`Fault` -- declarative fault injection (:mod:`.faults`).

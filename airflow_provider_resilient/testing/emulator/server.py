@@ -1,5 +1,9 @@
 """The emulator as one object: gRPC services, Cloud Storage, the lifecycle engine and the control API.
 
+The gRPC port serves Vertex AI's JobService, Cloud TPU, Cloud Logging (entries and sinks), Cloud Pub/Sub
+(Publisher, Subscriber) and ``google.longrunning.Operations``. Cloud Logging's sinks route entries to topics of
+:attr:`Emulator.pubsub` (the LogStore's router is the Pub/Sub store's ``publish``).
+
 The in-process pytest fixture, the standalone command and the demo all use :class:`Emulator`::
 
     with Emulator(fault_plan=FaultPlan.load("faults.yaml"), config=EmulatorConfig(time_scale=0.01)) as emu:
@@ -110,10 +114,14 @@ class Emulator:
         self._stop = threading.Event()
         self._engine: threading.Thread | None = None
         from .cloud_logging.service import LogStore
+        from .pubsub.service import PubSubStore
         from .tpu.service import TPU_SERVICE, TpuService
         from .vertex.service import VertexService
 
-        self.logging = LogStore(self.clock.now, faults=self.faults)
+        #: Cloud Pub/Sub's topics and subscriptions (:mod:`.pubsub`), served on :attr:`address`; Cloud Logging's
+        #: sinks publish the entries they route through it.
+        self.pubsub = PubSubStore(self.clock)
+        self.logging = LogStore(self.clock.now, faults=self.faults, router=self.pubsub.publish)
         self.vertex = VertexService(self.config, self.faults, self.operations, self.work_dir, self.workload_env,
                                     self.ensure_bucket, self.storage_filesystem, self.clock, logs=self.logging)
 
@@ -146,7 +154,8 @@ class Emulator:
 
         import grpc
 
-        from .cloud_logging.wire import logging_service_handler
+        from .cloud_logging.wire import config_service_handler, logging_service_handler
+        from .pubsub.wire import publisher_handler, subscriber_handler
         from .tpu.wire import locations_handler, tpu_service_handler, tpu_v2alpha1_handler
         from .vertex.wire import job_service_handler
         from .wire import operations_handler
@@ -164,6 +173,9 @@ class Emulator:
                                              tpu_v2alpha1_handler(self.tpu, self.calls),
                                              locations_handler(self.calls),
                                              logging_service_handler(self.logging, self.calls),
+                                             config_service_handler(self.logging, self.calls),
+                                             publisher_handler(self.pubsub, self.calls),
+                                             subscriber_handler(self.pubsub, self.calls),
                                              operations_handler(self.operations, self.calls)))
         self.port = self._grpc.add_insecure_port(f"{self.host}:{self._port}")
         self._grpc.start()
@@ -190,6 +202,7 @@ class Emulator:
         self.vertex.shutdown()
         self.tpu.shutdown()
         self.modelarts.shutdown()
+        self.pubsub.shutdown()  # waiting pulls answer at once instead of holding the server's threads
         if self._modelarts is not None:
             self._modelarts.stop()
             self._modelarts = None
@@ -259,6 +272,7 @@ class Emulator:
             left -= step
             self._tick()
             if left <= 0:
+                self.pubsub.wake()  # an ack deadline may be over: waiting pulls look again
                 return
 
     # ------------------------------------------------------------------ addresses and environment
@@ -378,12 +392,14 @@ class Emulator:
         return self.secrets.add(secret, value)
 
     def reset(self, fault_plan: FaultPlan | None = None) -> None:
-        """Forget jobs, calls, faults and secrets; kill replica processes; optionally load a new plan."""
+        """Forget jobs, calls, faults, secrets, log entries, sinks, topics and subscriptions; kill replica
+        processes; optionally load a new plan."""
         self.secrets.clear()
         self.vertex.reset()
         self.tpu.reset()
         self.modelarts.reset()
         self.logging.reset()
+        self.pubsub.reset()
         self.calls.clear()
         self.operations.clear()
         self.faults.reset(fault_plan)

@@ -17,12 +17,17 @@ from .errors import EmulatorError
 
 @dataclass(frozen=True)
 class Method:
-    """One RPC: the verb, how to read the request and write the reply, and a request summary."""
+    """One RPC: the verb, how to read the request and write the reply, and a request summary.
 
-    verb: Callable[[Any], Any]
+    ``with_context``: the verb is called as ``verb(request, context)`` with the ``grpc.ServicerContext`` (for an
+    RPC that needs the call's deadline, e.g. Pub/Sub's blocking ``Pull``); otherwise as ``verb(request)``.
+    """
+
+    verb: Callable[..., Any]
     request_deserializer: Callable[[bytes], Any]
     response_serializer: Callable[[Any], bytes]
     summary: Callable[[Any], tuple[str, str]]  # request -> (one-line summary, resource name)
+    with_context: bool = False
 
 
 def generic_handler(service: str, methods: dict[str, Method], calls: CallLog) -> Any:
@@ -36,7 +41,7 @@ def generic_handler(service: str, methods: dict[str, Method], calls: CallLog) ->
             except Exception:  # a summary must never break the call
                 summary, resource = "", ""
             try:
-                reply = method.verb(request)
+                reply = method.verb(request, context) if method.with_context else method.verb(request)
             except EmulatorError as exc:
                 calls.add(CallRecord(name, summary, resource, exc.code_name, calls.clock()))
                 context.abort(getattr(grpc.StatusCode, exc.code_name), exc.message)

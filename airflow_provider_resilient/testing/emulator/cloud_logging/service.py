@@ -29,11 +29,20 @@ Theory of operation:
   ``severity`` is always present (``DEFAULT`` when unset) so ``severity=DEFAULT`` and ``severity<...`` work.
 * Filters from the high-level ``google.cloud.logging.Client`` carry ``timestamp>="...+0000"`` (strftime's
   ``%z``, no colon); the filter language reads that offset form too.
+* Sinks (:attr:`LogStore.sinks`, a :class:`~.sinks.SinkStore`) route what ``write_log_entries`` stores, as Cloud
+  Logging routes each entry it receives ("Route logs to supported destinations",
+  https://cloud.google.com/logging/docs/export/configure_export_v2): once the entries are stored, and outside the
+  store's lock, each entry that a sink with a Pub/Sub destination matches is handed to :attr:`LogStore.router` as
+  ``(topic, data, attributes)`` (:func:`~.sinks.pubsub_message`: the entry in JSON and its timestamp). The store
+  knows nothing of Pub/Sub: the emulator wires the router to its Pub/Sub's ``publish``; without a router (a
+  LogStore alone) nothing is routed. A topic that does not exist, or any other error of the router, drops the
+  entry for that sink (Cloud Logging records a sink error; here a debug line) and never fails the write.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -41,9 +50,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import InvalidArgument, Unavailable
+from ..errors import EmulatorError, InvalidArgument, Unavailable
 from ..faults import GET_KINDS
 from ..filters import FilterError, compile_filter, index_key, required_values
+from .sinks import SinkStore, pubsub_message
 
 __all__ = ["ACTIVITY_LOG", "AUDIT_LOG_TYPE", "SYSTEM_EVENT_LOG", "LogStore"]
 
@@ -56,6 +66,11 @@ MAX_LOG_ID = 512
 _PARENT = re.compile(r"(projects|organizations|folders|billingAccounts)/[^/]+")
 _LOG_NAME = re.compile(r"((?:projects|organizations|folders|billingAccounts)/[^/]+)/logs/(.+)")
 _ORDER = {"": False, "timestamp asc": False, "timestamp desc": True}
+
+log = logging.getLogger(__name__)
+
+#: Where routed entries go: ``(topic, data, attributes)`` -> anything (the emulator's ``PubSubStore.publish``).
+Router = Callable[[str, bytes, dict[str, str]], Any]
 
 
 def _types() -> Any:
@@ -82,11 +97,17 @@ class LogStore:
     Args:
         clock: returns the current time (aware datetime); used for default timestamps,
             ``receive_timestamp`` and relative filter times (``now-24h``).
+        faults: a FaultBook: ``unavailable`` faults with ``service: logging``.
+        router: where the entries that sinks route go, as ``router(topic, data, attributes)`` (module
+            docstring); None: nowhere. May be set later (:attr:`router`).
     """
 
-    def __init__(self, clock: Callable[[], datetime] = _now, faults: Any = None) -> None:
+    def __init__(self, clock: Callable[[], datetime] = _now, faults: Any = None, router: Router | None = None) -> None:
         self.clock = clock
         self.faults = faults  # a FaultBook: ``unavailable`` faults with ``service: logging``
+        self.router = router
+        #: The sinks (ConfigServiceV2's CreateSink ...): which stored entries go to which Pub/Sub topic.
+        self.sinks = SinkStore(clock)
         self._lock = threading.Lock()
         self._entries: list[_Stored] = []
         #: The entries by ``logName``, ``resource.type`` and each ``resource.labels`` value (:func:`_index_keys`),
@@ -96,10 +117,11 @@ class LogStore:
         self._seq = itertools.count(1)
 
     def reset(self) -> None:
-        """Forget every entry."""
+        """Forget every entry and every sink."""
         with self._lock:
             self._entries.clear()
             self._index.clear()
+        self.sinks.reset()
 
     # ------------------------------------------------------------------ verbs
     def write_log_entries(self, log_name: str = "", resource: Any = None, labels: Mapping[str, str] | None = None,
@@ -114,8 +136,9 @@ class LogStore:
             partial_success: write the valid entries even if some are invalid (the call still fails).
             dry_run: validate only.
 
-        Returns the stored entries (copies). Raises InvalidArgument for no entries, or an entry without a
-        valid log name or a resource (naming each bad entry by index).
+        Returns the stored entries (copies), after handing those that sinks match to :attr:`router` (module
+        docstring). Raises InvalidArgument for no entries, or an entry without a valid log name or a resource
+        (naming each bad entry by index).
         """
         types = _types()
         entries = list(entries)
@@ -143,6 +166,7 @@ class LogStore:
                 self._entries.append(stored)
                 for key in _index_keys(view):
                     self._index.setdefault(key, []).append(stored)
+        self._route([view for _, view in ready])
         if errors:
             raise InvalidArgument("Log entries with invalid fields: " + "; ".join(errors))
         return [_copy(entry) for entry, _ in ready]
@@ -235,6 +259,25 @@ class LogStore:
         return self.write_log_entries(entries=[entry])[0]
 
     # ------------------------------------------------------------------ helpers
+    def _route(self, views: list[dict[str, Any]]) -> None:
+        """Hand each stored entry (by its filter view) to :attr:`router` once per sink that routes it; never
+        raises. Called outside the store's lock."""
+        router = self.router
+        if router is None:
+            return
+        for view in views:
+            topics = self.sinks.destinations(view)
+            if not topics:
+                continue
+            data, attributes = pubsub_message(view)
+            for topic in topics:
+                try:
+                    router(topic, data, dict(attributes))
+                except EmulatorError as exc:  # e.g. NotFound: the sink's topic does not exist
+                    log.debug("sink to %s dropped entry %s: %s", topic, view.get("insertId"), exc.message)
+                except Exception:  # a router's own bug must not fail the write
+                    log.warning("sink to %s dropped entry %s", topic, view.get("insertId"), exc_info=True)
+
     def _complete(self, entry: Any, log_name: str, resource: Any, labels: Mapping[str, str],
                   now: datetime) -> str:
         """Fill ``entry`` from the request defaults in place; return a problem, or "" when it is valid."""

@@ -12,6 +12,12 @@ tick with the current monotonic time. It moves through internal phases::
                    \\-> failing     \\-> EXPIRED (scheduling.timeout)
     any -> cancelling -> CANCELLED
 
+The Vertex AI service's own entries in the job's logs (log ``ml.googleapis.com%2F<job_id>``, resource ``ml_job``
+with ``task_name`` ``service``; :meth:`JobRun._service_entry`): an ERROR entry for each replica that exits with a
+non-zero status -- the sentence the job's error carries for that exit, written as the replica exits, whether the job
+then fails, is retried or restarts the replica in place -- and an INFO entry when the job ends
+(:data:`END_TEXTS`). A Cloud Logging sink can route them to Pub/Sub as they are written.
+
 Platform rules (configurable in :class:`~..config.PlatformRules`): a user-code exit with 6/134/11/139
 retries the job up to 3 times; any other user-code exit fails it ("common error", permanent); an
 out-of-memory kill fails it with the "ran out of memory" text; a lost worker (``worker_failure``) is
@@ -88,6 +94,10 @@ def written_step(prefix: str, fs: Any = None) -> int | None:
     return None
 
 
+#: The text of the Vertex AI service's INFO entry when a job reaches each terminal state (:meth:`JobRun._finish`).
+END_TEXTS = {"SUCCEEDED": "Job completed successfully.", "FAILED": "Job failed.", "CANCELLED": "Job was cancelled.",
+             "EXPIRED": "Job expired."}
+
 #: Real seconds between two shipments of a job's replica output to Cloud Logging: each line's entry is stamped
 #: within this of when it was written (0.05 s real = 2.5 platform seconds at the benchmarks' time scale 0.02, under
 #: half a benchmark step).
@@ -112,6 +122,9 @@ class JobRun:
         checkpoint_prefix: ``AIP_CHECKPOINT_DIR``, watched for ``at_step`` faults.
         log_sink: ``(replica, lines)``: ships the replicas' output to Cloud Logging, as Vertex AI does
             (:meth:`_ship_logs`); None: kept in the log files only.
+        service_log: ``(severity, text)``: writes one entry of the Vertex AI service about the job
+            (:meth:`_service_entry`: an ERROR entry per non-zero replica exit, an INFO entry when the job ends);
+            None: none are written.
     """
 
     job: Any
@@ -139,6 +152,7 @@ class JobRun:
     starts: dict[str, int] = field(default_factory=dict)  # replica -> processes started (for fault draws)
     log_offsets: dict[str, int] = field(default_factory=dict)
     log_sink: Callable[[str, list[str]], None] | None = None
+    service_log: Callable[[str, str], None] | None = None
     shipped: dict[str, int] = field(default_factory=dict)  # replica -> bytes of its log file shipped
     last_shipping: float = 0.0
     logs_closed: bool = False  # the job ended and its last lines were shipped
@@ -306,12 +320,24 @@ class JobRun:
         if now >= self.next_at:
             self._finish("SUCCEEDED", 0, "")
 
+    def _service_entry(self, severity: str, text: str) -> None:
+        """One entry of the Vertex AI service in the job's logs (:attr:`service_log`); never raises."""
+        if self.service_log is None:
+            return
+        try:
+            self.service_log(severity, text)
+        except Exception:  # Cloud Logging's trouble is never the job's
+            log.warning("emulator: the service entry of %s was not written", self.name, exc_info=True)
+
     def _finish(self, state: str, code: int, message: str) -> None:
+        """The one place a run reaches a terminal state (SUCCEEDED, FAILED, CANCELLED, EXPIRED); writes the INFO
+        service entry :data:`END_TEXTS` gives for it."""
         self.kill_all()
         if code:
             self.job.error = {"code": code, "message": message}
         self._set_state(state)
         self.phase = "done"
+        self._service_entry("INFO", END_TEXTS[state])
 
     def _fail(self, now: float, code: int, message: str, state: str = "FAILED") -> None:
         """The error appears on the job about a minute after it ends (Vertex AI, "Understand the custom training
@@ -446,14 +472,17 @@ class JobRun:
                 return
 
     def _on_exit(self, now: float, name: str, exit_: Exit) -> bool:
-        """Apply the platform rules to a replica's non-zero exit; True when the phase changed."""
+        """Apply the platform rules to a replica's non-zero exit; True when the phase changed. Whatever follows
+        (the job fails, is retried, or the replica is restarted in place), the service writes one ERROR entry with
+        the sentence the job's error carries for this exit."""
         rules = self.config.platform
         no_retries = self._disable_retries()
         reason = "StartError" if exit_.cause == "start" else "Error"
         message = f"The replica {name} exited with a non-zero status of {exit_.code}. Termination reason: {reason}."
+        out_of_memory = f"The replica {name} ran out of memory and exited with a non-zero status of {exit_.code}."
+        self._service_entry("ERROR", out_of_memory if exit_.cause == "oom" else message)
         if exit_.cause == "oom":
-            self._fail(now, self.config.rpc_codes.out_of_memory,
-                       f"The replica {name} ran out of memory and exited with a non-zero status of {exit_.code}.")
+            self._fail(now, self.config.rpc_codes.out_of_memory, out_of_memory)
             return True
         if exit_.cause == "infra":
             restarts = self.worker_restarts.get(name, 0)

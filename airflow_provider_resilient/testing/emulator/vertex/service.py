@@ -30,6 +30,14 @@ from .tuning import TERMINAL, TuningRun
 
 log = logging.getLogger(__name__)
 
+#: The log of a job's service entries, before the job id (``ml.googleapis.com/<job_id>``, URL-encoded).
+SERVICE_LOG_ID = "ml.googleapis.com%2F"
+
+
+def _log_target(job_name: str) -> tuple[str, str]:
+    """(project, job id) of a job's Cloud Logging entries: ``projects/P/locations/L/customJobs/ID`` -> (P, ID); a
+    trial's (``.../hyperparameterTuningJobs/ID/trials/N``) -> (P, the tuning job's ID)."""
+    return job_name.split("/")[1], job_name.split("/trials/")[0].rsplit("/", 1)[-1]
 
 
 def _types() -> Any:
@@ -95,8 +103,7 @@ class VertexService:
         ``ml.googleapis.com/trial_id``. None without :attr:`logs`."""
         if self.logs is None:
             return None
-        store, project = self.logs, job_name.split("/")[1]
-        job_id = job_name.split("/trials/")[0].rsplit("/", 1)[-1]
+        store, (project, job_id) = self.logs, _log_target(job_name)
         labels = {"ml.googleapis.com/trial_id": trial_id} if trial_id else None
 
         def ship(replica: str, lines: list[str]) -> None:
@@ -105,6 +112,28 @@ class VertexService:
                                     [{"text_payload": line, "severity": "INFO"} for line in lines])
 
         return ship
+
+    def service_log(self, job_name: str, trial_id: str | None = None) -> Callable[[str, str], None] | None:
+        """What writes the Vertex AI service's own entries about a job (``(severity, text)``: a replica's non-zero
+        exit, the job's end; :class:`~.runs.JobRun` says when): one entry in log
+        ``projects/P/logs/ml.googleapis.com%2F<job_id>``, resource ``ml_job`` with labels ``project_id``,
+        ``job_id`` (a trial's: its tuning job's) and ``task_name`` = ``service``; a trial's entry carries label
+        ``ml.googleapis.com/trial_id``, as :meth:`log_sink`'s do. The writer never raises (a failed write is
+        logged). None without :attr:`logs`."""
+        if self.logs is None:
+            return None
+        store, (project, job_id) = self.logs, _log_target(job_name)
+        labels = {"ml.googleapis.com/trial_id": trial_id} if trial_id else None
+        resource = {"type": "ml_job", "labels": {"project_id": project, "job_id": job_id, "task_name": "service"}}
+
+        def write(severity: str, text: str) -> None:
+            try:
+                store.write_log_entries(f"projects/{project}/logs/{SERVICE_LOG_ID}{job_id}", resource, labels,
+                                        [{"text_payload": text, "severity": severity}])
+            except Exception:  # Cloud Logging's trouble is never the job's
+                log.warning("emulator: writing the service entry of %s failed", job_name, exc_info=True)
+
+        return write
 
     def _check_create_faults(self, display_name: str, labels: dict[str, str], key: str, parent: str) -> None:
         fault = self.faults.on_call(CREATE_KINDS, display_name, labels, key, parent)
@@ -129,7 +158,8 @@ class VertexService:
         checkpoint = dict(plans[0].env).get("AIP_CHECKPOINT_DIR")
         return JobRun(job=job, plans=plans, log_dir=log_dir or self.log_dir(job.name), config=self.config,
                       faults=self.faults, region=region, checkpoint_prefix=checkpoint, storage_fs=self.storage_fs,
-                      clock=self.clock, log_sink=self.log_sink(job.name, trial_id))
+                      clock=self.clock, log_sink=self.log_sink(job.name, trial_id),
+                      service_log=self.service_log(job.name, trial_id))
 
     def _fetch_packages(self, job: Any, log_dir: Path) -> list[str]:
         """What Vertex AI does with ``python_package_spec.package_uris`` before ``python -m``: the packages stored
