@@ -123,6 +123,24 @@ def tpu_async_client(*, credentials: Any = None, emulator: str | None = None, ve
     return module.TpuAsyncClient(credentials=credentials)
 
 
+def pubsub_subscriber_async_client(*, credentials: Any = None, emulator: str | None = None) -> Any:
+    """A ``google.pubsub_v1.SubscriberAsyncClient`` (or one on the emulator); create it inside its event loop.
+
+    The GAPIC client, not ``google.cloud.pubsub_v1.SubscriberClient``: the provider pulls (unary ``Pull``) from a
+    trigger's event loop and needs neither the streaming-pull machinery nor its threads.
+    """
+    from google.pubsub_v1 import SubscriberAsyncClient
+
+    host = emulator_host(emulator)
+    if host:
+        import grpc
+        from google.pubsub_v1.services.subscriber.transports.grpc_asyncio import SubscriberGrpcAsyncIOTransport
+
+        channel = grpc.aio.insecure_channel(host)
+        return SubscriberAsyncClient(transport=SubscriberGrpcAsyncIOTransport(channel=channel))
+    return SubscriberAsyncClient(credentials=credentials)
+
+
 def serializable_chain(chain: str | Sequence[str] | None) -> str | list[str] | None:
     """An ``impersonation_chain`` as a trigger's JSON kwargs carry it: one account as is, several as a list
     (a tuple would come back as a list anyway), None as None."""

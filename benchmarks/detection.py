@@ -2,6 +2,7 @@
 ``poll_interval``, for ResilientCustomJobOperator against the emulator.
 
     python benchmarks/detection.py [--runs 5] [--poll 1 2 5] [--quick]
+    python benchmarks/detection.py --events [--runs 20] [--poll 5 30] [--quick]
 
 Each run submits a job whose first attempt a fault ends at a seeded random moment (platform retries off,
 so the figure is ours, not the platform's), lets the operator decide, and reads its attempt history:
@@ -9,17 +10,27 @@ detection = decision time - the job's end time reported by the platform; recover
 submit time - the decision (backoff, here 1 s, plus the create call). The emulator runs with
 ``time_scale`` 0.01 (its ~1 min error delay becomes 0.6 s, before the end time is set). Prints a
 Markdown table of p50 / p95 in seconds. ``--quick``: see :data:`QUICK`.
+
+``--events``: detection of a deferred task's trigger (``CustomJobTrigger``, ``TPUNodeTrigger``) by poll alone and
+with ``event_topic`` (docs/detection.md): the emulator routes the platform's failure entries through a Cloud Logging
+sink to a Pub/Sub topic, which the trigger's feed pulls with the real google-cloud-pubsub client. Two failures: a
+Vertex AI replica that crashes (exit 139; detection = the trigger's event - the job's ``end_time``) and a Cloud TPU
+node preempted (detection = the trigger's event - the ``tpu.nodes.terminate`` audit entry's timestamp). Each strikes
+at a seeded random moment within one poll period, the same for both ways. Prints p50 / p95 in seconds, per way and
+``poll_interval``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import os
 import random
 import statistics
 import sys
+import time
 from typing import Any
 
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # before Airflow is imported: quiet runs
@@ -70,6 +81,91 @@ def one_run(emulator: Emulator, fault: dict[str, Any], poll: float, run: int, a:
     return detection, recovery
 
 
+TOPIC = "projects/bench-project/topics/resilient-events"
+#: ``--events --quick``: one run of each failure and way, poll 5 s.
+EVENTS_QUICK = {"runs": 1, "poll": [5.0]}
+
+
+def route_events(emulator: Emulator) -> None:
+    """The topic and the sink of docs/detection.md, on the emulator, with the real clients."""
+    from airflow_provider_resilient.testing.emulator_clients import route_failure_events
+
+    route_failure_events(TOPIC, emulator=emulator.address)
+
+
+async def fired_at(trigger: Any) -> tuple[dict[str, Any], float]:
+    """The trigger's first event and when it came (seconds since the epoch)."""
+    async for event in trigger.run():
+        return event.payload, time.time()
+    raise AssertionError("the trigger ended without an event")
+
+
+def strike_at(kind: str, poll: float, run: int) -> float:
+    """Seconds into the job (node) when the failure strikes: seeded, anywhere in one poll period after 0.5 s, so
+    that a polling watch finds it anywhere from at once to a whole ``poll`` later."""
+    return random.Random(f"events:{kind}:{poll}:{run}").uniform(0.5, 0.5 + poll)
+
+
+def vertex_event_run(emulator: Emulator, poll: float, run: int, events: bool, a: argparse.Namespace) -> float:
+    """A replica crash seen by ``CustomJobTrigger``: the event's time - the job's end time (seconds)."""
+    from airflow_provider_resilient.testing.emulator_clients import vertex_job_client
+    from airflow_provider_resilient.triggers.vertex_ai import CustomJobTrigger
+
+    emulator.reset()
+    route_events(emulator)
+    emulator.add_fault({"kind": "crash", "exit_code": 139, "match": {"nth": 1},
+                        "after_seconds": strike_at("crash", poll, run)})
+    client = vertex_job_client("us-central1", emulator=emulator.address)
+    job = client.create_custom_job(parent="projects/bench-project/locations/us-central1", custom_job={
+        "display_name": f"events-{run}", "job_spec": {"scheduling": {"disable_retries": True}, "worker_pool_specs": [{
+            "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+            "container_spec": {"image_uri": "x", "command": ["python", "-c", "import time; time.sleep(600)"]}}]}})
+    trigger = CustomJobTrigger(job.name, poll, gcp_conn_id=None, emulator=emulator.address,
+                               event_topic=TOPIC if events else None)
+    payload, at = asyncio.run(fired_at(trigger))
+    assert payload["status"] == "terminal", payload
+    ended = client.get_custom_job(name=job.name).end_time.timestamp()
+    client.transport.close()
+    return at - ended
+
+
+def tpu_event_run(emulator: Emulator, poll: float, run: int, events: bool, a: argparse.Namespace) -> float:
+    """A preemption seen by ``TPUNodeTrigger``: the event's time - the terminate audit entry's time (seconds)."""
+    from airflow_provider_resilient.testing.emulator_clients import tpu_client
+    from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
+
+    emulator.reset()
+    route_events(emulator)
+    client = tpu_client(emulator=emulator.address)
+    operation = client.create_node(parent="projects/bench-project/locations/us-central2-b", node_id=f"n{run}", node={
+        "accelerator_type": "v4-8", "runtime_version": "tpu-ubuntu2204-base",
+        "metadata": {"startup-script": "sleep 600"}})
+    node = operation.result(timeout=60)
+    emulator.add_fault({"kind": "preemption", "grace_seconds": 0.0,
+                        "after_seconds": strike_at("preemption", poll, run)})
+    trigger = TPUNodeTrigger(node.name, look_again_at=time.time() + 3600, poll_interval=poll, gcp_conn_id=None,
+                             emulator=emulator.address, event_topic=TOPIC if events else None)
+    payload, at = asyncio.run(fired_at(trigger))
+    assert payload["status"] == "changed", payload
+    entries, _ = emulator.logging.list_log_entries(["projects/bench-project"],
+                                                   'protoPayload.methodName="tpu.nodes.terminate"')
+    client.transport.close()
+    return at - entries[0].timestamp.timestamp()
+
+
+def events_main(a: argparse.Namespace) -> int:
+    print("| failure | poll_interval s | polling only p50 s | p95 s | with event_topic p50 s | p95 s |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    with Emulator(config=EmulatorConfig(time_scale=a.time_scale)) as emulator:
+        os.environ.update(emulator.env())
+        for name, one in (("Vertex AI replica crash", vertex_event_run), ("Cloud TPU preemption", tpu_event_run)):
+            for poll in a.poll:
+                ways = [[one(emulator, poll, n, events, a) for n in range(a.runs)] for events in (False, True)]
+                cells = " | ".join(f"{statistics.median(w):.2f} | {percentile(w, 0.95):.2f}" for w in ways)
+                print(f"| {name} | {poll:g} | {cells} |", flush=True)
+    return 0
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -87,7 +183,15 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.01, help="the emulator's: real seconds per platform "
                                                                          "second")
     parser.add_argument("--quick", action="store_true", help="1 short run, poll 0.5 s, 2 classes (CI; see QUICK)")
+    parser.add_argument("--events", action="store_true", help="a deferred trigger's detection by poll alone and with "
+                                                              "event_topic (Pub/Sub fed by a Cloud Logging sink)")
     args = parser.parse_args()
+    if args.events:
+        logging.disable(logging.WARNING)
+        if args.quick:
+            for name, value in EVENTS_QUICK.items():
+                setattr(args, name, value)
+        return events_main(args)
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)

@@ -48,6 +48,16 @@ def test_detection_benchmark_prints_a_row_per_class_and_poll_interval():
         assert detection_p50 >= 0  # a figure, not a timing assertion
 
 
+def test_detection_benchmark_by_event_prints_both_ways_for_both_platforms():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "detection.py"), "--events", "--quick"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["Vertex AI replica crash", "Cloud TPU preemption"]
+    for row in rows[1:]:
+        assert all(float(cell) >= 0 for cell in row.split("|")[3:7])  # figures, not timing assertions
+
+
 def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "goodput.py"), "--quick"],
                          capture_output=True, text=True, timeout=600, check=False)

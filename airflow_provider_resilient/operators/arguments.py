@@ -101,6 +101,13 @@ def common_problems(operator: Any) -> list[SpecError]:
                                or not (has_template(logger) or LOG_ID_RE.fullmatch(logger))):
         problems.append(SpecError("goodput_logger_name", f"{logger!r} is not a Cloud Logging log ID: use letters, "
                                                          "digits and '/_-.', at most 512 characters"))
+    topic = getattr(operator, "event_topic", None)
+    if topic is not None:
+        from ..specs.common import topic_problem
+
+        why = topic_problem(topic)
+        if why and not (isinstance(topic, str) and has_template(topic)):
+            problems.append(SpecError("event_topic", why))
     return problems
 
 

@@ -105,6 +105,13 @@ class SupervisedOperator(BaseOperator):
             A read that fails is a warning, never a failed task.
         goodput_logger_name: the workload's ``logger_name`` (a Cloud Logging log ID; default
             ``goodput_<goodput_job_name>``, as MaxText names it).
+        event_topic: ``projects/P/topics/T``: detect by event as well as by poll. A Cloud Logging sink routes the
+            platform's failure entries to this Pub/Sub topic (the Vertex AI job's ``ml_job`` entries, Cloud TPU's
+            system events: docs/detection.md gives the sink's filter); the watch listens on it -- the deferred
+            task's trigger, or the worker between two looks (:class:`~..backends.events.ThreadedListener`) -- and
+            looks at its job or node as soon as a message names it (:mod:`..backends.events`), instead of at its
+            next poll. Polling goes on as the fallback. The connection's identity needs the right to create and
+            delete subscriptions of the topic (``roles/pubsub.editor``). None (default): polling only.
 
     Raises:
         AirflowFailException: as the DAG is parsed (templated arguments: once rendered, in ``execute``), one line
@@ -113,7 +120,8 @@ class SupervisedOperator(BaseOperator):
             ``checkpoint_interval_cap``), a flag that is not a bool, ``torn_checkpoints`` not one of
             :data:`~.arguments.TORN_CHECKPOINT_CHOICES`, ``resilience_policy`` not a :class:`~..policy.RetryPolicy`,
             a fallback that is not a Fallback or a dict of its fields (an unknown key, an unknown failure class
-            in ``on``), a ``goodput_logger_name`` without a ``goodput_job_name`` or not a log ID.
+            in ``on``), a ``goodput_logger_name`` without a ``goodput_job_name`` or not a log ID, an ``event_topic``
+            that is not a topic name.
 
     The one ``execute_complete`` (every deferral of every platform comes back to it) and the one ``on_kill`` (a
     kill in the worker: :func:`~..backends.kill.release_on_kill` within :func:`~..backends.kill.kill_budget`) are
@@ -143,8 +151,9 @@ class SupervisedOperator(BaseOperator):
                  impersonation_chain: str | Sequence[str] | None = None,
                  min_defer_seconds: float = DEFAULT_MIN_DEFER_SECONDS, torn_checkpoints: str = "start_fresh",
                  checkpoint_interval_cap: float | None = None, goodput_job_name: str | None = None,
-                 goodput_logger_name: str | None = None, **kwargs: Any) -> None:
+                 goodput_logger_name: str | None = None, event_topic: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.event_topic = event_topic
         self.goodput_job_name = goodput_job_name
         self.goodput_logger_name = goodput_logger_name
         self.checkpoint_interval_cap = checkpoint_interval_cap
@@ -261,19 +270,43 @@ class SupervisedOperator(BaseOperator):
         event; deferrable, wait in the platform's trigger between looks instead of in the worker. The only
         watch loop: what one look is, is the backend's (:meth:`_look`)."""
         self._begin_watch(context, state, job_name)
-        while True:
-            self._tend_spare(context, state)
-            event = self._look(context, state, job_name)
-            if event is not None:
-                return event
-            if self.deferrable:
-                if not TRIGGER_ON_KILL:
-                    self.log.warning(
-                        "This Airflow's triggerer calls no trigger on_kill (new in Airflow 3.3): if this deferred "
-                        "task is marked failed or success, or cleared, %s goes on running until the reconciler DAG "
-                        "(airflow_provider_resilient.reconcile) releases it on its schedule", job_name)
-                self._defer_watch(state, job_name)
-            self._sleep(self.poll_interval)
+        events = self._event_listener(job_name)
+        try:
+            while True:
+                self._tend_spare(context, state)
+                event = self._look(context, state, job_name)
+                if event is not None:
+                    return event
+                if self.deferrable:
+                    if not TRIGGER_ON_KILL:
+                        self.log.warning(
+                            "This Airflow's triggerer calls no trigger on_kill (new in Airflow 3.3): if this deferred "
+                            "task is marked failed or success, or cleared, %s goes on running until the reconciler "
+                            "DAG (airflow_provider_resilient.reconcile) releases it on its schedule", job_name)
+                    self._defer_watch(state, job_name)
+                if events is None:
+                    self._sleep(self.poll_interval)
+                elif events.pause(self.poll_interval):
+                    self.log.info("An event names %s: looking now", job_name)
+        finally:
+            if events is not None:
+                events.close()
+
+    def _event_listener(self, resource_name: str) -> Any:
+        """With ``event_topic`` and ``deferrable=False``: a :class:`~..backends.events.ThreadedListener` for the
+        worker's waits between two looks at ``resource_name``; else None (a deferred watch listens in its trigger).
+        """
+        if not self.event_topic or self.deferrable:
+            return None
+        from ..backends.events import ThreadedListener, feed_key, pubsub_hook_maker
+
+        chain, emulator = self.impersonation_chain, self._hook_emulator()
+        return ThreadedListener(feed_key(self.event_topic, self.gcp_conn_id, chain, emulator), resource_name,
+                                self.poll_interval, pubsub_hook_maker(self.gcp_conn_id, chain, emulator))
+
+    def _hook_emulator(self) -> str | None:
+        """The emulator address the platform's hook uses (None: Google), for the event feed's client."""
+        return None
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> Any:
         """The task's return value after success."""

@@ -264,6 +264,9 @@ class ResilientModelArtsTrainingJobOperator(SupervisedOperator):
         problems = [*self._common_problems(),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill)]
+        if self.event_topic is not None:
+            problems.append(SpecError("event_topic", "events come from a Google Cloud Logging sink; a ModelArts "
+                                                     "training job is watched by polling: drop event_topic"))
         conn = self.huaweicloud_conn_id
         if not isinstance(conn, str) or not conn.strip():
             problems.append(SpecError("huaweicloud_conn_id", f"{conn!r} is not a connection id"))

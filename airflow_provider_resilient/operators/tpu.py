@@ -311,6 +311,9 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return {"spare_nodes": costs}
 
     # ------------------------------------------------------------------ the shell
+    def _hook_emulator(self) -> str | None:
+        return self._tpu().emulator  # type: ignore[no-any-return]
+
     def _tpu(self) -> Any:
         if not hasattr(self, "_tpu_hook"):
             from ..hooks.tpu import ResilientTPUHook
@@ -421,7 +424,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         return {"node_name": node_name, "poll_interval": self.poll_interval, "keep_node": self.keep_node,
                 "queued_resource": queued_resource_name(node_name) if self.queued_resource else None,
                 "spare": self._built("spare"),
-                "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator}
+                "gcp_conn_id": self.gcp_conn_id, "impersonation_chain": chain, "emulator": self._tpu().emulator,
+                "event_topic": self.event_topic}
 
     def _defer_watch(self, state: RunState, node_name: str) -> None:
         """Wait in a :class:`~..triggers.tpu.TPUNodeTrigger` for a change, or for the look-again interval."""

@@ -277,7 +277,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                                    read_step_logs=bool(self.read_step_logs and self.hang_timeout),
                                    queue_timeout=self.resilience_policy.queue_timeout_seconds,
                                    fire_not_before=self._fire_not_before(),
-                                   watch=self._watch_memory(state).to_json())
+                                   watch=self._watch_memory(state).to_json(), event_topic=self.event_topic)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def _finish(self, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
@@ -287,6 +287,9 @@ class ResilientCustomJobOperator(SupervisedOperator):
         return result
 
     # ------------------------------------------------------------------ helpers
+    def _hook_emulator(self) -> str | None:
+        return self._hook().emulator  # type: ignore[no-any-return]
+
     def _hook(self) -> Any:
         if not hasattr(self, "_hook_instance"):
             from ..hooks.vertex_ai import ResilientVertexAIHook

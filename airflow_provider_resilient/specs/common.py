@@ -191,6 +191,19 @@ def checkpoint_dir_problems(value: object, required: bool = False) -> list[SpecE
                                         "path): every attempt and the workload must see the same place")]
 
 
+#: A Pub/Sub topic name ("Resource names", https://cloud.google.com/pubsub/docs/pubsub-basics#resource_names: the
+#: topic ID starts with a letter and is 3-255 letters, digits and ``-_.~+%``).
+TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[A-Za-z][-\w.~+%]{2,254}$")
+
+
+def topic_problem(topic: object) -> str | None:
+    """Why ``topic`` is not a Pub/Sub topic name (``projects/PROJECT/topics/TOPIC``), or None when it is one."""
+    if isinstance(topic, str) and TOPIC_RE.match(topic):
+        return None
+    return (f"{topic!r} is not a Pub/Sub topic name: give projects/PROJECT/topics/TOPIC, the topic a Cloud Logging "
+            "sink routes the job's or node's log entries to")
+
+
 def label_value(text: str) -> str:
     """``text`` as a valid label value: lowercase, ``[a-z0-9_-]`` only, at most 63 characters.
 

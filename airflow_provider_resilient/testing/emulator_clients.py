@@ -71,5 +71,39 @@ def logging_client(project: str, *, emulator: str | None = None) -> Any:
     return logging_clients.logging_client(project, emulator=emulator_address(emulator))
 
 
-__all__ = ["EMULATOR_HOST_ENV", "emulator_address", "logging_client", "logging_gapic_client", "tpu_async_client",
-           "tpu_client", "vertex_job_async_client", "vertex_job_client"]
+#: The sink filter of docs/detection.md: the Vertex AI service's entries of a job (a replica's non-zero exit, the
+#: job's end) and Cloud TPU's system events (maintenance events, preemptions).
+FAILURE_EVENTS_FILTER = ('(resource.type="ml_job" AND resource.labels.task_name="service") OR '
+                         '(logName:"cloudaudit.googleapis.com%2Fsystem_event" '
+                         'AND protoPayload.serviceName="tpu.googleapis.com")')
+
+
+def route_failure_events(topic: str, *, emulator: str | None = None, sink_id: str = "resilient-events",
+                         create_topic: bool = True) -> str:
+    """On the emulator, what docs/detection.md sets up once per project, with the real clients: the Pub/Sub topic
+    ``topic`` (``projects/P/topics/T``; unless ``create_topic`` is False) and a Cloud Logging sink ``sink_id`` in
+    project P routing :data:`FAILURE_EVENTS_FILTER` to it. Returns the sink's writer identity.
+
+    Raises:
+        google.api_core.exceptions.AlreadyExists: the topic or the sink exists already.
+    """
+    import grpc
+    from google.cloud.logging_v2.services.config_service_v2 import ConfigServiceV2Client
+    from google.cloud.logging_v2.services.config_service_v2.transports import ConfigServiceV2GrpcTransport
+    from google.pubsub_v1 import PublisherClient
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+    channel = grpc.insecure_channel(emulator_address(emulator))
+    try:
+        if create_topic:
+            PublisherClient(transport=PublisherGrpcTransport(channel=channel)).create_topic(name=topic)
+        sink = ConfigServiceV2Client(transport=ConfigServiceV2GrpcTransport(channel=channel)).create_sink(
+            parent="/".join(topic.split("/")[:2]), sink={"name": sink_id, "filter": FAILURE_EVENTS_FILTER,
+                                                         "destination": f"pubsub.googleapis.com/{topic}"})
+        return str(sink.writer_identity)
+    finally:
+        channel.close()
+
+
+__all__ = ["EMULATOR_HOST_ENV", "FAILURE_EVENTS_FILTER", "emulator_address", "logging_client", "logging_gapic_client",
+           "route_failure_events", "tpu_async_client", "tpu_client", "vertex_job_async_client", "vertex_job_client"]

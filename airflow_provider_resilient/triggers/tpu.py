@@ -68,12 +68,13 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from ..backends.events import EventListening
 from ..backends.tpu_watch import QUEUE_WAITING_STATES, QUEUED, node_baseline, notice_of, worker_change
 from ..supervisor.watch_event import WatchEvent
 from .base import SupervisedTrigger
 
 
-class TPUNodeTrigger(SupervisedTrigger):
+class TPUNodeTrigger(EventListening, SupervisedTrigger):
     """Watch a TPU node until something needs the operator's full look (see the module docstring).
 
     Args:
@@ -91,6 +92,9 @@ class TPUNodeTrigger(SupervisedTrigger):
         fire_not_before: epoch seconds before which a watching trigger holds its event back (see
             ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         gcp_conn_id, impersonation_chain, emulator: as for :class:`~..hooks.tpu.ResilientTPUHook`.
+        event_topic: ``projects/P/topics/T``, a Pub/Sub topic a Cloud Logging sink routes Cloud TPU's system
+            events to: a message that names the node cuts the wait between two reads short (:mod:`..backends.events`);
+            None (default): reads every ``poll_interval`` only.
 
     Events (``TriggerEvent.payload``): a :class:`~..supervisor.watch_event.WatchEvent` -- ``{"version": 1,
     "status": "changed" | "look_again" | "gone" | "error" | "timer", "resource": <node name>, "message": ...,
@@ -105,14 +109,16 @@ class TPUNodeTrigger(SupervisedTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("node_name", "look_again_at", "poll_interval", "baseline", "keep_node", "queued_resource",
               "watch_node", "gcp_conn_id", "impersonation_chain", "emulator",
-              "fire_not_before", "spare")
+              "fire_not_before", "spare", "event_topic")
 
     def __init__(self, node_name: str, look_again_at: float, poll_interval: float = 30.0,
                  baseline: Mapping[str, Any] | None = None, keep_node: bool = False,
                  queued_resource: str | None = None, watch_node: bool = True,
                  gcp_conn_id: str | None = "google_cloud_default", impersonation_chain: str | list[str] | None = None,
-                 emulator: str | None = None, fire_not_before: float | None = None, spare: str | None = None) -> None:
+                 emulator: str | None = None, fire_not_before: float | None = None, spare: str | None = None,
+                 event_topic: str | None = None) -> None:
         super().__init__()
+        self.event_topic = event_topic
         self.spare = spare
         self.fire_not_before = fire_not_before
         if poll_interval <= 0:
@@ -171,15 +177,20 @@ class TPUNodeTrigger(SupervisedTrigger):
         yield TriggerEvent(payload)
 
     async def _watch(self, hook: Any) -> dict[str, Any]:
-        while True:
-            payload = await self._look(hook)
-            if payload is not None:
-                self.log.info("%s: %s", self.node_name, payload["message"])
-                return payload
-            remaining = self.look_again_at - self._clock()
-            if remaining <= 0:
-                return self._event("look_again", "no change; time for a full look (audit log, progress)")
-            await self._sleep(min(self.poll_interval, remaining))
+        self._listen(self.node_name)  # with event_topic: a message naming the node cuts the pause short
+        try:
+            while True:
+                payload = await self._look(hook)
+                if payload is not None:
+                    self.log.info("%s: %s", self.node_name, payload["message"])
+                    return payload
+                remaining = self.look_again_at - self._clock()
+                if remaining <= 0:
+                    return self._event("look_again", "no change; time for a full look (audit log, progress)")
+                if await self._pause(min(self.poll_interval, remaining), self._sleep):
+                    self.log.info("%s: an event names the node; looking now", self.node_name)
+        finally:
+            await self._stop_listening()
 
     async def _look(self, hook: Any) -> dict[str, Any] | None:
         """One read of the node and the workers' reports: the event's payload when there is news, else None."""

@@ -51,6 +51,7 @@ from typing import Any, TypeAlias
 
 from airflow.triggers.base import TriggerEvent
 
+from ..backends.events import EventListening
 from ..supervisor.watch_event import VERDICT_KEYS, WatchEvent
 from .base import SupervisedTrigger
 
@@ -105,6 +106,7 @@ class CustomJobPoller:
         self._on_idle = on_idle
         self._watches: list[Subscription] = []
         self._wake = asyncio.Event()
+        self._now = False  # look_now() was called: the next cycle starts at once
         self._task: asyncio.Task[None] | None = None
         self.cycles = 0
 
@@ -129,6 +131,12 @@ class CustomJobPoller:
         elif faster:
             self._wake.set()  # the cycle being waited for may now be due sooner
         return watch
+
+    def look_now(self) -> None:
+        """Start the next cycle at once (an event named a watched job, :mod:`..backends.events`); a cycle under way is
+        followed by another one."""
+        self._now = True
+        self._wake.set()
 
     def unsubscribe(self, watch: Subscription) -> None:
         """Stop delivering to ``watch``; the last subscriber to leave stops the poller. Idempotent."""
@@ -172,7 +180,8 @@ class CustomJobPoller:
         loop = asyncio.get_running_loop()
         while self._watches:
             remaining = started + self.interval - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or self._now:
+                self._now = False
                 return
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -204,7 +213,7 @@ def active_pollers() -> dict[PollerKey, CustomJobPoller]:
     return dict(_POLLERS.get(asyncio.get_running_loop(), {}))
 
 
-class CustomJobTrigger(SupervisedTrigger):
+class CustomJobTrigger(EventListening, SupervisedTrigger):
     """Watch one CustomJob, at least every ``poll_interval`` seconds, until it is terminal.
 
     Args:
@@ -229,6 +238,9 @@ class CustomJobTrigger(SupervisedTrigger):
             ``RetryPolicy.queue_timeout_seconds``); None (default): never.
         watch: the observer's memory of this attempt (``WatchMemory.to_json()``, from the run state), so that
             a hang clock keeps counting across deferrals; every event carries the updated one as ``"watch"``.
+        event_topic: ``projects/P/topics/T``, a Pub/Sub topic a Cloud Logging sink routes the job's log entries to
+            (resource type ``ml_job``): a message that names the job brings the next look forward -- the shared
+            poller's next cycle, or this trigger's own read (:mod:`..backends.events`); None (default): polling only.
 
     Raises:
         ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
@@ -238,15 +250,17 @@ class CustomJobTrigger(SupervisedTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
               "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
-              "fire_not_before", "watch", "read_step_logs")
+              "fire_not_before", "watch", "read_step_logs", "event_topic")
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
                  cancel_on_kill: bool = True, shared_poller: bool = True, hang_timeout: float | None = None,
                  checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
                  queue_timeout: float | None = None, fire_not_before: float | None = None,
-                 watch: dict[str, Any] | None = None, read_step_logs: bool = False) -> None:
+                 watch: dict[str, Any] | None = None, read_step_logs: bool = False,
+                 event_topic: str | None = None) -> None:
         super().__init__()
+        self.event_topic = event_topic
         self.read_step_logs = read_step_logs
         self._step_logs: Any = None  # the StepLogReader, made at first use (off the event loop)
         self._log_hook: Any = None  # its sync hook, closed when the watch ends
@@ -303,9 +317,11 @@ class CustomJobTrigger(SupervisedTrigger):
 
         await load_off_loop(WATCH_MODULES)  # before the poller's first cycle, which needs list_filter()
         key = self._poller_key() if self.shared_poller else None
+        self._listen(self.job_name)  # with event_topic: a message naming the job brings the next look forward
         try:
             payload = await (self._watch_shared(key) if key else self._watch_alone())
         finally:
+            await self._stop_listening()
             if self._log_hook is not None:
                 self._log_hook.close()  # the step log reader's channel (closing a gRPC channel does not block)
         event = WatchEvent(payload["status"], self.job_name, payload.get("message", ""), payload.get("job"),
@@ -353,7 +369,8 @@ class CustomJobTrigger(SupervisedTrigger):
                 if payload or (payload := await self._verdict(job)):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
-                await asyncio.sleep(self.poll_interval)
+                if await self._pause(self.poll_interval):
+                    self.log.info("%s: an event names the job; looking now", self.job_name)
         finally:
             await hook.close()
 
@@ -364,6 +381,7 @@ class CustomJobTrigger(SupervisedTrigger):
         """
         poller = poller_for(key, self._hook)
         watch = poller.subscribe(self.job_name, self.poll_interval)
+        forwarding = asyncio.ensure_future(self._forward_events(poller)) if self._listener else None
         try:
             await poller.hook.open()  # imports and credentials in a thread: never block the triggerer's loop
             while True:
@@ -377,7 +395,29 @@ class CustomJobTrigger(SupervisedTrigger):
                     return payload
                 self.log.debug("%s is %s", self.job_name, job.state.name)
         finally:
+            if forwarding is not None:
+                forwarding.cancel()
             poller.unsubscribe(watch)
+
+    async def _forward_events(self, poller: CustomJobPoller) -> None:
+        """While the shared poller watches the job: an event that names it starts the poller's next cycle now, and
+        the follow-up looks after it (:func:`~..backends.events.follow_ups`) start cycles of their own."""
+        from ..backends.events import follow_ups
+
+        listener = self._listener
+        assert listener is not None
+        pending: list[float] = []
+        while True:
+            if pending:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(listener.woke.wait(), pending.pop(0))
+            else:
+                await listener.woke.wait()
+            if listener.woke.is_set():
+                listener.woke.clear()
+                pending = follow_ups(self.poll_interval)
+                self.log.info("%s: an event names the job; looking now", self.job_name)
+            poller.look_now()
 
     async def _read(self, hook: Any) -> tuple[dict[str, Any] | None, Any]:
         """(the event's payload when the watch is over, else None; the job) from one GetCustomJob."""

@@ -39,6 +39,7 @@ def test_good_arguments_make_an_operator() -> None:
     ({"fallbacks": [{"flavor_id": "big"}]}, "fallbacks[0].flavor_id"),
     ({"fallbacks": [{"flavour_id": "modelarts.vm.cpu.2u"}]}, "fallbacks[0].flavour_id"),
     ({"huaweicloud_conn_id": ""}, "huaweicloud_conn_id"),
+    ({"event_topic": "projects/p/topics/resilient-events", "deferrable": True}, "event_topic"),
 ])
 def test_a_bad_argument_is_refused_naming_it(change: dict, field: str) -> None:
     with pytest.raises(AirflowFailException) as raised:

@@ -858,3 +858,20 @@ def test_goodput_events_that_cannot_be_read_leave_the_estimate_and_say_why(resil
 def test_bad_goodput_event_names_are_refused_when_the_dag_is_parsed(kwargs, message):
     with pytest.raises(AirflowFailException, match=message):
         operator(**kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"event_topic": "resilient-events", "deferrable": True}, "event_topic: 'resilient-events' is not a Pub/Sub topic"),
+])
+def test_a_bad_event_topic_is_refused_when_the_dag_is_parsed(kwargs, message):
+    with pytest.raises(AirflowFailException, match=message):
+        operator(**kwargs)
+
+
+def test_the_deferred_job_trigger_carries_the_event_topic(resilient_emulator):
+    from airflow_provider_resilient.compat import TaskDeferred
+
+    op = operator(deferrable=True, event_topic="projects/unit/topics/resilient-events")
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context())
+    assert deferred.value.trigger.serialize()[1]["event_topic"] == "projects/unit/topics/resilient-events"
