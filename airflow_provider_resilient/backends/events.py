@@ -23,7 +23,7 @@ Pub/Sub deletes it a day after a triggerer that died last pulled from it; it pul
 most :data:`PULL_TIMEOUT_SECONDS` each), acknowledges what it got, and sets the ``woke`` event of every listener
 whose resource a message names (:func:`entry_keys`, :func:`event_key`). When the last listener leaves, the feed
 deletes its subscription and stops. A feed that cannot subscribe (no such topic, no permission) logs why once and
-stops: its listeners poll as they would without it.
+stops: its listeners poll as they would without it, and the next listener to come tries again.
 
 The subscription is transport, like the trigger's gRPC channel -- not a resource of the run: no attempt runs on
 it, it costs nothing idle, and nothing of the run depends on it. So it is the feed's to create and delete, not
@@ -159,7 +159,7 @@ class EventFeed:
             return None
         listener = Listener(key)
         self._listeners.append(listener)
-        if self._task is None:
+        if self._task is None or self._task.done():  # none yet, or one that could not subscribe: try (again)
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"events {self.topic}")
         return listener
 

@@ -202,13 +202,15 @@ async def when_subscribed(make: Any, act: Any) -> dict[str, Any]:
     """Run the trigger ``make()`` returns; once its feed has subscribed, ``act()``; its first event."""
     from airflow_provider_resilient.backends.events import active_feeds
 
-    trigger = make()
-    fired = asyncio.ensure_future(first_payload(trigger))
-    while not any(feed.subscribed.is_set() for feed in active_feeds().values()):
-        assert not fired.done(), fired.result()
-        await asyncio.sleep(0.01)
-    act()
-    return await asyncio.wait_for(fired, TIMEOUT)
+    async def run() -> dict[str, Any]:
+        fired = asyncio.ensure_future(first_payload(make()))
+        while not any(feed.subscribed.is_set() for feed in active_feeds().values()):
+            assert not fired.done(), fired.result()
+            await asyncio.sleep(0.01)
+        act()
+        return await fired
+
+    return await asyncio.wait_for(run(), TIMEOUT)
 
 
 @REAL_TIME
@@ -317,4 +319,44 @@ def test_a_polling_operator_listens_between_its_looks_and_resumes_the_crashed_jo
     assert not worker.is_alive(), "the operator waited for its next poll: no event woke it"
     first, second = result["attempts"]
     assert first["incidents"][0]["failure"]["failure_class"] == "transient_crash" and not second["incidents"]
+    assert subscriptions(resilient_emulator) == []
+
+
+@REAL_TIME
+def test_a_feed_that_could_not_subscribe_tries_again_for_the_next_trigger_and_wakes_them_all(resilient_emulator):
+    """The topic is made after the first trigger's feed found none: the next trigger of the loop subscribes, and
+    an event then wakes the first trigger too."""
+    import time
+
+    from google.pubsub_v1 import PublisherClient
+    from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+    from airflow_provider_resilient.backends.events import active_feeds
+    from airflow_provider_resilient.triggers.tpu import TPUNodeTrigger
+
+    route_events(resilient_emulator, topic=False)
+    name = ready_node(resilient_emulator, "retry")
+
+    def make() -> TPUNodeTrigger:
+        return TPUNodeTrigger(name, look_again_at=time.time() + 3600, poll_interval=SLOW_POLL, gcp_conn_id=None,
+                              emulator=resilient_emulator.address, event_topic=TOPIC)
+
+    async def scenario() -> list[dict[str, Any]]:
+        first = asyncio.ensure_future(first_payload(make()))
+        while not resilient_emulator.calls.list("CreateSubscription"):
+            await asyncio.sleep(0.01)
+        import grpc
+
+        channel = grpc.insecure_channel(resilient_emulator.address)
+        PublisherClient(transport=PublisherGrpcTransport(channel=channel)).create_topic(name=TOPIC)
+        channel.close()
+        second = asyncio.ensure_future(first_payload(make()))
+        while not any(feed.subscribed.is_set() for feed in active_feeds().values()):
+            await asyncio.sleep(0.01)
+        resilient_emulator.add_fault({"kind": "preemption", "grace_seconds": 0.0})
+        return list(await asyncio.gather(first, second))
+
+    payloads = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    assert [p["status"] for p in payloads] == ["changed", "changed"]
+    assert [c.code for c in resilient_emulator.calls.list("CreateSubscription")] == ["NOT_FOUND", "OK"]
     assert subscriptions(resilient_emulator) == []
