@@ -170,15 +170,16 @@ def worker_pool(args: list[str]) -> list[dict[str, Any]]:
 
 
 def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
-             stop: threading.Event) -> None:
-    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job."""
+             stop: threading.Event, event_topic: str | None = None) -> None:
+    """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job.
+    ``event_topic``: it also listens for the platform's failure entries there (docs/detection.md)."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
         task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
-        poll_interval=poll, hang_timeout=hang_timeout, deferrable=False)
+        poll_interval=poll, hang_timeout=hang_timeout, deferrable=False, event_topic=event_topic)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
 
 
@@ -433,16 +434,19 @@ CRASH_STEP = 25  # the deterministic crash of the crash-loop scenario: every run
 
 
 #: Each Vertex AI way's ``bench-way`` label (its jobs' label, its fault matcher, its checkpoint directory).
+#: The topic ``--events`` routes the platform's failure entries to (docs/detection.md's sink, on the emulator).
+EVENT_TOPIC = f"projects/{PROJECT}/topics/resilient-events"
 LABEL = {"ours": "ours", "task retries": "retries", "retry loop": "loop", "Google provider": "google"}
 
 
 def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
-                stop: threading.Event) -> dict[str, Callable[[Outcome], None]]:
-    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds), task retries, the
-    retry loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
+                stop: threading.Event, event_topic: str | None = None) -> dict[str, Callable[[Outcome], None]]:
+    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds; listening on
+    ``event_topic`` when given), task retries, the retry loop and, when installed, the Google provider; workload
+    ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
         "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
-                                   poll, hang_timeout, stop),
+                                   poll, hang_timeout, stop, event_topic),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
         "retry loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
@@ -491,6 +495,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="seed 37's trace, a 2 min job (CI; see QUICK)")
     parser.add_argument("--crash-loop", action="store_true", help="after the traces, the crash-loop scenario "
                                                                    "(:func:`crash_loop`)")
+    parser.add_argument("--events", action="store_true", help="ours also detects by event: event_topic, a Pub/Sub "
+                                                              "topic the emulator's Cloud Logging sink feeds")
     a = parser.parse_args()
     if a.quick:
         for name, value in QUICK.items():
@@ -822,6 +828,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("capacity outages in " + PRIMARY,
              ", ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in trace.outages if lo < horizon) or "none"),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("ours detects", "by poll and by event (--events: Pub/Sub fed by a Cloud Logging sink)" if a.events
+             else "by poll"),
             ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
             ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (the best fixed interval for this trace's "
                                                    f"failures, {struck_interval:.0f} s; restart R; no capacity wait)"),
@@ -835,11 +843,16 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         vertex_job_client(PRIMARY).list_custom_jobs(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
         emulator.reset()  # the outage windows count from here
         emulator.ensure_bucket("bench")
+        if a.events:
+            from airflow_provider_resilient.testing.emulator_clients import route_failure_events
+
+            route_failure_events(EVENT_TOPIC, emulator=emulator.address)
         for lo, hi in trace.outages:
             emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
-        ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all)
+        ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all,
+                           EVENT_TOPIC if a.events else None)
         outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
