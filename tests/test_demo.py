@@ -149,8 +149,10 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
                        r"(?:; saved step (\d+) on the SIGTERM's notice)?$", tpu, re.MULTILINE)
     assert [(b[0], b[1]) for b in boots] == [("1", "1"), ("1", "2"), ("2", "1")], tpu[-3000:]
     asked = int(boots[0][4])
+    # The save asked for is of a step from the window's announcement (step 13) on -- the step in progress when the
+    # request came, on a loaded machine the announcing step itself -- newer than the periodic one (every 12 steps).
     # After the repair it resumed from the newest save: the one asked for, or one on the window's SIGTERM after it.
-    assert asked > 13 and int(boots[1][2]) == int(boots[0][3]) >= asked and asked % 12 != 0
+    assert asked >= 13 and int(boots[1][2]) == int(boots[0][3]) >= asked and asked % 12 != 0
     assert not boots[1][4], "the node's request, saved before the reboot, was passed on again"
     assert int(boots[2][2]) == int(boots[1][3])  # the new node resumed from the newest save of the old one
     tpu_accuracy = float(re.search(r"TPU FINAL HELD-OUT ACCURACY: ([0-9.]+)", tpu).group(1))
