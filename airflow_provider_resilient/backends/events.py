@@ -147,9 +147,8 @@ class EventFeed:
         #: Set once the subscription exists (tests and the detection benchmark wait for it: messages published
         #: before it are not delivered).
         self.subscribed = asyncio.Event()
-        #: Messages received, and listeners woken, so far.
+        #: Messages received so far.
         self.received = 0
-        self.woken = 0
 
     def listen(self, resource_name: str) -> Listener | None:
         """Wake on messages that name ``resource_name`` (a CustomJob or a TPU node); None for a name no event
@@ -211,15 +210,11 @@ class EventFeed:
                 received = await self.hook.pull(self.subscription, MAX_MESSAGES, PULL_TIMEOUT_SECONDS)
                 if received:
                     await self.hook.acknowledge(self.subscription, [m.ack_id for m in received])
-            except gexc.NotFound:  # deleted behind our back: subscribe again
-                log.warning("Subscription %s is gone; subscribing again", self.subscription)
-                with contextlib.suppress(gexc.GoogleAPICallError):
-                    await self.hook.ensure_subscription(self.subscription, self.topic)
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, PULL_BACKOFF_SECONDS[1])
-                continue
             except gexc.GoogleAPICallError as exc:
                 log.warning("Pull from %s failed (retrying in %.0f s): %s", self.subscription, backoff, exc)
+                if isinstance(exc, gexc.NotFound):  # deleted behind our back: subscribe again
+                    with contextlib.suppress(gexc.GoogleAPICallError):
+                        await self.hook.ensure_subscription(self.subscription, self.topic)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, PULL_BACKOFF_SECONDS[1])
                 continue
@@ -233,7 +228,6 @@ class EventFeed:
         for listener in self._listeners:
             if listener.key in named:
                 listener.woke.set()
-                self.woken += 1
 
 
 #: The feeds of each event loop (the triggerer has one loop; tests may run several, one after another).
