@@ -77,8 +77,11 @@ def test_crash_at_a_checkpointed_step_and_the_platform_retries_resume_from_it(cl
     log = resilient_emulator.replica_log(job.name)
     resumed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("resuming from step")]
     assert len(resumed) == 4 and resumed[0] == 0
-    assert all(b > a for a, b in itertools.pairwise(resumed))  # each run resumed further on
-    assert resumed[1] >= 20
+    # Each run resumes from the newest complete save, so never from an older one. Not always a newer one: the fault
+    # strikes once step 20's (or a later step's) directory holds an object, and if that is while the save is being
+    # written, the next run resumes from the save before it (a stricter check failed CI once, on a loaded machine).
+    assert all(b >= a for a, b in itertools.pairwise(resumed))
+    assert resumed[1] >= 10  # the first crash came at step 20's save or later: step 10's was complete
     # The checkpoints the workload wrote are real objects in the emulated bucket, readable through gcsfs.
     latest = find_latest_checkpoint("gs://ckpt-bucket/runs/train-1/checkpoints", marker="COMMITTED")
     assert latest is not None and latest.step >= resumed[-1] and latest.uri.startswith("gs://ckpt-bucket/")
