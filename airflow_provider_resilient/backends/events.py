@@ -43,9 +43,10 @@ import os
 import re
 import socket
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
+
+from .loops import PerLoop
 
 log = logging.getLogger(__name__)
 
@@ -231,25 +232,17 @@ class EventFeed:
 
 
 #: The feeds of each event loop (the triggerer has one loop; tests may run several, one after another).
-_FEEDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[FeedKey, EventFeed]] = weakref.WeakKeyDictionary()
+_FEEDS: PerLoop[FeedKey, EventFeed] = PerLoop()
 
 
 def feed_for(key: FeedKey, make_hook: Callable[[], Any]) -> EventFeed:
     """The running event loop's feed for ``key``, created with ``make_hook()`` when there is none."""
-    feeds = _FEEDS.setdefault(asyncio.get_running_loop(), {})
-    feed = feeds.get(key)
-    if feed is None:
-        def forget() -> None:
-            if feeds.get(key) is feed:
-                del feeds[key]
-
-        feed = feeds[key] = EventFeed(key, make_hook(), forget)
-    return feed
+    return _FEEDS.get(key, lambda forget: EventFeed(key, make_hook(), forget))
 
 
 def active_feeds() -> dict[FeedKey, EventFeed]:
     """The feeds of the running event loop that have listeners (for tests and diagnostics)."""
-    return dict(_FEEDS.get(asyncio.get_running_loop(), {}))
+    return _FEEDS.active()
 
 
 class EventListening:

@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable
 from functools import cached_property
 from typing import Any, TypeAlias
@@ -52,6 +51,7 @@ from typing import Any, TypeAlias
 from airflow.triggers.base import TriggerEvent
 
 from ..backends.events import EventListening
+from ..backends.loops import PerLoop
 from ..supervisor.watch_event import VERDICT_KEYS, WatchEvent
 from .base import SupervisedTrigger
 
@@ -189,28 +189,19 @@ class CustomJobPoller:
 
 
 #: The pollers of each event loop (the triggerer has one loop; tests may run several, one after another).
-_POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[PollerKey, CustomJobPoller]] = \
-    weakref.WeakKeyDictionary()
+_POLLERS: PerLoop[PollerKey, CustomJobPoller] = PerLoop()
 
 
 def poller_for(key: PollerKey, make_hook: Callable[[], Any],
                kind: type[CustomJobPoller] | None = None) -> CustomJobPoller:
     """The running event loop's poller for ``key``, created (a ``kind``, default :class:`CustomJobPoller`, with
     ``make_hook()``) when there is none; ``kind``: a poller of another platform's jobs (its key says which)."""
-    pollers = _POLLERS.setdefault(asyncio.get_running_loop(), {})
-    poller = pollers.get(key)
-    if poller is None:
-        def forget() -> None:
-            if pollers.get(key) is poller:
-                del pollers[key]
-
-        poller = pollers[key] = (kind or CustomJobPoller)(key, make_hook(), forget)
-    return poller
+    return _POLLERS.get(key, lambda forget: (kind or CustomJobPoller)(key, make_hook(), forget))
 
 
 def active_pollers() -> dict[PollerKey, CustomJobPoller]:
     """The pollers of the running event loop that have subscribers (for tests and diagnostics)."""
-    return dict(_POLLERS.get(asyncio.get_running_loop(), {}))
+    return _POLLERS.active()
 
 
 class CustomJobTrigger(EventListening, SupervisedTrigger):
