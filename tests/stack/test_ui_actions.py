@@ -53,8 +53,12 @@ FAULTS = Path(__file__).resolve().parents[2] / "dags" / "faults"
 #: The stack runs dags/resilient_reconcile.py every RECONCILE_SECONDS (conftest); a leak must be gone this
 #: long after the click that caused it: the schedule, one run of the reconciler, and its cancel/delete.
 LEAK_BOUND_SECONDS = 120.0
-#: The longest a callback of our triggers may hold the triggerer's loop on the loaded stack (seconds).
-SLOW_CALLBACK_BOUND = 0.1
+#: The longest a callback of our triggers may hold the triggerer's loop on the loaded stack (seconds): what the
+#: test is for is a block (the client libraries imported in the loop took 3-5 s), not the CPU the loop waits for on
+#: a loaded machine -- CI on 2026-11-28 saw the shared poller's steps at 0.107-0.124 s while Airflow's own
+#: TriggerRunner steps in the same triggerers took 0.64-0.72 s. 0.5 s, as tests/triggers' event-loop test bounds
+#: our triggers' steps.
+SLOW_CALLBACK_BOUND = 0.5
 LONG = {"epochs": 400, "epoch_seconds": 0.25}  # 100 s of training: clicks land while it runs
 #: How long the triggerer stays dead in the mid-run kill (seconds): the scenario's outage, not a wait for anything.
 OUTAGE_SECONDS = 3.0
