@@ -166,17 +166,29 @@ def test_a_stalled_triggerer_that_wakes_after_its_triggers_moved_cancels_and_del
     # The jobs are held until A has judged: released earlier, a job may end and its task succeed before A's on_kill
     # reads the task instance's state, and "success" then reads as a user's Mark success (a release of an ended job:
     # harmless, but not what this scenario checks).
+    # A is done with its copy of a trigger once the copy's "trigger completed" is in the task's log (Airflow awaits
+    # on_kill before it: triggerer_job_runner.run_trigger). Three ways were seen on the loaded Celery stack of
+    # 2026-11-28: A cancels the copy and our on_kill judges it moved (the line below); A cancels it and our on_kill
+    # is itself cancelled before it has judged -- Airflow swallows that CancelledError and logs nothing; or the
+    # copy's own timer ran out while A was frozen (the TPU trigger's full look is due 300 s after the operator's,
+    # backends.tpu_watch.DEFAULT_LOOK_AGAIN_SECONDS) and it fired "look_again" as A woke, before A learned of the
+    # move. None of them may release anything: A's log never says it released, and the outcome below is one clean
+    # attempt with no cancel or delete.
     if TRIGGER_ON_KILL:
         for dag_id, run_id in runs:
-            wait_for(f"{first} cancels its copy of {dag_id}'s trigger and judges it moved",
-                     lambda d=dag_id, r=run_id: "the trigger was moved" in log_text(stack, d, r, 1))
+            wait_for(f"{first} is done with its copy of {dag_id}'s trigger",
+                     lambda d=dag_id, r=run_id: "trigger completed" in log_text(stack, d, r, 1))
     holds.release(runs)
     outcomes = {dag_id: outcome(stack, dag_id, run_id) for dag_id, run_id in runs}
     report(f"stalled triggerer ({stalled:.0f} s frozen)", outcomes)
     for dag_id, run_id in runs:
         assert_one_clean_attempt(dag_id, outcomes[dag_id])
         if TRIGGER_ON_KILL:
-            assert "the trigger was moved" in log_text(stack, dag_id, run_id, 1)  # what A's on_kill said
+            text = log_text(stack, dag_id, run_id, 1)
+            assert "The task was killed" not in text, text  # no on_kill took the moved trigger for a kill
+            print(f"{dag_id}: A's copy " + ("judged moved by on_kill" if "the trigger was moved" in text else
+                                            "cancelled; on_kill said nothing" if "invoking on_kill" in text else
+                                            "ended by itself"))
 
 
 # ------------------------------------------------------------------ a graceful triggerer restart
