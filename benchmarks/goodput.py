@@ -745,7 +745,9 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     ``split`` : ``1 - split`` into ``recovery`` and start-up) beside ours' ledger when ours finished, both in
     platform seconds, bucket by bucket as :func:`print_budget` shows them."""
     rows = {"training": budget["work"], "checkpoint saves": budget["checkpoint"],
-            "wasted progress": budget["wasted_progress"], "detection": 0.0, recovery: budget["restart"] * split,
+            "wasted progress": budget["wasted_progress"],
+            "detection (a failure the platform showed, to the look that saw it)": 0.0,
+            "hang detection (a hang's timeout, from the last progress seen)": 0.0, recovery: budget["restart"] * split,
             "repair waits (a node in repair, until the workload steps again or the node is re-created)": 0.0,
             "in-place restarts (last step to the restarted process's start)": 0.0,
             "start to first step (start-up, restore)": budget["restart"] * (1 - split),
@@ -755,12 +757,12 @@ def budgets(ours: Outcome, budget: dict[str, float], split: float, recovery: str
     if ours.finished and ours.ledger and ours.ended is not None:
         wall = (ours.ended - ours.started) / scale
         led = {k: float(ours.ledger.get(k, 0.0)) / scale
-               for k in ("total", "productive", "wasted_progress", "detection", "recovery", "repair_wait",
-                         "in_place_restart", "checkpoint_restore", "checkpoint_save", "stall", "other")}
+               for k in ("total", "productive", "wasted_progress", "detection", "hang_detection", "recovery",
+                         "repair_wait", "in_place_restart", "checkpoint_restore", "checkpoint_save", "stall", "other")}
         result["ours"] = dict(zip(rows, (led["productive"], led["checkpoint_save"], led["wasted_progress"],
-                                         led["detection"], led["recovery"], led["repair_wait"], led["in_place_restart"],
-                                         led["checkpoint_restore"], max(0.0, wall - led["total"]), led["stall"],
-                                         led["other"]), strict=True))
+                                         led["detection"], led["hang_detection"], led["recovery"], led["repair_wait"],
+                                         led["in_place_restart"], led["checkpoint_restore"],
+                                         max(0.0, wall - led["total"]), led["stall"], led["other"]), strict=True))
     return result
 
 

@@ -6,7 +6,12 @@ restart. Badput buckets:
 
 * ``wasted_progress`` -- steps done again after resuming from an older step, plus work lost after the
   last step report of an attempt that failed (each redone step is counted once);
-* ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``);
+* ``detection`` -- from the failure to our decision about it (``Failure.timestamp`` -> ``decided_at``), for a
+  failure the platform shows (a job that ended, a node terminated or in repair): the look that saw it, which
+  ``poll_interval`` and ``event_topic`` decide;
+* ``hang_detection`` -- the same span for a failure that only a timeout reveals (:data:`TIMEOUT_SEEN`: a hang,
+  from the last progress seen to ``hang_timeout`` later and the look after it; a worker silent past
+  ``startup_timeout``): the waiting the timeout takes, which no poll or event shortens -- only a shorter timeout;
 * ``recovery`` -- from the decision to the next attempt running (backoff, capacity wait, provisioning,
   TPU re-create), and the whole of an attempt that failed before its workload trained (:data:`NEVER_RAN`: a
   launch stockout's queue timeout is no wasted progress);
@@ -51,16 +56,16 @@ from typing import Any
 from ..checkpoints.formats import CheckpointSave
 from ..policy import Attempt, DecisionAction, FailureClass
 
-BUCKETS = ("productive", "wasted_progress", "detection", "recovery", "repair_wait", "in_place_restart",
-           "checkpoint_restore", "checkpoint_save", "stall", "other")
+BUCKETS = ("productive", "wasted_progress", "detection", "hang_detection", "recovery", "repair_wait",
+           "in_place_restart", "checkpoint_restore", "checkpoint_save", "stall", "other")
 #: Buckets added after the first ledgers were pushed to XCom: a stored ledger without them reads them as 0.
-LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall", "repair_wait"})
+LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall", "repair_wait", "hang_detection"})
 #: Each badput bucket as ml-goodput-measurement's ``BadputType`` (``goodput_utils.BadputType``), so a team that
 #: reads Google's badput breakdown reads ours the same way:
 #:
 #: * ``wasted_progress`` -> WASTED_PROGRESS_FROM_DISRUPTION ("time that was spent on productive training but lost
 #:   after restart");
-#: * ``detection``, ``recovery``, ``repair_wait`` and ``in_place_restart`` ->
+#: * ``detection``, ``hang_detection``, ``recovery``, ``repair_wait`` and ``in_place_restart`` ->
 #:   INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION ("the time
 #:   taken by the infrastructure to restart the workload after a disruption": noticing it is part of that);
 #: * ``checkpoint_restore`` -> UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: from an attempt's start to its first step,
@@ -75,6 +80,7 @@ LATER_BUCKETS = frozenset({"checkpoint_save", "in_place_restart", "stall", "repa
 #: goodput events split them out exactly.
 BADPUT_TYPES = {"wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
                 "detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+                "hang_detection": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "repair_wait": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
                 "in_place_restart": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
@@ -109,6 +115,7 @@ class Ledger:
     in_place_restart: float = 0.0
     stall: float = 0.0
     repair_wait: float = 0.0
+    hang_detection: float = 0.0
 
     @property
     def goodput(self) -> float:
@@ -157,6 +164,8 @@ NEVER_RAN = frozenset({FailureClass.CAPACITY_STOCKOUT, FailureClass.QUOTA_EXCEED
                        FailureClass.CONTAINER_START_ERROR, FailureClass.PREFLIGHT_FAILURE})
 
 
+#: Failures only a timeout reveals: their detection is ``hang_detection``, the waiting the timeout takes.
+TIMEOUT_SEEN = frozenset({FailureClass.HANG, FailureClass.WORKER_SILENT})
 #: Second sightings: a step seen again with nothing between (a save, then the poll that lists it; a trigger's
 #: sighting, then the operator's look) was reached at its first sighting; the later one is no event -- the workload
 #: trained on. (Counted as a span without progress, each step's save-to-poll delay was "other", and the shortened span
@@ -252,7 +261,8 @@ def goodput_ledger(history: Sequence[Attempt], steps: Sequence[StepReport] = (),
         failed_at = finish
         if ending is not None and ending.failure.timestamp is not None:
             failed_at = min(finish, max(last_seen, ending.failure.timestamp))
-        buckets["detection"] += finish - failed_at
+        timed_out = ending is not None and ending.failure.failure_class in TIMEOUT_SEEN
+        buckets["hang_detection" if timed_out else "detection"] += finish - failed_at
         if not mine:
             # An attempt that never got to train (no capacity, quota, a queue timeout, a container or pre-check
             # that failed before the workload) lost no progress: its time was the wait for a start -- recovery.

@@ -75,6 +75,27 @@ def test_redone_steps_are_wasted_once_and_gaps_are_recovery():
     assert type(ledger).from_dict(ledger.as_dict()) == ledger  # the XCom reads back
 
 
+def test_a_hangs_timeout_is_hang_detection_and_a_crash_seen_by_a_look_is_detection():
+    # Attempt 1 hangs after step 20 (T0+25) and is judged hung 300 s later (hang_timeout); attempt 2 crashes at
+    # T0+400 and the next look sees it 12 s later; attempt 3 runs to the end.
+    hang = Failure(FailureClass.HANG, Platform.VERTEX_AI, timestamp=T0 + 25)
+    first = Attempt(1, "job-1", started_at=T0)
+    first = record_incident((first,), hang, decide((first,), hang, T0 + 330), T0 + 330)[0]
+    second = failed_attempt(2, T0 + 340, fail_at=T0 + 400, decided_at=T0 + 412, resumed=20)
+    third = Attempt(3, "job-3", started_at=T0 + 420, ended_at=T0 + 500, resumed_from_step=40)
+    steps = [StepReport(T0 + 5 + s, s) for s in range(21)]
+    steps += [StepReport(T0 + 345 + (s - 20), s) for s in range(20, 51)]
+    steps += [StepReport(T0 + 425 + (s - 40), s) for s in range(40, 111)]
+    ledger = goodput_ledger((first, second, third), steps, end=T0 + 500)
+    assert ledger.hang_detection == pytest.approx(330 - 25)  # the last step to the decision: hang_timeout's wait
+    assert ledger.detection == pytest.approx(12)  # the crash to the look that saw it
+    assert sum(getattr(ledger, b) for b in BUCKETS) == pytest.approx(ledger.total)
+    assert type(ledger).from_dict(ledger.as_dict()) == ledger
+    # A ledger pushed before the bucket existed reads it as 0.
+    old = {k: v for k, v in ledger.as_dict().items() if k != "hang_detection"}
+    assert type(ledger).from_dict(old).hang_detection == 0
+
+
 def test_without_step_reports_the_bounds_are_stated():
     first = failed_attempt(1, T0, fail_at=T0 + 50, decided_at=T0 + 50)
     second = Attempt(2, "job-2", started_at=T0 + 60, ended_at=T0 + 100)
