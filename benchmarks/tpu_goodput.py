@@ -73,6 +73,7 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "ERROR")  # before Airf
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from goodput import (
+    EVENT_TOPIC,
     STEP_SECONDS,
     WORKLOAD,
     Outcome,
@@ -180,9 +181,10 @@ def baseline_script(way: str, args: list[str], loop: bool) -> str:
 
 def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryPolicy, poll: float,
              hang_timeout: float, stop: threading.Event, on_notice: bool = True, spare: str = "never",
-             spare_risk: float = 3600.0) -> None:
+             spare_risk: float = 3600.0, event_topic: str | None = None) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node (and its
-    spare). ``spare``, ``spare_risk``: its ``spare_node`` and ``spare_risk_seconds`` (already scaled)."""
+    spare). ``spare``, ``spare_risk``: its ``spare_node`` and ``spare_risk_seconds`` (already scaled);
+    ``event_topic``: it also listens for Cloud TPU's system events there (docs/detection.md)."""
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
     command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
@@ -193,7 +195,7 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
         expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False,
-        checkpoint_on_notice=on_notice, spare_node=spare, spare_risk_seconds=spare_risk)
+        checkpoint_on_notice=on_notice, spare_node=spare, spare_risk_seconds=spare_risk, event_topic=event_topic)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 
@@ -330,6 +332,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("notice", f"{a.notice:g} s from a maintenance event's or a preemption's SIGTERM to the kill; ours "
                        + ("saves on it" if a.notice_checkpoint else "does not save on it (--no-notice-checkpoint)")),
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
+            ("ours detects", "by poll and by event (--events: Pub/Sub fed by a Cloud Logging sink)" if a.events
+             else "by poll"),
             ("ours' spare node", a.spare + (f" (spare_risk_seconds {a.spare_risk:g})" if a.spare == "at_risk" else "")),
             ("ours' maintenance_wait", ("the policy's default (900 s)" if a.maintenance_wait is None
                                         else f"{a.maintenance_wait:g} s")
@@ -347,6 +351,10 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         tpu_client().list_nodes(parent=f"projects/{PROJECT}/locations/{PRIMARY}")
         emulator.reset()  # the outage windows count from here
         emulator.ensure_bucket("bench")
+        if a.events:
+            from airflow_provider_resilient.testing.emulator_clients import route_failure_events
+
+            route_failure_events(EVENT_TOPIC, emulator=emulator.address)
         for lo, hi in trace.outages:
             emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
                                 "active_seconds": [lo * s, hi * s]})
@@ -357,7 +365,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         hang_timeout = HANG_HEARTBEATS * poll
         ways: dict[str, Callable[[Outcome], None]] = {
             "ours": lambda o: run_ours(o, a.accelerator_type, ours_args, scaled_policy(ours_policy(a), s), poll,
-                                       hang_timeout, stop_all, a.notice_checkpoint, a.spare, a.spare_risk * s),
+                                       hang_timeout, stop_all, a.notice_checkpoint, a.spare, a.spare_risk * s,
+                                       EVENT_TOPIC if a.events else None),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
                                                     a.create_retry * s, True, stop_all),
@@ -434,6 +443,8 @@ def main() -> int:
     parser.add_argument("--accelerator-type", default="v3-8", help="the slice, offered in both zones: v2-8 or v3-8 "
                                                                    "(one worker VM, which runs the workload)")
     parser.add_argument("--quick", action="store_true", help="seed 352's trace, a 2 min job (CI; see QUICK)")
+    parser.add_argument("--events", action="store_true", help="ours also detects by event: event_topic, a Pub/Sub "
+                                                              "topic the emulator's Cloud Logging sink feeds")
     a = parser.parse_args()
     if a.quick:
         for name, value in QUICK.items():
