@@ -19,7 +19,6 @@ import pytest
 
 from airflow_provider_resilient.compat import TRIGGER_ON_KILL
 from airflow_provider_resilient.specs.common import job_labels
-from airflow_provider_resilient.specs.tpu import node_id_for
 from devtools.stack import NativeStack
 
 from .test_ui_actions import history, states_until_done, wait_deferred_and_watched
@@ -34,6 +33,7 @@ from .ui import (
     modelarts_job_prefix,
     platform_of,
     ti,
+    tpu_attempt_of,
     tries,
     trigger,
     wait_for,
@@ -69,16 +69,17 @@ def holds(tmp_path: Path) -> Holds:
 # ------------------------------------------------------------------ what the stack and the emulator say
 def releases_of(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
     """The cancel / delete calls that reached the run's jobs or nodes, in order (``Method resource``)."""
+    if platform_of(dag_id) == "tpu":  # deleted nodes leave the listing: any attempt's node id
+        calls = [*stack.emulator_get("/calls?method=DeleteNode"),
+                 *stack.emulator_get("/calls?method=DeleteQueuedResource")]
+        return [f"{c['method']} {c['resource']}" for c in calls
+                if tpu_attempt_of(dag_id, run_id, c["resource"].rsplit("/", 1)[1]) is not None]
     if platform_of(dag_id) == "vertex":
         mine = {job["name"].rsplit("/", 1)[1] for job in jobs_of(stack, dag_id, run_id)}
         calls = stack.emulator_get("/calls?method=CancelCustomJob")
-    elif platform_of(dag_id) == "modelarts":  # the stops that reached its jobs (by id)
+    else:  # ModelArts: the stops that reached its jobs (by id)
         mine = {job["name"] for job in jobs_of(stack, dag_id, run_id)}
         calls = stack.emulator_get("/calls?method=StopTrainingJob")
-    else:
-        mine = {node_id_for(None, dag_id, TASK, run_id, -1, n) for n in range(1, 30)}
-        calls = [*stack.emulator_get("/calls?method=DeleteNode"),
-                 *stack.emulator_get("/calls?method=DeleteQueuedResource")]
     return [f"{c['method']} {c['resource']}" for c in calls if c["resource"].rsplit("/", 1)[1] in mine]
 
 

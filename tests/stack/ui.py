@@ -250,14 +250,22 @@ def live(stack: NativeStack, dag_id: str, run_id: str) -> list[str]:
     return [n["name"] for n in nodes_of(stack, dag_id, run_id)]
 
 
+def tpu_attempt_of(dag_id: str, run_id: str, node_id: str) -> str | None:
+    """The attempt number (as a string) whose node id (``node_id_for``: ``<base>-a<attempt>``) ``node_id`` is, for
+    the run; None for another run's node. Any attempt: a create refused for quota is one too, and a Celery-stack run
+    of 2026-11-28 whose deferrable TPU run waited out a quota outage through a worker's kill made 46 of them."""
+    base = node_id_for(None, dag_id, TASK, run_id, -1, 1).removesuffix("-a1")
+    attempt = node_id.removeprefix(f"{base}-a")
+    return attempt if attempt != node_id and attempt.isdigit() else None
+
+
 def created_per_attempt(stack: NativeStack, dag_id: str, run_id: str) -> dict[str, int]:
     """How many jobs / nodes carry each attempt label (1 each: no duplicate)."""
     if platform_of(dag_id) != "tpu":
         attempts = [j["attempt"] for j in jobs_of(stack, dag_id, run_id)]
     else:  # deleted nodes leave the listing: count the CreateNode calls that created one
-        ids = {node_id_for(None, dag_id, TASK, run_id, -1, n): str(n) for n in range(1, 30)}
-        attempts = [ids[c["resource"].rsplit("/", 1)[1]] for c in stack.emulator_get("/calls?method=CreateNode")
-                    if c["code"] == "OK" and c["resource"].rsplit("/", 1)[1] in ids]
+        attempts = [attempt for c in stack.emulator_get("/calls?method=CreateNode") if c["code"] == "OK"
+                    and (attempt := tpu_attempt_of(dag_id, run_id, c["resource"].rsplit("/", 1)[1])) is not None]
     counts: dict[str, int] = {}
     for attempt in attempts:
         counts[attempt] = counts.get(attempt, 0) + 1
