@@ -11,17 +11,39 @@ supervisor's kill rule says (:func:`~..supervisor.reconcile.releases_on_kill`) t
 job, delete a deleted node: nothing changes), so two copies of one trigger are safe. A release requested but not
 confirmed in time still happens: Google carries it out.
 
+Airflow's triggerer cancels a trigger again at each of its syncs until the trigger has ended (its supervisor sends
+the trigger's id in ``to_cancel`` every time, and ``TriggerRunner.cancel_triggers`` cancels the trigger's task
+again), so an ``on_kill`` still reading the task instance's state a sync later is itself cancelled, and Airflow
+swallows that. ``on_kill`` therefore runs its judgement and release as a task of their own, shielded: the repeated
+cancel ends only the wait, and the judgement goes on to its end (within its budget).
+
 Importing this module imports no Google library.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger
 
 from ..supervisor.reconcile import OwnedResource
+
+log = logging.getLogger(__name__)
+
+#: The kills still running after the triggerer cancelled the ``on_kill`` that started them: an event loop keeps only
+#: weak references to its tasks, so these are held here until they end.
+_ORPHANED_KILLS: set[asyncio.Task[None]] = set()
+
+
+def _orphaned_kill_ended(task: asyncio.Task[None]) -> None:
+    """Forget an orphaned kill once it ended, and log what it raised: nothing awaits it any more."""
+    _ORPHANED_KILLS.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("A trigger's on_kill failed after the triggerer had stopped waiting for it",
+                    exc_info=task.exception())
+
 
 #: Modules ``on_kill`` needs, imported off the triggerer's event loop (``hooks.loading.load_off_loop``).
 KILL_MODULES = ("airflow_provider_resilient.triggers.ownership", "airflow_provider_resilient.compat",
@@ -79,7 +101,25 @@ class SupervisedTrigger(BaseTrigger):
         release what the supervisor's kill rule says, in a worker thread, within
         :func:`~..backends.kill.kill_budget` (``"triggerer"``). A trigger moved to another triggerer (its task
         instance still deferred) releases nothing: the other copy goes on watching. Errors are logged with what
-        to do, not raised (the triggerer would only log them)."""
+        to do, not raised (the triggerer would only log them).
+
+        The judgement and release run as a task of their own that a cancel of ``on_kill`` does not reach: the
+        triggerer cancels a trigger again at each sync until it ends (see the module's docstring), and the kill
+        goes on to its end (within its budget) when that cancel ends this wait. Raises ``CancelledError`` then,
+        as a cancelled coroutine does."""
+        kill = asyncio.ensure_future(self._kill())
+        try:
+            await asyncio.shield(kill)
+        except asyncio.CancelledError:
+            if not kill.done():
+                _ORPHANED_KILLS.add(kill)
+                kill.add_done_callback(_orphaned_kill_ended)
+                self.log.info("The triggerer cancelled on_kill again while it ran (it cancels a trigger at each "
+                              "sync until the trigger ends); the kill goes on to its end")
+            raise
+
+    async def _kill(self) -> None:
+        """:meth:`on_kill`'s judgement and release."""
         from ..hooks.loading import load_off_loop
 
         await load_off_loop(list(KILL_MODULES))  # never an import in the triggerer's event loop

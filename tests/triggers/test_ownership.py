@@ -10,11 +10,13 @@ goes through the triggerer's supervisor, which the stack tests run), the job and
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from airflow_provider_resilient.compat import TRIGGER_ON_KILL
 from airflow_provider_resilient.supervisor.reconcile import (
     FINISHED_STATES,
     GONE,
@@ -155,3 +157,56 @@ def test_a_tpu_trigger_deletes_its_node_only_for_a_killed_task(resilient_emulato
     t.task_instance = TI
     asyncio.run(asyncio.wait_for(t.on_kill(), 60))
     assert [c.resource for c in resilient_emulator.calls.list("DeleteNode")] == ([node] if deleted else [])
+
+
+# ------------------------------------------------------------------ under Airflow's own TriggerRunner
+@pytest.mark.skipif(not TRIGGER_ON_KILL, reason="the triggerer calls on_kill from Airflow 3.3")
+@pytest.mark.resilient_emulator(time_scale=0.002)
+def test_a_kill_goes_on_when_the_triggerer_cancels_its_on_kill_again(resilient_emulator, monkeypatch):
+    """Airflow's ``TriggerRunner`` (its own ``run_trigger`` and ``cancel_triggers``) cancels a trigger again at each
+    sync until it has ended -- its supervisor sends the id in ``to_cancel`` every time -- and swallows the
+    ``CancelledError`` that reaches ``on_kill`` ("on_kill() was itself cancelled"). A Mark failed whose ``on_kill``
+    was still reading the task instance's state at the next sync then cancelled nothing: the job ran on until the
+    reconciler's next run. The kill now goes on to its end after the second cancel."""
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    name = running_job(resilient_emulator)
+    reading, answer = threading.Event(), threading.Event()
+
+    def marked_failed_read_slowly(dag_id: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        reading.set()
+        assert answer.wait(60)
+        return {TI.run_id: {TI.task_id: "failed"}}
+
+    monkeypatch.setattr(ownership, "airflow_task_states", marked_failed_read_slowly)
+    t = CustomJobTrigger(name, cancel_on_kill=True)
+    t.task_instance = SimpleNamespace(**vars(TI), id="0190d8b4-0000-7000-8000-000000000001", context_carrier=None)
+    watching = asyncio.Event()
+    run = t.run
+
+    async def run_and_say_so() -> Any:
+        watching.set()
+        async for event in run():
+            yield event
+
+    t.run = run_and_say_so  # type: ignore[method-assign]
+
+    async def mark_failed_with_two_syncs() -> None:
+        runner = TriggerRunner()
+        task = asyncio.create_task(runner.run_trigger(1, t))
+        runner.triggers[1] = {"task": task, "name": "CustomJobTrigger", "events": 0, "is_watcher": False}
+        await watching.wait()
+        runner.to_cancel.append(1)  # the sync after the Mark failed
+        await runner.cancel_triggers()
+        assert await asyncio.to_thread(reading.wait, 60)  # on_kill is reading the task instance's state
+        runner.to_cancel.append(1)  # the next sync: the trigger has not ended, so it is cancelled again
+        await runner.cancel_triggers()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        answer.set()
+        still_running = asyncio.all_tasks() - {asyncio.current_task()}  # the kill, if it went on
+        await asyncio.wait_for(asyncio.gather(*still_running), 60)
+
+    asyncio.run(mark_failed_with_two_syncs())
+    assert [c.resource for c in resilient_emulator.calls.list("CancelCustomJob")] == [name]
+    resilient_emulator.wait_for_state(name, ["JOB_STATE_CANCELLED"], 60)
