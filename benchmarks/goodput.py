@@ -38,7 +38,16 @@ The trace (all figures in *platform seconds*; the emulator runs them ``--time-sc
   restart cost R = the platform's in-place restart latency + the workload's measured start-up and
   restore time (the cheapest way back from a failure);
 * the emulator's platform latencies (``EmulatorConfig.latencies``; Vertex AI reports an error about a minute
-  after it) times the time scale.
+  after it) times the time scale;
+* with ``--spot-share X``, Spot reclaims as a share X of the failures (the other classes keep their proportions):
+  the replica's processes get SIGTERM ``--notice`` seconds (default 30) before its VM stops -- a Spot VM's ACPI G2
+  Soft Off comes 30 s before the G3 Mechanical Off (Compute Engine, "Preemptible VM instances", preemption
+  process, https://cloud.google.com/compute/docs/instances/preemptible#preemption-process) -- and Vertex AI
+  restarts the worker on another VM (the "Understand the custom training service" page's rule for a worker whose
+  VM goes away). Google publishes no reclaim rate for training replicas, so the share is an assumption the command
+  line states; 0.3 is the Cloud TPU trace's share of preemptions. Every way's workload runs with ``--on-request``;
+  only ours' replicas get the helper that reads the request (``checkpoint_on_notice=True``,
+  ``--no-notice-checkpoint``: off), so the other ways' workloads die of the SIGTERM as a plain script does.
 
 Every way's workload prints ``step N`` after each step (``--log-steps``); only ours reads the lines, and the
 benchmark reads each way's progress from them at the end (``steps reached``, for machine time per useful step).
@@ -85,7 +94,24 @@ PRIMARY, FALLBACK = "us-central1", "europe-west4"
 #: The seed failure classes of the running job and their shares of the failures.
 MIX = {"transient_crash": 0.45, "internal_error": 0.2, "worker_failure": 0.25, "hang": 0.1}
 FAULT = {"transient_crash": {"kind": "crash", "exit_code": 139}, "internal_error": {"kind": "internal_error"},
-         "worker_failure": {"kind": "worker_failure"}, "hang": {"kind": "hang"}}
+         "worker_failure": {"kind": "worker_failure"}, "hang": {"kind": "hang"}, "spot_reclaim": {"kind": "preemption"}}
+
+
+def vertex_mix(spot_share: float) -> dict[str, float]:
+    """The failure mix with Spot reclaims at ``spot_share`` of the failures (the other classes keep their
+    proportions of :data:`MIX`); 0: :data:`MIX` itself."""
+    if not 0 <= spot_share < 1:
+        raise ValueError(f"--spot-share must be in [0, 1), got {spot_share}")
+    if spot_share == 0:
+        return dict(MIX)
+    return {**{kind: share * (1 - spot_share) for kind, share in MIX.items()}, "spot_reclaim": spot_share}
+
+
+def vertex_faults(notice: float) -> dict[str, dict[str, Any]]:
+    """:data:`FAULT` with ``notice`` real seconds between a Spot reclaim's SIGTERM and the kill (the emulator's
+    ``grace_seconds``)."""
+    return {kind: ({**fault, "grace_seconds": notice} if fault["kind"] == "preemption" else fault)
+            for kind, fault in FAULT.items()}
 #: Ours' hang_timeout, platform seconds without a new logged step. An in-place restart by the platform is not seen
 #: by ours: its restart (10 s), the workload's start-up and restore (R - 10 s, about 60-80 s, more on a loaded
 #: machine: the time scale multiplies Python's start-up by 50), a save (C = 30 s), Cloud Logging's delay and one
@@ -170,16 +196,18 @@ def worker_pool(args: list[str]) -> list[dict[str, Any]]:
 
 
 def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
-             stop: threading.Event, event_topic: str | None = None) -> None:
+             stop: threading.Event, event_topic: str | None = None, on_notice: bool = False) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job.
-    ``event_topic``: it also listens for the platform's failure entries there (docs/detection.md)."""
+    ``event_topic``: it also listens for the platform's failure entries there (docs/detection.md). ``on_notice``:
+    Spot replicas (``strategy="SPOT"``) that checkpoint on a preemption notice (``checkpoint_on_notice``)."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
         task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
-        poll_interval=poll, hang_timeout=hang_timeout, deferrable=False, event_topic=event_topic)
+        poll_interval=poll, hang_timeout=hang_timeout, deferrable=False, event_topic=event_topic,
+        strategy="SPOT" if on_notice else None, checkpoint_on_notice=on_notice)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
 
 
@@ -344,6 +372,26 @@ def vertex_steps_reached(emulator: Emulator, way: str) -> int:
     return 0
 
 
+def kept_on_notice(logs: list[str], every: int, step_seconds: float) -> tuple[int, float]:
+    """The saves on a notice in the workload's ``logs`` (``saved step N on request (notice-...)`` lines) and the
+    progress they kept, in seconds of training: for each, the steps past the newer of the periodic checkpoint before
+    it (every ``every`` steps) and the previous save on notice, times ``step_seconds``."""
+    steps = sorted(int(n) for text in logs
+                   for n in re.findall(r"^saved step (\d+) on request \(notice-", text, re.MULTILINE))
+    kept, previous = 0.0, 0
+    for step in steps:
+        kept += (step - max(step // every * every, previous)) * step_seconds
+        previous = step
+    return len(steps), kept
+
+
+def vertex_notice_saves(emulator: Emulator, way: str, every: int, step_seconds: float) -> tuple[int, float]:
+    """:func:`kept_on_notice` of every replica log of ``way``'s jobs."""
+    with emulator.vertex.lock:
+        jobs = [name for name, run in emulator.vertex.runs.items() if run.job.labels.get("bench-way") == way]
+    return kept_on_notice([emulator.replica_log(name) for name in jobs], every, step_seconds)
+
+
 @functools.cache
 def workload_module() -> Any:
     """The benchmark's workload (:data:`WORKLOAD`) as a module, loaded once: its checkpoint scan is reused."""
@@ -440,13 +488,14 @@ LABEL = {"ours": "ours", "task retries": "retries", "retry loop": "loop", "Googl
 
 
 def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
-                stop: threading.Event, event_topic: str | None = None) -> dict[str, Callable[[Outcome], None]]:
+                stop: threading.Event, event_topic: str | None = None,
+                on_notice: bool = False) -> dict[str, Callable[[Outcome], None]]:
     """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds; listening on
-    ``event_topic`` when given), task retries, the retry loop and, when installed, the Google provider; workload
-    ``args``, real ``poll`` seconds."""
+    ``event_topic`` when given; checkpointing on a Spot reclaim's notice with ``on_notice``), task retries, the retry
+    loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
         "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
-                                   poll, hang_timeout, stop, event_topic),
+                                   poll, hang_timeout, stop, event_topic, on_notice),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
         "retry loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
@@ -497,7 +546,15 @@ def main() -> int:
                                                                    "(:func:`crash_loop`)")
     parser.add_argument("--events", action="store_true", help="ours also detects by event: event_topic, a Pub/Sub "
                                                               "topic the emulator's Cloud Logging sink feeds")
+    parser.add_argument("--spot-share", type=float, default=0.0,
+                        help="share of the failures that are Spot reclaims (SIGTERM, --notice s, then the VM stops; "
+                             "the worker is restarted on another VM), the other classes scaled down (default 0: none)")
+    parser.add_argument("--notice", type=float, default=30.0, help="seconds from a Spot reclaim's SIGTERM to the "
+                                                                   "machine's stop (Compute Engine: 30 s)")
+    parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
+                        help="ours does not checkpoint on a Spot reclaim's notice (checkpoint_on_notice=False)")
     a = parser.parse_args()
+    vertex_mix(a.spot_share)  # a bad share fails here, before any seed runs
     if a.quick:
         for name, value in QUICK.items():
             setattr(a, name, value)
@@ -803,9 +860,11 @@ class Plan:
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:
     """One seeded trace, every way side by side; prints its tables and returns its figures."""
     s = a.time_scale
-    plan = Plan.of(a)
+    spot_share, notice_on = getattr(a, "spot_share", 0.0), getattr(a, "notice_checkpoint", True)
+    mix = vertex_mix(spot_share)
+    plan = Plan.of(a, mix)
     trace, steps, interval, every, horizon, args = (plan.trace, plan.steps, plan.interval, plan.every, plan.horizon,
-                                                    plan.args)
+                                                    [*plan.args, "--on-request"] if spot_share else plan.args)
     step_seconds = STEP_SECONDS
     config = EmulatorConfig(time_scale=s, seed=a.seed)
     with Emulator(config=config) as emulator:
@@ -822,7 +881,7 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         print("| trace | value |\n| --- | --- |")
         for name, value in [
             ("useful work W", f"{a.work:.0f} s ({steps} steps of {step_seconds:g} s)"),
-            ("MTBF of the running job", f"{a.mtbf:.0f} s, classes {', '.join(f'{k} {v:.0%}' for k, v in MIX.items())}"),
+            ("MTBF of the running job", f"{a.mtbf:.0f} s, classes {', '.join(f'{k} {v:.0%}' for k, v in mix.items())}"),
             ("checkpoint cost C", f"{a.checkpoint_cost:.0f} s, every {every} steps "
                                   f"({every * step_seconds:.0f} s; Young/Daly {interval:.0f} s)"),
             ("restart cost R", f"{restart:.0f} s (platform restart {config.latencies.restart_seconds:.0f} s + "
@@ -832,6 +891,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
             ("ours detects", "by poll and by event (--events: Pub/Sub fed by a Cloud Logging sink)" if a.events
              else "by poll"),
+            *([("Spot reclaims", f"{spot_share:.0%} of the failures: SIGTERM {a.notice:g} s before the VM stops; "
+                                 + ("ours checkpoints on it" if notice_on else "ours does not save on it"))]
+              if spot_share else []),
             ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
             ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (the best fixed interval for this trace's "
                                                    f"failures, {struck_interval:.0f} s; restart R; no capacity wait)"),
@@ -854,8 +916,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
         ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all,
-                           EVENT_TOPIC if a.events else None)
-        outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all)
+                           EVENT_TOPIC if a.events else None, on_notice=bool(spot_share) and notice_on)
+        outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all,
+                                vertex_faults(a.notice * s) if spot_share else None)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,
                                   "ways": report_ways(outcomes, struck, a.work, ceiling, s,
                                                       lambda name: machine_seconds(LABEL[name], s),
@@ -870,6 +933,11 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                    split, "recovery (platform restart, capacity waits)", s)
         print_budget(result["budget"], f"\nWhere the time went, seed {a.seed} (platform seconds; the ceiling's "
                                        f"budget at its interval {struck_interval:.0f} s):\n")
+        if spot_share:
+            saves, kept = vertex_notice_saves(emulator, LABEL["ours"], every, step_seconds)
+            result["notice_saves"], result["notice_kept_seconds"] = saves, kept
+            print(f"\nCheckpoint on notice: ours saved on {saves} notice(s), keeping {kept:.0f} s of training past "
+                  "the periodic checkpoints (time that is not in wasted progress above)")
         print_verdict(result)
     return result
 

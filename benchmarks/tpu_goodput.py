@@ -81,6 +81,7 @@ from goodput import (
     budgets,
     checkpoint_steps_reached,
     execute_ours,
+    kept_on_notice,
     measure_restore,
     print_budget,
     print_verdict,
@@ -145,18 +146,11 @@ def notice_faults(notice: float) -> dict[str, dict[str, Any]]:
 
 
 def notice_saves(emulator: Emulator, every: int, step_seconds: float) -> tuple[int, float]:
-    """Ours' saves on a notice (worker 0's ``saved step N on request (notice-...)`` lines on every node of ours) and
-    the progress they kept, in seconds of training: for each, the steps past the newer of the periodic checkpoint
-    before it (every ``every`` steps) and the previous save on notice, times ``step_seconds``."""
-    steps: list[int] = []
-    for log in sorted((emulator.work_dir / "tpu").glob("bench-ours-a*/worker-0.log")):
-        text = log.read_text(errors="replace")
-        steps += [int(n) for n in re.findall(r"^saved step (\d+) on request \(notice-", text, re.MULTILINE)]
-    kept, previous = 0.0, 0
-    for step in sorted(steps):
-        kept += (step - max(step // every * every, previous)) * step_seconds
-        previous = step
-    return len(steps), kept
+    """Ours' saves on a notice and the progress they kept (:func:`goodput.kept_on_notice`), from worker 0's log on
+    every node of ours."""
+    logs = [log.read_text(errors="replace")
+            for log in sorted((emulator.work_dir / "tpu").glob("bench-ours-a*/worker-0.log"))]
+    return kept_on_notice(logs, every, step_seconds)
 
 
 def handed_intervals(emulator: Emulator, scale: float) -> list[tuple[int, float]]:

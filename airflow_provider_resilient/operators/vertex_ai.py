@@ -101,6 +101,18 @@ class ResilientCustomJobOperator(SupervisedOperator):
             new machines (the policy's ``preflight`` budget, 0 to 3). Default ``False`` -- ModelArts' default too:
             the wrapper replaces the container's command line, and every pool needs a ``container_spec.command``
             (an image's ENTRYPOINT cannot be wrapped).
+        checkpoint_on_notice: save a checkpoint on a replica's preemption notice (default ``False``). A Spot VM
+            (``strategy="SPOT"``) is reclaimed with a notice: the ACPI G2 Soft Off, the guest's SIGTERM, 30 seconds
+            before the machine stops (Compute Engine, "Preemptible VM instances", preemption process,
+            https://cloud.google.com/compute/docs/instances/preemptible#preemption-process); Vertex AI then
+            restarts the worker on another VM ("Understand the custom training service"). With ``True`` each
+            container's command runs under the worker runner, as with ``preflight`` (the image needs ``python3``
+            and every pool a ``container_spec.command``), and the helper ``resilient_checkpoint``
+            (:mod:`~..worker.checkpoint_request`) is on the command's ``PYTHONPATH``: on SIGTERM the runner asks
+            the workload for a checkpoint (a request ``notice-<time>``) before it forwards the signal, and the
+            workload that calls ``save_if_requested`` once per step saves at once, so the restarted worker resumes
+            from the step it reached instead of the last periodic checkpoint. A step and a save must fit in the
+            30 s; a longer save is cut off and the periodic checkpoint stands.
         checkpoint_dir: as on :class:`~.base.SupervisedOperator`; default ``<base_output_dir>/checkpoints/``
             (Vertex AI's ``AIP_CHECKPOINT_DIR``).
         resilience_policy: as on :class:`~.base.SupervisedOperator`. On Vertex AI its ``queue_timeout_seconds``
@@ -154,6 +166,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         read_step_logs: bool = True,
         cancel_on_kill: bool = True,
         preflight: Preflight | Mapping[str, Any] | bool | None = False,
+        checkpoint_on_notice: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -170,6 +183,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.read_step_logs = read_step_logs
         self.cancel_on_kill = cancel_on_kill
         self.preflight = preflight
+        self.checkpoint_on_notice = checkpoint_on_notice
         self._live_job: str | None = None
         # Literal arguments are checked as the DAG is parsed; templated ones after rendering, in execute.
         self._validate(skip={name for name in self.template_fields if has_template(getattr(self, name))})
@@ -234,14 +248,15 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def _custom_job(self, spec: AttemptSpec) -> dict[str, Any]:
         """The CustomJob body of one attempt (:func:`~..specs.vertex.build_custom_job`): the operator's pools
         and scheduling, the attempt's labels and ``RESILIENT_*`` environment, on its fallback."""
-        from ..worker import runner_source  # read only when the checks wrap the command
+        from ..worker import helper_source, runner_source  # read only when the runner wraps the command
 
-        checks = preflight_of(self.preflight)
+        checks, notice = preflight_of(self.preflight), self.checkpoint_on_notice is True
         return build_custom_job(
             display_name=self.display_name, worker_pool_specs=self._pools(), labels=dict(spec.labels),
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
             network=self.network, fallback=spec.fallback, env=dict(spec.env), preflight=checks,
-            runner_source=runner_source() if checks else "")
+            runner_source=runner_source() if checks or notice else "", checkpoint_on_notice=notice,
+            helper_source=helper_source() if notice else "")
 
     def _recover(self, context: Any, state: RunState) -> RunState:
         """Rebuild the run from this task instance's jobs when the task state store holds none
@@ -335,7 +350,8 @@ class ResilientCustomJobOperator(SupervisedOperator):
 
     def _problems(self) -> list[SpecError]:
         """Every problem of the arguments (empty: none), templated ones included."""
-        problems = [*self._common_problems(), *preflight_problems(self._pools(), self.preflight),
+        problems = [*self._common_problems(),
+                    *preflight_problems(self._pools(), self.preflight, self.checkpoint_on_notice),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill), *self._kind().problems(self)]

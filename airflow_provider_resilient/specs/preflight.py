@@ -97,23 +97,30 @@ RUNNER_HEREDOC = "RESILIENT_RUNNER_EOF"
 
 
 def wrap_container_command(command: list[str], args: list[str], *, runner_source: str,
-                           runner_args: list[str]) -> list[str]:
-    """A Vertex AI replica's container command that runs the fault-tolerance checks first: ``/bin/sh -c`` writes
-    the worker runner (standard library only; the image needs ``python3``) to ``$TMPDIR`` and runs ``runner.py
-    <runner_args> --max-restarts 0 -- <command> <args>`` -- no restart in place: Vertex AI restarts replicas itself
-    (Vertex AI, "Understand the custom training service"). A failed check exits 78, which Vertex AI reports as "The
-    replica workerpool0-0 exited with a non-zero status of 78" and the policy reads as ``preflight_failure`` (a new
-    job on new machines); otherwise the exit status is the command's, so every other rule reads it as before.
+                           runner_args: list[str], helper_source: str = "") -> list[str]:
+    """A Vertex AI replica's container command that runs under the worker runner: ``/bin/sh -c`` writes the runner
+    (standard library only; the image needs ``python3``) to ``$TMPDIR`` and runs ``runner.py <runner_args>
+    --max-restarts 0 -- <command> <args>`` -- no restart in place: Vertex AI restarts replicas itself (Vertex AI,
+    "Understand the custom training service"). With the fault-tolerance checks in ``runner_args`` a failed check
+    exits 78, which Vertex AI reports as "The replica workerpool0-0 exited with a non-zero status of 78" and the
+    policy reads as ``preflight_failure`` (a new job on new machines); otherwise the exit status is the command's,
+    so every other rule reads it as before. ``helper_source``: the workload's checkpoint-request helper
+    (:mod:`..worker.checkpoint_request`), written as ``resilient_checkpoint.py`` into a directory put first on the
+    command's ``PYTHONPATH`` (checkpoint on notice: the runner turns the replica's SIGTERM into a request the
+    helper reads).
 
     Raises:
-        ValueError: an empty ``command`` (an image's ENTRYPOINT cannot be wrapped), or a runner text holding
-            :data:`RUNNER_HEREDOC`.
+        ValueError: an empty ``command`` (an image's ENTRYPOINT cannot be wrapped), or a runner or helper text
+            holding :data:`RUNNER_HEREDOC`.
     """
     if not command:
-        raise ValueError("preflight needs container_spec.command: an image's ENTRYPOINT cannot be wrapped")
-    if RUNNER_HEREDOC in runner_source:
-        raise ValueError(f"the runner source contains the heredoc marker {RUNNER_HEREDOC}")
-    script = (f'f="${{TMPDIR:-/tmp}}/resilient-runner-$$.py"\ncat > "$f" <<\'{RUNNER_HEREDOC}\'\n'
+        raise ValueError("the worker runner needs container_spec.command: an image's ENTRYPOINT cannot be wrapped")
+    if RUNNER_HEREDOC in runner_source or RUNNER_HEREDOC in helper_source:
+        raise ValueError(f"the runner or helper source contains the heredoc marker {RUNNER_HEREDOC}")
+    helper = (f'h="${{TMPDIR:-/tmp}}/resilient-helpers-$$"\nmkdir -p "$h"\n'
+              f"cat > \"$h/resilient_checkpoint.py\" <<'{RUNNER_HEREDOC}'\n{helper_source.rstrip()}\n{RUNNER_HEREDOC}\n"
+              f'export PYTHONPATH="$h${{PYTHONPATH:+:$PYTHONPATH}}"\n') if helper_source else ""
+    script = (f'{helper}f="${{TMPDIR:-/tmp}}/resilient-runner-$$.py"\ncat > "$f" <<\'{RUNNER_HEREDOC}\'\n'
               f"{runner_source.rstrip()}\n{RUNNER_HEREDOC}\nexec python3 \"$f\" \"$@\"\n")
     return ["/bin/sh", "-c", script, "resilient-runner", *runner_args, "--max-restarts", "0", "--",
             *command, *args]

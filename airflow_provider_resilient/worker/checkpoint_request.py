@@ -1,7 +1,8 @@
 """Checkpoint on request: the workload's side of the operator's early checkpoint before a maintenance window.
 
 On a Cloud TPU VM this file is importable as ``resilient_checkpoint`` (the TPU operator writes it beside the
-worker runner and puts its directory on ``PYTHONPATH``); in Airflow it is
+worker runner and puts its directory on ``PYTHONPATH``; so does a Vertex AI replica's wrapped command with
+``checkpoint_on_notice=True``); in Airflow it is
 ``airflow_provider_resilient.worker.checkpoint_request``. Standard library only, Python 3.8 syntax, nothing
 happens at import time.
 

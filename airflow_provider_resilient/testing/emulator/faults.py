@@ -26,7 +26,9 @@ get time       ``unavailable`` (a Get call -- or with ``calls: list`` a ListCust
 provisioning   ``stockout`` (one provisioning attempt of the job finds no capacity)
 running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
                platform restarts the worker in place), ``internal_error``, ``hang`` (the
-               processes stop making progress: SIGSTOP); TPU: ``maintenance``, ``preemption``,
+               processes stop making progress: SIGSTOP), ``preemption`` (a Spot VM reclaimed: the
+               replica's processes get SIGTERM, ``grace_seconds`` later SIGKILL, then the platform
+               restarts the worker on another VM as for ``worker_failure``); TPU: ``maintenance``, ``preemption``,
                ``unhealthy``, ``crash``, ``hang``, ``hardware`` (chips vanish), ``scheduled_maintenance``
                (announced in ``Node.upcoming_maintenance`` -- v2alpha1 GetNode -- ``notice_seconds`` before
                its window; at the window the node has a maintenance event it recovers from, REPAIRING for
@@ -85,7 +87,7 @@ FaultKind = Literal["crash", "oom", "worker_failure", "stockout", "internal_erro
 CREATE_KINDS = frozenset({"quota"})
 GET_KINDS = frozenset({"unavailable"})
 PROVISIONING_KINDS = frozenset({"stockout"})
-RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang"})
+RUNNING_KINDS = frozenset({"crash", "oom", "worker_failure", "internal_error", "hang", "preemption"})
 #: Faults of a running Cloud TPU node. ``crash`` and ``hang`` strike the workload process
 #: of worker ``worker`` (the newest process of its startup script): a crash whose exit code means a signal
 #: (6/134 SIGABRT, 11/139 SIGSEGV, 15/143 SIGTERM) delivers that signal; any other code is a SIGKILL
@@ -160,9 +162,9 @@ class Fault(BaseModel):
                                              "(VC_TASK_INDEX) struck by crash / hang / hardware / preflight")
     recover: bool = Field(True, description="maintenance: recovers by itself (REPAIRING -> READY) or TERMINATED")
     terminate_reason: str = "Maintenance event without automatic recovery"
-    grace_seconds: float = Field(1.0, ge=0, description="TPU: SIGTERM to SIGKILL, real seconds (a preemption's or a "
-                                                        "terminating maintenance event's notice: the node shows "
-                                                        "READY until it ends)")
+    grace_seconds: float = Field(1.0, ge=0, description="preemption (and TPU's terminating maintenance event): "
+                                                        "SIGTERM to SIGKILL, real seconds -- the notice (a TPU node "
+                                                        "shows READY until it ends)")
     notice_seconds: float = Field(5.0, ge=0, description="scheduled_maintenance: real seconds from the "
                                   "announcement (upcoming_maintenance PENDING) to the window's start")
     window_seconds: float | None = Field(None, ge=0, description="scheduled_maintenance: how long the node is "

@@ -20,7 +20,8 @@ then fails, is retried or restarts the replica in place -- and an INFO entry whe
 
 Platform rules (configurable in :class:`~..config.PlatformRules`): a user-code exit with 6/134/11/139
 retries the job up to 3 times; any other user-code exit fails it ("common error", permanent); an
-out-of-memory kill fails it with the "ran out of memory" text; a lost worker (``worker_failure``) is
+out-of-memory kill fails it with the "ran out of memory" text; a lost worker (``worker_failure``; a Spot VM
+reclaimed, ``preemption``, after its SIGTERM notice of ``grace_seconds``: Compute Engine's preemption process) is
 restarted in place up to 5 times, then the job is retried up to 3 times; a stockout is retried 3 times
 during provisioning; an internal error retries the job twice. ``scheduling.disable_retries`` turns
 every platform retry off. Each platform retry restarts every replica's process; the workload sees the
@@ -145,6 +146,7 @@ class JobRun:
     replicas: dict[str, ReplicaProcess] = field(default_factory=dict)
     forced: dict[str, Exit] = field(default_factory=dict)
     restart_at: dict[str, float] = field(default_factory=dict)
+    kill_at: dict[str, float] = field(default_factory=dict)  # replica -> when its preemption notice ends (SIGKILL)
     pending: tuple[str, int, str] | None = None  # (final state, rpc code, message)
     fired: set[tuple[int, str, int]] = field(default_factory=set)
     steps_seen: dict[str, int] = field(default_factory=dict)  # replica -> highest step in its log
@@ -208,6 +210,7 @@ class JobRun:
         self.replicas = {}
         self.forced.clear()
         self.restart_at.clear()
+        self.kill_at.clear()
         for plan in self.plans:
             self._start(plan, now, restart=0)
 
@@ -219,6 +222,7 @@ class JobRun:
         self.log_offsets[plan.name] = proc.log_offset
         self.steps_seen.pop(plan.name, None)
         self.forced.pop(plan.name, None)
+        self.kill_at.pop(plan.name, None)
 
     def kill_all(self) -> None:
         for proc in self.replicas.values():
@@ -366,9 +370,19 @@ class JobRun:
                              f"Job exceeded its scheduling.timeout of {timeout.total_seconds():.0f}s.")
                 return
         self._restart_due_replicas(now)
+        self._end_notices(now)
         if self._strike_faults(now):
             return
         self._reap(now)
+
+    def _end_notices(self, now: float) -> None:
+        """SIGKILL each preempted replica whose notice is over and that still runs: the VM stops."""
+        for name, at in list(self.kill_at.items()):
+            if now >= at:
+                del self.kill_at[name]
+                proc = self.replicas.get(name)
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
 
     def _restart_due_replicas(self, now: float) -> None:
         for name, at in list(self.restart_at.items()):
@@ -439,6 +453,10 @@ class JobRun:
                 assert fault.exit_code is not None
                 self.forced[target] = Exit(fault.exit_code, "user")
                 proc.signal(_SIGNAL_FOR_EXIT.get(fault.exit_code, signal.SIGKILL))
+            elif fault.kind == "preemption":  # the notice: SIGTERM now, the machine stops grace_seconds later
+                self.forced[target] = Exit(143, "infra")
+                proc.signal(signal.SIGTERM)
+                self.kill_at[target] = now + fault.grace_seconds
             else:
                 self.forced[target] = Exit(137, "oom" if fault.kind == "oom" else "infra")
                 proc.signal(signal.SIGKILL)

@@ -1,0 +1,95 @@
+"""Checkpoint on notice on Vertex AI (``checkpoint_on_notice=True`` on ``ResilientCustomJobOperator``): a Spot
+replica's preemption notice -- SIGTERM, then the machine stops -- becomes a checkpoint request the workload's helper
+reads, so the worker Vertex AI restarts on another VM resumes from the step the preempted one reached. What the job
+spec carries, what is refused before submit, and end to end on the emulator with and without it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_resilient.compat import AirflowFailException
+from airflow_provider_resilient.specs.preflight import wrap_container_command
+from airflow_provider_resilient.specs.vertex import build_custom_job
+from airflow_provider_resilient.worker import helper_source, runner_source
+
+from .test_vertex_operator_unit import context, operator
+
+WORKLOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "workloads" / "steady_training.py"
+
+
+def container_of(checkpoint_on_notice: bool) -> dict:
+    job = build_custom_job(display_name="j", worker_pool_specs=[{
+        "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+        "container_spec": {"image_uri": "i", "command": ["python3", "t.py"], "args": ["--lr", "0.1"]}}],
+        labels={}, base_output_dir=None, scheduling={"strategy": "SPOT"}, service_account=None, network=None,
+        fallback=None, env={}, runner_source=runner_source(), checkpoint_on_notice=checkpoint_on_notice,
+        helper_source=helper_source())
+    return job["job_spec"]["worker_pool_specs"][0]["container_spec"]
+
+
+def test_the_notice_wraps_the_command_with_the_runner_and_the_helper_on_pythonpath():
+    wrapped = container_of(True)
+    command = wrapped["command"]
+    assert "args" not in wrapped and command[-4:] == ["python3", "t.py", "--lr", "0.1"]
+    assert "resilient_checkpoint.py" in command[2] and "export PYTHONPATH=" in command[2]
+    assert "--preflight" not in command  # the checks are not asked for
+    assert container_of(False) == {"image_uri": "i", "command": ["python3", "t.py"], "args": ["--lr", "0.1"],
+                                   "env": []}  # off: untouched
+
+
+def test_the_wrapped_helper_turns_a_sigterm_into_a_saved_checkpoint(tmp_path):
+    """A real shell runs the wrapper: the workload imports ``resilient_checkpoint`` from the wrapper's directory, the
+    runner passes the SIGTERM on as a request, the workload saves and ends 143."""
+    code = ("import os, signal, time\nfrom resilient_checkpoint import save_if_requested\n"
+            "os.kill(os.getppid(), signal.SIGTERM)\n"  # the runner: the replica's notice
+            "for step in range(1, 2000):\n"
+            "    time.sleep(0.01)\n"
+            "    save_if_requested(step, lambda s: print('saved', s, flush=True))\n")
+    argv = wrap_container_command([sys.executable, "-c", code], [], runner_source=runner_source(),
+                                  runner_args=[], helper_source=helper_source())
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    assert done.returncode == 143, done.stderr
+    assert re.search(r"^saved \d+$", done.stdout, re.M) and "checkpoint saved on notice" in done.stdout
+
+
+def test_the_notice_needs_a_container_command_and_a_flag():
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+              "python_package_spec": {"executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-12.py310:"
+                                                            "latest", "package_uris": ["gs://b/p.tar.gz"],
+                                      "python_module": "trainer.task"}}]
+    with pytest.raises(AirflowFailException, match=r"worker_pool_specs\[0\]\.python_package_spec: "
+                                                   r"checkpoint_on_notice .*checkpoint_on_notice=False"):
+        operator(worker_pool_specs=pools, checkpoint_on_notice=True)
+    with pytest.raises(AirflowFailException, match=r"checkpoint_on_notice: give True or False, got 'yes'"):
+        operator(checkpoint_on_notice="yes")
+
+
+def resumed_steps(emulator, job_name: str) -> list[int]:
+    (log,) = list(emulator.work_dir.rglob(f"*{job_name.rsplit('/', 1)[1]}*/workerpool0-0.log")) or list(
+        emulator.work_dir.rglob("workerpool0-0.log"))
+    return [int(n) for n in re.findall(r"^start step (\d+)$", log.read_text(), re.M)]
+
+
+@pytest.mark.parametrize("on_notice", [True, False])
+def test_a_preempted_spot_replica_resumes_from_the_step_saved_on_its_notice(resilient_emulator, on_notice):
+    """The replica is preempted once it logged step 15 (periodic checkpoints every 10 steps); Vertex AI restarts it
+    in place. With the notice the restarted worker starts from step 15 or later (the save on the notice); without,
+    from step 10, the last periodic checkpoint -- 5 or more steps done again."""
+    resilient_emulator.add_fault({"kind": "preemption", "at_step": 15, "step_source": "log", "grace_seconds": 5.0,
+                                  "match": {"display_name": "notice"}})
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+              "container_spec": {"image_uri": "python:3.11", "command": [
+                  sys.executable, str(WORKLOAD), "--steps", "30", "--step-seconds", "0.05", "--every", "10",
+                  "--log-steps", "--on-request", "--resume", "scan"]}}]
+    result = operator(display_name="notice", worker_pool_specs=pools, strategy="SPOT",
+                      checkpoint_on_notice=on_notice).execute(context())
+    assert result["state"] == "JOB_STATE_SUCCEEDED"
+    first, restarted = resumed_steps(resilient_emulator, result["job_name"])
+    assert first == 0
+    assert restarted >= 15 if on_notice else restarted == 10
