@@ -81,6 +81,27 @@ def test_goodput_benchmark_prints_the_trace_and_a_row_per_way():
     assert buckets[:2] == ["training", "checkpoint saves"] and buckets[-1] == "**total**", buckets
 
 
+def test_spot_reclaims_take_their_share_and_a_save_on_notice_counts_its_steps_past_the_periodic_checkpoint():
+    """``goodput.py --spot-share``: the reclaims' share, the other classes in their proportions; and what a save on
+    notice kept -- the steps past the newer of the periodic checkpoint before it and the previous save on notice."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("goodput_bench", ROOT / "benchmarks" / "goodput.py")
+    assert spec is not None and spec.loader is not None
+    bench = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    mix = bench.vertex_mix(0.3)
+    assert mix["spot_reclaim"] == 0.3 and sum(mix.values()) == pytest.approx(1.0)
+    assert mix["hang"] / mix["transient_crash"] == pytest.approx(bench.MIX["hang"] / bench.MIX["transient_crash"])
+    assert bench.vertex_mix(0.0) == bench.MIX
+    with pytest.raises(ValueError, match="--spot-share"):
+        bench.vertex_mix(1.0)
+    logs = ["start step 0\nsaved step 50 on request (notice-17)\nsaved step 60 on request (maintenance-3)\n",
+            "saved step 95 on request (notice-sigterm)\n", "saved step 97 on request (notice-40)\n"]
+    assert bench.kept_on_notice(logs, every=45, step_seconds=6.0) == (3, (5 + 5 + 2) * 6.0)
+    assert bench.vertex_faults(1.5)["spot_reclaim"] == {"kind": "preemption", "grace_seconds": 1.5}
+
+
 def test_tpu_goodput_benchmark_prints_the_trace_a_row_per_way_and_the_budget():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tpu_goodput.py"), "--quick"],
                          capture_output=True, text=True, timeout=600, check=False)
