@@ -411,3 +411,27 @@ def test_one_node_whose_advance_fails_stops_no_other_node(resilient_emulator, mo
     assert "booted worker 0" in _booted(resilient_emulator, "healthy")
     assert client.get_node(name=f"{ZONE}/nodes/broken").state.name == "CREATING"  # stuck alone
     assert caplog.text.count("emulator: advancing") == 1  # logged once, not once per tick
+
+
+def test_a_hang_freezes_a_workload_made_of_short_lived_processes(tmp_path):
+    """A ``hang`` stops the newest process under the startup script. In a shell loop of 1 ms ``sleep``s that process
+    often ends between the look and the SIGSTOP: the emulator stops the then newest one instead, so the loop never
+    steps again (CI once saw a TPU hang slip past this way: the workload kept stepping, no hang was ever judged)."""
+    import os
+    import signal
+    import subprocess
+
+    from airflow_provider_resilient.testing.emulator.tpu.workers import Worker, _descendants, _state
+
+    proc = subprocess.Popen(["/bin/sh", "-c", "while :; do sleep 0.001; done"], start_new_session=True)
+    worker = Worker(0, None, tmp_path / "log", proc)  # type: ignore[arg-type]  # signals need no metadata server
+    try:
+        for _ in range(30):
+            assert worker.signal_workload(signal.SIGSTOP)
+            tree = [proc.pid, *_descendants(proc.pid)]
+            assert any(_state(pid) in ("T", "t") for pid in tree), [(pid, _state(pid)) for pid in tree]
+            for pid in tree:
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

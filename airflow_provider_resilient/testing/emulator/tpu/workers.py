@@ -35,13 +35,29 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+def _state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie ...; from /proc), None when gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return stat.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
+        return None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+    return _state(pid) not in (None, "Z")
+
+
+def _stopped_or_ended(pid: int, timeout: float = 0.5) -> bool:
+    """Wait (bounded) until a SIGSTOP sent to ``pid`` took effect: True when it is stopped, False when it ended first
+    (a short-lived process -- a shell loop's ``sleep`` -- exits between the look and the signal)."""
+    deadline = time.monotonic() + timeout
+    while (state := _state(pid)) not in (None, "Z", "T", "t"):
+        if time.monotonic() >= deadline:
+            return True  # still running after the signal: leave it to the caller's next look, as before
+        time.sleep(0.005)
+    return state in ("T", "t")
 
 
 @dataclass
@@ -75,14 +91,20 @@ class Worker:
                 os.killpg(self.proc.pid, sig)
 
     def signal_workload(self, sig: int) -> bool:
-        """Send ``sig`` to the newest process under the startup script (the training command)."""
-        if not self.alive():
-            return False
-        assert self.proc is not None
-        leaves = _descendants(self.proc.pid) or [self.proc.pid]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(leaves[-1], sig)
-            return True
+        """Send ``sig`` to the newest process under the startup script (the training command). A SIGSTOP (a
+        ``hang``) is sent again to the then newest process while its target ends before it is stopped: a workload
+        of short-lived processes (a shell loop's ``sleep 0.05``) must not slip past its hang."""
+        for _ in range(50):
+            if not self.alive():
+                return False
+            assert self.proc is not None
+            target = (_descendants(self.proc.pid) or [self.proc.pid])[-1]
+            try:
+                os.kill(target, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+            if sig != signal.SIGSTOP or _stopped_or_ended(target):
+                return True
         return False
 
     def stop(self) -> None:
