@@ -46,6 +46,7 @@ def test_the_wrapped_helper_turns_a_sigterm_into_a_saved_checkpoint(tmp_path):
     """A real shell runs the wrapper: the workload imports ``resilient_checkpoint`` from the wrapper's directory, the
     runner passes the SIGTERM on as a request, the workload saves and ends 143."""
     code = ("import os, signal, time\nfrom resilient_checkpoint import save_if_requested\n"
+            "save_if_requested(0, print)\n"  # a workload in its loop already: the helper's SIGTERM handler is in place
             "os.kill(os.getppid(), signal.SIGTERM)\n"  # the runner: the replica's notice
             "for step in range(1, 2000):\n"
             "    time.sleep(0.01)\n"
@@ -93,3 +94,20 @@ def test_a_preempted_spot_replica_resumes_from_the_step_saved_on_its_notice(resi
     first, restarted = resumed_steps(resilient_emulator, result["job_name"])
     assert first == 0
     assert restarted >= 15 if on_notice else restarted == 10
+
+
+def test_a_hang_under_the_runner_freezes_the_training_command_not_only_the_runner(resilient_emulator):
+    """The runner starts the training command in a session of its own; a hang must freeze that command too, or it
+    trains on (and checkpoints) while the job looks hung. The hang strikes once step 5 is logged (checkpoints every
+    2 steps); the resubmitted job resumes from step 4 -- not from where an unfrozen workload would have got to."""
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 5, "step_source": "log",
+                                  "match": {"display_name": "hung"}})
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+              "container_spec": {"image_uri": "python:3.11", "command": [
+                  sys.executable, str(WORKLOAD), "--steps", "60", "--step-seconds", "0.05", "--every", "2",
+                  "--log-steps", "--on-request", "--resume", "scan"]}}]
+    result = operator(display_name="hung", worker_pool_specs=pools, checkpoint_on_notice=True,
+                      hang_timeout=6.0).execute(context())
+    assert [i["failure"]["failure_class"] for a in result["attempts"] for i in a["incidents"]] == ["hang"]
+    (resumed,) = resumed_steps(resilient_emulator, result["job_name"])
+    assert 4 <= resumed <= 6, resumed  # the step the hang froze it at (a save of step 6 may have been under way)

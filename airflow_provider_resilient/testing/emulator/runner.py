@@ -42,6 +42,58 @@ def read_appended(path: Path, offset: int) -> bytes:
         return b""
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before children (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(0), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie ...; from /proc), None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
+    return process_state(pid) not in (None, "Z")
+
+
+def freeze_tree(root: int) -> list[int]:
+    """SIGSTOP ``root``'s process group and every process below ``root`` (one that left the group too: the worker
+    runner starts the training command in a session of its own), again until no new process appears; returns the
+    frozen tree, ``root`` first."""
+    tree = [root]
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(root, signal.SIGSTOP)
+    for _ in range(5):
+        found = [root, *descendants(root)]
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        if set(found) <= set(tree) and len(tree) > 1:
+            break
+        tree = list(dict.fromkeys([*tree, *found]))
+    return tree
+
+
 class ReplicaProcess:
     """One run of one replica's command.
 
@@ -103,19 +155,25 @@ class ReplicaProcess:
             os.killpg(self._proc.pid, sig)
 
     def suspend(self) -> None:
-        """Freeze the process group (a hang: alive, no progress)."""
-        self.signal(signal.SIGSTOP)
+        """Freeze the command's whole process tree (a hang: alive, no progress) -- under a worker runner the training
+        command runs in a session of its own, and a hang freezes it, not only the runner (:func:`freeze_tree`)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        freeze_tree(self._proc.pid)
         self._suspended = True
 
     def kill(self) -> None:
-        """SIGKILL the process group and reap it."""
+        """SIGKILL the command's whole process tree -- the group and what left it (a worker runner's training
+        command, in a session of its own: the machine is gone) -- and reap it."""
         if self._proc is None:
             return
+        tree = freeze_tree(self._proc.pid) if self._proc.poll() is None else []
         self.signal(signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(timeout=5)
-        # Children that left the group would survive killpg; the group leader's death is enough here
-        # because workloads run in their own session and do not daemonise.
 
     def read_new_output(self, offset: int) -> tuple[str, int]:
         """Text appended to the log since byte ``offset``, and the new offset."""

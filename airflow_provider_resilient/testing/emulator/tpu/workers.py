@@ -12,41 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..runner import descendants as _descendants
+from ..runner import process_state as _state
+from ..runner import running as _running
 from .metadata import MetadataServer
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, parents before children (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(0), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _state(pid: int) -> str | None:
-    """The state letter of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie ...; from /proc), None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not gone, not a zombie waiting to be reaped)."""
-    return _state(pid) not in (None, "Z")
 
 
 def _stopped_or_ended(pid: int, timeout: float = 0.5) -> bool:
