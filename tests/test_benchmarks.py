@@ -85,11 +85,18 @@ def test_spot_reclaims_take_their_share_and_a_save_on_notice_counts_its_steps_pa
     """``goodput.py --spot-share``: the reclaims' share, the other classes in their proportions; and what a save on
     notice kept -- the steps past the newer of the periodic checkpoint before it and the previous save on notice."""
     import importlib.util
+    import os
 
     spec = importlib.util.spec_from_file_location("goodput_bench", ROOT / "benchmarks" / "goodput.py")
     assert spec is not None and spec.loader is not None
     bench = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look their module up
-    spec.loader.exec_module(bench)
+    environ = dict(os.environ)
+    try:  # the script quiets Airflow's logging for its runs: later tests' dag.test() processes must not inherit it
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+        os.environ.clear()
+        os.environ.update(environ)
     mix = bench.vertex_mix(0.3)
     assert mix["spot_reclaim"] == 0.3 and sum(mix.values()) == pytest.approx(1.0)
     assert mix["hang"] / mix["transient_crash"] == pytest.approx(bench.MIX["hang"] / bench.MIX["transient_crash"])
