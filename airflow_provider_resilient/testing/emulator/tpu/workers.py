@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runner import descendants as _descendants
+from ..runner import freeze_tree
 from ..runner import process_state as _state
 from ..runner import running as _running
 from .metadata import MetadataServer
@@ -87,14 +88,7 @@ class Worker:
             return
         tree = [self.proc.pid]
         if self.alive():
-            for _ in range(5):  # freeze until no new process appears under the script
-                found = [self.proc.pid, *_descendants(self.proc.pid)]
-                for pid in found:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGSTOP)
-                if set(found) <= set(tree) and len(tree) > 1:
-                    break
-                tree = list(dict.fromkeys([*tree, *found]))
+            tree = freeze_tree(self.proc.pid)  # frozen until no new process appears under the script
             self.signal_group(signal.SIGKILL)
             for pid in tree:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
