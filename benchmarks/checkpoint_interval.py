@@ -161,7 +161,7 @@ def one_seed(seed: int, a: argparse.Namespace) -> dict[str, Any]:
             wall = ((o.ended or time.monotonic()) - o.started) / s
             rows[name] = {"goodput": a.work / wall, "finished": o.finished, "attempts": o.submits,
                           "interval": last_interval(emulator, o, s), "error": o.error}
-    return {"seed": seed, "ceiling": ceiling, "guessed": every * step_seconds,
+    return {"seed": seed, "ceiling": ceiling, "restart": restart, "guessed": every * step_seconds,
             "optimum": young_daly_interval(a.checkpoint_cost, a.mtbf), "rows": rows}
 
 
@@ -194,12 +194,15 @@ def main() -> int:
         for name, row in result["rows"].items():
             status = "yes" if row["finished"] else f"no: {row['error'] or 'stopped at the horizon'}"
             shown = f"{row['goodput']:.3f}" if row["finished"] else "-"
-            share = f"{row['goodput'] / result['ceiling']:.0%}" if row["finished"] else "-"
+            share = f"{row['goodput'] / result['ceiling']:.0%}" if row["finished"] and result["ceiling"] else "-"
             interval = row["interval"] if name == "handed interval" else f"{result['guessed']:.0f} s (guessed)"
             print(f"| {seed} | {name} | {status} | {shown} | {row['attempts']} | {interval} | {share} |", flush=True)
     both = [r for r in results if all(r["rows"][name]["finished"] for name in WAYS)]
     print(f"\nYoung/Daly interval for the true MTBF: {results[0]['optimum']:.0f} s; for the guess: "
           f"{results[0]['guessed']:.0f} s; ceiling {results[0]['ceiling']:.3f}.")
+    if not results[0]["ceiling"]:  # R >= MTBF: a start-up measured on a loaded machine, magnified by the time scale
+        print(f"The ceiling is 0: the measured restart ({results[0]['restart']:.0f} s) leaves nothing of the MTBF; "
+              "this machine was too busy for the time scale (raise --time-scale).")
     if not both:
         print("Mean goodput: no seed where both ways finished.")
         return 0

@@ -136,7 +136,11 @@ def test_checkpoint_interval_benchmark_prints_both_ways_and_the_gain():
     assert [r[2] for r in rows] == ["fixed interval", "handed interval"], out.stdout
     for row in rows:
         assert row[4] == "-" or float(row[4]) > 0  # a goodput figure, not a timing assertion
-    assert rows[1][6].endswith(" s") and rows[1][6] != "-"  # the last attempt was handed an interval
+    # "-" (no interval handed) or "<n> s". Whether the quick seed's second attempt is handed one depends on where the
+    # wall-clock failure lands against the first attempt's saves on a loaded machine (a CI run printed "-"): that the
+    # operator hands the advised interval is tests/operators/test_checkpoint_interval.py's deterministic claim.
+    assert re.fullmatch(r"-|\d+ s", rows[1][6]), rows[1]
+    assert rows[0][6].endswith(" s (guessed)"), rows[0]
     assert "Mean goodput" in out.stdout
 
 
