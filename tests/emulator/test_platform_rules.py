@@ -69,6 +69,25 @@ def test_replica_output_is_in_cloud_logging_as_vertex_ai_ships_it(submit, resili
     assert [e.payload for e in one] == ["step 2"]
 
 
+def test_a_replicas_last_lines_are_stamped_before_the_services_entry_about_its_exit(submit, resilient_emulator):
+    """A replica that prints ``step 1`` and dies at once (exit 139, retried by the platform): its line was written
+    before it exited, so Cloud Logging orders it before the service's "exited" entry -- what a reader of the job's
+    logs (the operator's in-place restart allowance) relies on to tell the lines before an exit from those after."""
+    from airflow_provider_resilient.testing.emulator_clients import logging_client
+
+    code = ("import os\nif os.path.exists('started'):\n    print('step 2', flush=True)\nelse:\n"
+            "    open('started', 'w').close(); print('step 1', flush=True); os._exit(139)")
+    job = submit(custom_job(code))
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    project, job_id = job.name.split("/")[1], job.name.rsplit("/", 1)[1]
+    entries = list(logging_client(project).list_entries(
+        filter_=f'resource.labels.job_id="{job_id}"', order_by="timestamp asc"))
+    texts = [entry.payload for entry in entries]
+    assert texts[:3] == ["step 1", "The replica workerpool0-0 exited with a non-zero status of 139. Termination "
+                         "reason: Error.", "step 2"], texts
+    assert entries[0].timestamp <= entries[1].timestamp < entries[2].timestamp
+
+
 def test_user_code_error_fails_the_job_without_retry(submit, resilient_emulator):
     job = submit(custom_job("raise SystemExit(1)"))
     assert job.state.name == "JOB_STATE_FAILED"

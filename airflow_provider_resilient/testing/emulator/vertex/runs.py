@@ -251,19 +251,20 @@ class JobRun:
         handler(now)
         self._ship_logs()
 
-    def _ship_logs(self) -> None:
+    def _ship_logs(self, now: bool = False) -> None:
         """Hand the complete lines each replica wrote since the last call to :attr:`log_sink`, at most every
-        :data:`LOG_SHIP_SECONDS` of real time (the replicas write in real time) and once more when the job has ended
-        (then everything, an unfinished last line too). Each entry's timestamp is when it was shipped: within
-        :data:`LOG_SHIP_SECONDS` of when the line was written, as a container runtime stamps a line when it sees it
-        (the goodput ledger times steps and in-place restarts by these timestamps). What Vertex AI does with a
-        CustomJob's stdout and stderr: an entry per line in Cloud Logging (the emulator's replicas write both to one
-        file, so every entry is INFO; the header lines the emulator adds at each start are not the workload's and
-        are left out)."""
+        :data:`LOG_SHIP_SECONDS` of real time (the replicas write in real time; ``now``: at once -- before the
+        service's entry about a replica's exit, so what the replica wrote is stamped before its exit, as it was
+        written) and once more when the job has ended (then everything, an unfinished last line too). Each entry's
+        timestamp is when it was shipped: within :data:`LOG_SHIP_SECONDS` of when the line was written, as a
+        container runtime stamps a line when it sees it (the goodput ledger times steps and in-place restarts by
+        these timestamps). What Vertex AI does with a CustomJob's stdout and stderr: an entry per line in Cloud
+        Logging (the emulator's replicas write both to one file, so every entry is INFO; the header lines the
+        emulator adds at each start are not the workload's and are left out)."""
         if self.log_sink is None or self.logs_closed:
             return
         real, done = time.monotonic(), self.phase == "done"
-        if not done and real - self.last_shipping < LOG_SHIP_SECONDS:
+        if not done and not now and real - self.last_shipping < LOG_SHIP_SECONDS:
             return
         self.last_shipping = real
         for plan in self.plans:
@@ -498,6 +499,7 @@ class JobRun:
         reason = "StartError" if exit_.cause == "start" else "Error"
         message = f"The replica {name} exited with a non-zero status of {exit_.code}. Termination reason: {reason}."
         out_of_memory = f"The replica {name} ran out of memory and exited with a non-zero status of {exit_.code}."
+        self._ship_logs(now=True)
         self._service_entry("ERROR", out_of_memory if exit_.cause == "oom" else message)
         if exit_.cause == "oom":
             self._fail(now, self.config.rpc_codes.out_of_memory, out_of_memory)
