@@ -6,7 +6,8 @@
   scale like every other delay) but a ``queue_timeout_seconds`` of 150 s (:data:`QUEUE_SECONDS`: a job still
   PENDING then is being re-provisioned after a stockout, so it fails over then), one fallback region, the
   workload resuming from the checkpoint; ours reads its ``step N`` lines from Cloud Logging (``read_step_logs``):
-  ``hang_timeout`` = 300 s without a new logged step.
+  ``hang_timeout`` = 120 s without a new logged step, ``restart_timeout`` = 300 s from a replica's exit (or a job's
+  start) to its next step.
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -112,11 +113,16 @@ def vertex_faults(notice: float) -> dict[str, dict[str, Any]]:
     ``grace_seconds``)."""
     return {kind: ({**fault, "grace_seconds": notice} if fault["kind"] == "preemption" else fault)
             for kind, fault in FAULT.items()}
-#: Ours' hang_timeout, platform seconds without a new logged step. An in-place restart by the platform is not seen
-#: by ours: its restart (10 s), the workload's start-up and restore (R - 10 s, about 60-80 s, more on a loaded
-#: machine: the time scale multiplies Python's start-up by 50), a save (C = 30 s), Cloud Logging's delay and one
-#: read interval (hang_timeout / 6) must fit inside. 150 s did not, beside other load (false hangs).
-HANG_SECONDS = 300.0
+
+
+#: Ours' hang_timeout, platform seconds without a new logged step while the job runs steadily: a step (6 s) and a
+#: save (C = 30 s) between two step lines, one poll (30 s) between two looks, Cloud Logging's delay.
+HANG_SECONDS = 120.0
+#: Ours' restart_timeout, platform seconds from a replica's exit (the service's entry) or a job's start to its next
+#: logged step: the platform's restart (10 s), the workload's start-up and restore (R - 10 s, about 60-80 s, more
+#: on a loaded machine: the time scale multiplies Python's start-up by 50), a save (C = 30 s), Cloud Logging's delay
+#: and one read interval (hang_timeout / 6). 150 s did not fit, beside other load (false hangs).
+RESTART_SECONDS = 300.0
 #: Ours' ``RetryPolicy.queue_timeout_seconds``, platform seconds a job may stay QUEUED or PENDING: 2.5 times the
 #: platform's provisioning latency (60 s). A job still PENDING then is being re-provisioned after a stockout (seed
 #: 003: "Vertex AI retries the job up to 3 times", 60 s each, then the error a minute later), so ours cancels it and
@@ -196,7 +202,8 @@ def worker_pool(args: list[str]) -> list[dict[str, Any]]:
 
 
 def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
-             stop: threading.Event, event_topic: str | None = None, on_notice: bool = False) -> None:
+             stop: threading.Event, event_topic: str | None = None, on_notice: bool = False,
+             restart_timeout: float | None = None) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job.
     ``event_topic``: it also listens for the platform's failure entries there (docs/detection.md). ``on_notice``:
     Spot replicas (``strategy="SPOT"``) that checkpoint on a preemption notice (``checkpoint_on_notice``)."""
@@ -206,7 +213,8 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
         task_id="ours", project_id=PROJECT, region=PRIMARY, display_name="goodput-ours",
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir="gs://bench/ours",
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
-        poll_interval=poll, hang_timeout=hang_timeout, deferrable=False, event_topic=event_topic,
+        poll_interval=poll, hang_timeout=hang_timeout, restart_timeout=restart_timeout, deferrable=False,
+        event_topic=event_topic,
         strategy="SPOT" if on_notice else None, checkpoint_on_notice=on_notice)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
 
@@ -489,13 +497,14 @@ LABEL = {"ours": "ours", "task retries": "retries", "retry loop": "loop", "Googl
 
 def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
                 stop: threading.Event, event_topic: str | None = None,
-                on_notice: bool = False) -> dict[str, Callable[[Outcome], None]]:
-    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` real seconds; listening on
+                on_notice: bool = False, restart_timeout: float | None = None) -> dict[str, Callable[[Outcome], None]]:
+    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` and ``restart_timeout`` real
+    seconds; listening on
     ``event_topic`` when given; checkpointing on a Spot reclaim's notice with ``on_notice``), task retries, the retry
     loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
         "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
-                                   poll, hang_timeout, stop, event_topic, on_notice),
+                                   poll, hang_timeout, stop, event_topic, on_notice, restart_timeout),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
         "retry loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
@@ -916,7 +925,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
         ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all,
-                           EVENT_TOPIC if a.events else None, on_notice=bool(spot_share) and notice_on)
+                           EVENT_TOPIC if a.events else None, on_notice=bool(spot_share) and notice_on,
+                           restart_timeout=RESTART_SECONDS * s)
         outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all,
                                 vertex_faults(a.notice * s) if spot_share else None)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,

@@ -132,22 +132,28 @@ def wants_checkpoints(summary: dict[str, Any], hang_timeout: float | None) -> bo
     return hang_timeout is not None and summary["state"] == "JOB_STATE_RUNNING"
 
 
+#: What a :class:`StepLogReader` returns: ``(read, step, lines, exits)``.
+StepLogRead = tuple[bool, int | None, tuple[tuple[float, int, bool], ...], tuple[float, ...]]
+
+
 class StepLogReader:
-    """Reads the steps a CustomJob's chief replica logged, for the observer's :data:`LOGGED` clock and the goodput
-    ledger: at most once every ``every`` seconds (Cloud Logging's read quota is per project), each read asking for
+    """Reads the steps a CustomJob's chief replica logged and its replicas' exits, for the observer's
+    :data:`LOGGED` and :data:`~..supervisor.observe.RESTARTING` clocks and the goodput ledger: at most once every
+    ``every`` seconds (Cloud Logging's read quota is per project), each read asking for
     the lines since the newest one already read, and never again after a ``PermissionDenied`` (said once: the
     credentials lack ``logging.logEntries.list``). A read that fails otherwise is logged and leaves the clock
     unjudged: it is no evidence of a hang.
 
     Args:
-        read: ``(job name, since) -> [(time, step, start), ...]`` oldest first
-            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.logged_steps`); blocking: a trigger calls the reader in
-            a thread.
+        read: ``(job name, since) -> ([(time, step, start), ...], [exit time, ...])`` oldest first
+            (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.logged_progress`); blocking: a trigger calls the reader
+            in a thread.
         every: seconds between two reads (:func:`step_log_seconds`).
         clock: seconds since the epoch, now.
     """
 
-    def __init__(self, read: Callable[[str, Any], Sequence[tuple[float, int, bool]]], every: float,
+    def __init__(self, read: Callable[[str, Any], tuple[Sequence[tuple[float, int, bool]], Sequence[float]]],
+                 every: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.read = read
         self.every = every
@@ -156,38 +162,45 @@ class StepLogReader:
         self.denied = False
         self.newest: dict[str, tuple[float, int, bool]] = {}  # per job: the newest line read so far
         self.step: dict[str, int] = {}  # per job: the step of its newest step line
+        self.exited: dict[str, float] = {}  # per job: the newest replica exit read so far
 
-    def __call__(self, summary: Mapping[str, Any]) -> tuple[bool, int | None, tuple[tuple[float, int, bool], ...]]:
-        """``(read, step, lines)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no read was
-        due or it failed; ``step`` the newest ``step N`` line's step, None when the job has logged none since it was
-        created; ``lines`` the step and start lines not returned before, ``(time, step, start)`` oldest first."""
+    def __call__(self, summary: Mapping[str, Any]) -> StepLogRead:
+        """``(read, step, lines, exits)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no
+        read was due or it failed; ``step`` the newest ``step N`` line's step, None when the job has logged none
+        since it was created; ``lines`` the step and start lines not returned before, ``(time, step, start)``
+        oldest first; ``exits`` the times of the replica exits not returned before, oldest first."""
         from datetime import UTC, datetime
 
         from google.api_core import exceptions as gexc
 
         now = self.clock()
         if self.denied or now < self.next_at:
-            return False, None, ()
+            return False, None, (), ()
         self.next_at = now + self.every
         name = summary["name"]
-        newest = self.newest.get(name)
-        since = datetime.fromtimestamp(max(summary.get("create_time") or 0.0, newest[0] if newest else 0.0), UTC)
+        newest, exited = self.newest.get(name), self.exited.get(name, 0.0)
+        since = datetime.fromtimestamp(max(summary.get("create_time") or 0.0, newest[0] if newest else 0.0,
+                                           exited), UTC)
         try:
-            lines = tuple(line for line in self.read(name, since) if newest is None or line > newest)
+            read, read_exits = self.read(name, since)
+            lines = tuple(line for line in read if newest is None or line > newest)
+            exits = tuple(at for at in read_exits if at > exited)
         except gexc.PermissionDenied as exc:
             self.denied = True
             log.warning("Cannot read the step lines of %s from Cloud Logging (%s): its hang clock follows its "
                         "checkpoints only; grant roles/logging.viewer to read them", name, exc.message)
-            return False, None, ()
+            return False, None, (), ()
         except Exception as exc:  # any other read error: the clock is left unjudged, not a hang
             log.warning("Could not read the step lines of %s from Cloud Logging: %s", name, exc)
-            return False, None, ()
+            return False, None, (), ()
         if lines:
             self.newest[name] = lines[-1]
+        if exits:
+            self.exited[name] = exits[-1]
         for _, step, start in lines:
             if not start:
                 self.step[name] = step
-        return True, self.step.get(name), lines
+        return True, self.step.get(name), lines, exits
 
 
 def step_log_seconds(hang_timeout: float) -> float:
@@ -197,13 +210,13 @@ def step_log_seconds(hang_timeout: float) -> float:
 
 
 def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
-             step_logs: Callable[[Mapping[str, Any]], tuple[bool, int | None, tuple[tuple[float, int, bool], ...]]]
-             | None = None) -> Look:
+             step_logs: Callable[[Mapping[str, Any]], StepLogRead] | None = None) -> Look:
     """The observer's :class:`~..supervisor.observe.Look` at the job of ``summary`` (:func:`job_summary`): its
     state and since when it waits (``create_time``); given a ``checkpoint_dir`` (pass one only when
     :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet); given
-    ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due, and
-    the step and start lines it read (``Look.step_lines``, for the goodput ledger).
+    ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due, the
+    step and start lines it read (``Look.step_lines``, for the goodput ledger) and the replicas' exits it read
+    (``Look.replica_exits``, for the in-place restart allowance).
 
     Both read the platform -- blocking I/O: a trigger calls it in a thread. A listing or read that fails is
     logged and leaves its clock unjudged: it is no evidence of a hang.
@@ -220,10 +233,10 @@ def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpo
             log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"],
                         checkpoint_dir, exc)
     if step_logs is not None:
-        read, step, lines = step_logs(summary)
+        read, step, lines, exits = step_logs(summary)
         if read:
             progress[LOGGED] = step
-            look = replace(look, step_lines=lines)
+            look = replace(look, step_lines=lines, replica_exits=exits)
     return replace(look, progress=progress) if progress else look
 
 
@@ -262,6 +275,8 @@ class VertexCustomJobBackend:
         clock: epoch seconds now.
         read_step_logs: with a ``hang_timeout``, read the chief replica's ``step N`` lines from Cloud Logging
             (:class:`StepLogReader`, every :func:`step_log_seconds`).
+        restart_timeout: seconds from a replica's exit to the job's next logged step while the replica is restarted
+            in place (``Limits.restart_seconds``; None: ``hang_timeout`` throughout).
     """
 
     platform = Platform.VERTEX_AI
@@ -269,10 +284,11 @@ class VertexCustomJobBackend:
     def __init__(self, hook: Any, *, project_id: str, region: str, fallbacks: Sequence[Fallback],
                  custom_job: Callable[[AttemptSpec], dict[str, Any]], checkpoint_dir: str,
                  checkpoint_marker: str | None, hang_timeout: float | None, queue_timeout: float | None,
-                 poll_interval: float, clock: Callable[[], float], read_step_logs: bool = False) -> None:
+                 poll_interval: float, clock: Callable[[], float], read_step_logs: bool = False,
+                 restart_timeout: float | None = None) -> None:
         self.hook = hook
         self.step_logs = None if not (read_step_logs and hang_timeout) else StepLogReader(
-            lambda name, since: hook.logged_steps(name, since), step_log_seconds(hang_timeout), clock)
+            lambda name, since: hook.logged_progress(name, since), step_log_seconds(hang_timeout), clock)
         self.project_id = project_id
         self.region = region
         self.fallbacks = tuple(fallbacks)
@@ -280,6 +296,7 @@ class VertexCustomJobBackend:
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_marker = checkpoint_marker
         self.hang_timeout = hang_timeout
+        self.restart_timeout = restart_timeout
         self.queue_timeout = queue_timeout
         self.poll_interval = poll_interval
         self.clock = clock
@@ -387,7 +404,8 @@ class VertexCustomJobBackend:
         watched = wants_checkpoints(summary, self.hang_timeout)
         verdict = judge(job_look(summary, self.checkpoint_dir if watched else None, self.checkpoint_marker,
                                  self.step_logs if watched else None),
-                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
+                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout,
+                               restart_seconds=self.restart_timeout))
         if verdict.failure is None:
             return None
         log.warning("%s: %s", name, verdict.failure.message)

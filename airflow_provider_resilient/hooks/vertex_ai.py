@@ -25,7 +25,7 @@ VERTEX_ASYNC_MODULES = ("google.api_core.exceptions", "tenacity",
                         "google.cloud.aiplatform_v1.services.job_service.transports.grpc_asyncio")
 #: The chief replica of a CustomJob: worker pool 0's replica 0, as Cloud Logging's ``task_name`` names it.
 CHIEF_TASK = "workerpool0-0"
-#: How many of the newest matching log lines :meth:`ResilientVertexAIHook.logged_steps` reads in its one call
+#: How many of the newest matching log lines :meth:`ResilientVertexAIHook.logged_progress` reads in its one call
 #: (ListLogEntries' largest page): a reader that asks for the lines since its last read gets all of them unless the
 #: workload logged more steps in between, and then the newest.
 STEP_LINES_READ = 1000
@@ -178,43 +178,58 @@ class ResilientVertexAIHook(GoogleApiHook):
             self._clients["logging"] = logging_gapic_client(credentials=self.credentials, emulator=self.emulator)
         return self._clients["logging"]
 
-    def logged_steps(self, job_name: str, since: datetime, task_name: str = CHIEF_TASK,
-                     timeout: float = 30.0) -> list[tuple[float, int, bool]]:
-        """The ``step N`` lines (:data:`~..worker.protocol.DEFAULT_STEP_PATTERN`) and ``start step N`` lines
-        (:data:`~..worker.protocol.DEFAULT_START_PATTERN`: a process started, resuming from step N) that replica
-        ``task_name`` of CustomJob ``job_name`` wrote since ``since`` (an aware datetime: the job's creation), as
-        ``(time, step, start)``, oldest first: ``time`` is the entry's timestamp (epoch seconds), ``start`` True for
-        a start line. The newest :data:`STEP_LINES_READ` matching entries only: one ``ListLogEntries`` call, not
-        retried (a caller that polls looks again later), over what Vertex AI ships of a job's stdout and stderr to
-        Cloud Logging -- the entries ``gcloud ai custom-jobs stream-logs`` reads: ``resource.type="ml_job"``,
-        ``resource.labels.job_id``, ``resource.labels.task_name``. Cloud Logging's read quota is per project (60
-        ListLogEntries a minute by default): call it sparingly.
+    def logged_progress(self, job_name: str, since: datetime, task_name: str = CHIEF_TASK,
+                        timeout: float = 30.0) -> tuple[list[tuple[float, int, bool]], list[float]]:
+        """What CustomJob ``job_name`` logged since ``since`` (an aware datetime: the job's creation) that tells its
+        progress, as ``(lines, exits)``, both oldest first:
+
+        * ``lines``: the ``step N`` lines (:data:`~..worker.protocol.DEFAULT_STEP_PATTERN`) and ``start step N``
+          lines (:data:`~..worker.protocol.DEFAULT_START_PATTERN`: a process started, resuming from step N) of
+          replica ``task_name``, as ``(time, step, start)``: ``time`` the entry's timestamp (epoch seconds),
+          ``start`` True for a start line;
+        * ``exits``: the timestamps (epoch seconds) of the Vertex AI service's entries saying a replica -- any
+          replica -- exited with a non-zero status (``The replica workerpool0-0 exited with a non-zero status of
+          N``): the start of an in-place restart when the job stays RUNNING.
+
+        The newest :data:`STEP_LINES_READ` matching entries only: one ``ListLogEntries`` call, not retried (a
+        caller that polls looks again later), over what Vertex AI ships of a job's stdout and stderr and its own
+        messages to Cloud Logging -- the entries ``gcloud ai custom-jobs stream-logs`` reads:
+        ``resource.type="ml_job"``, ``resource.labels.job_id``, ``resource.labels.task_name`` (``service`` for the
+        service's). Cloud Logging's read quota is per project (60 ListLogEntries a minute by default): call it
+        sparingly.
 
         Raises:
             ValueError: ``job_name`` is not a CustomJob name.
             google.api_core.exceptions.GoogleAPICallError: the read failed (``PermissionDenied`` without
                 ``logging.logEntries.list``, e.g. ``roles/logging.viewer``).
         """
+        from ..policy.messages import EXIT_RE
         from ..worker.protocol import DEFAULT_START_PATTERN, DEFAULT_STEP_PATTERN
 
         match = JOB_NAME_RE.match(job_name)
         if not match:
             raise ValueError(f"not a CustomJob name: {job_name!r}")
         text = (f'resource.type="ml_job" AND resource.labels.job_id="{match["id"]}" '
-                f'AND resource.labels.task_name="{task_name}" AND textPayload=~"step[ =:]+[0-9]+" '
+                f'AND ((resource.labels.task_name="{task_name}" AND textPayload=~"step[ =:]+[0-9]+") '
+                f'OR (resource.labels.task_name="service" AND textPayload:"exited with a non-zero status")) '
                 f'AND timestamp>="{since.isoformat()}"')
         request = {"resource_names": [f"projects/{match['project']}"], "filter": text, "order_by": "timestamp desc",
                    "page_size": STEP_LINES_READ}
         pager = self.logging().list_log_entries(request=request, retry=None, timeout=timeout)
         step, start = re.compile(DEFAULT_STEP_PATTERN), re.compile(DEFAULT_START_PATTERN)
-        lines = []
+        lines, exits = [], []
         for entry in next(iter(pager.pages)).entries:  # the newest page only: one call
+            at = entry.timestamp.timestamp()
+            if entry.resource.labels.get("task_name") == "service":
+                if EXIT_RE.search(entry.text_payload):
+                    exits.append(at)
+                continue
             for pattern, starting in ((start, True), (step, False)):
                 found = pattern.search(entry.text_payload)
                 if found:
-                    lines.append((entry.timestamp.timestamp(), int(found.group(1)), starting))
+                    lines.append((at, int(found.group(1)), starting))
                     break
-        return sorted(lines)
+        return sorted(lines), sorted(exits)
 
     def cancel_custom_job(self, name: str) -> None:
         """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine (:meth:`cancel_job`)."""

@@ -38,7 +38,8 @@ class CustomJobKind:
             op._hook(), project_id=op.project_id, region=op.region, fallbacks=op.resilience_policy.fallbacks,
             custom_job=op._custom_job, checkpoint_dir=op._checkpoint_dir(), checkpoint_marker=op.checkpoint_marker,
             hang_timeout=op.hang_timeout, queue_timeout=op.resilience_policy.queue_timeout_seconds,
-            poll_interval=op.poll_interval, clock=lambda: op._clock(), read_step_logs=op.read_step_logs)
+            poll_interval=op.poll_interval, clock=lambda: op._clock(), read_step_logs=op.read_step_logs,
+            restart_timeout=op.restart_timeout)
 
     def finish(self, op: Any, context: Any, state: RunState, job_name: str) -> dict[str, Any]:
         """``{"job_name", "state", "checkpoint": {"uri", "step"} | None, "attempts"}``."""

@@ -87,6 +87,16 @@ class ResilientCustomJobOperator(SupervisedOperator):
             Vertex AI ships to Cloud Logging) is watched by them instead, once it has logged one (see
             ``read_step_logs``): then ``hang_timeout`` may be shorter than the checkpoint interval -- a few
             minutes of no new step instead of a few checkpoint intervals of no new save.
+        restart_timeout: seconds a replica that Vertex AI restarts in place (a lost worker, a Spot VM reclaimed:
+            the job stays RUNNING) may take from its exit to its next logged step -- its container's start, the
+            checkpoint's restore, the first step -- before the job counts as hung; meanwhile ``hang_timeout`` is
+            not applied. Seen from the service's ``The replica ... exited with a non-zero status`` entry in the
+            job's Cloud Logging logs ("Understand the custom training service",
+            https://cloud.google.com/vertex-ai/docs/training/understanding-training-service), read with the steps
+            (``read_step_logs``). It also bounds an attempt's start, from its first look RUNNING to its first
+            logged step. With it, ``hang_timeout`` can be a few step times, so a real hang is caught sooner, while
+            a restore may take minutes (Kubernetes' startup probe beside its liveness probe). None (default):
+            ``hang_timeout`` throughout. Must be more than ``hang_timeout``.
         read_step_logs: with a ``hang_timeout``, read the chief replica's (``workerpool0-0``) newest ``step N``
             line from Cloud Logging every ``hang_timeout / 6`` seconds (default True). Needs
             ``logging.logEntries.list`` (``roles/logging.viewer``) for the connection's credentials; without
@@ -163,6 +173,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         max_wait_duration: timedelta | float | None = None,
         disable_retries: bool = False,
         hang_timeout: float | None = None,
+        restart_timeout: float | None = None,
         read_step_logs: bool = True,
         cancel_on_kill: bool = True,
         preflight: Preflight | Mapping[str, Any] | bool | None = False,
@@ -180,6 +191,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.max_wait_duration = max_wait_duration
         self.disable_retries = disable_retries
         self.hang_timeout = hang_timeout
+        self.restart_timeout = restart_timeout
         self.read_step_logs = read_step_logs
         self.cancel_on_kill = cancel_on_kill
         self.preflight = preflight
@@ -287,6 +299,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         chain = serializable_chain(self.impersonation_chain)
         trigger = CustomJobTrigger(job_name, self.poll_interval, self.gcp_conn_id, chain, hook.emulator,
                                    self.cancel_on_kill, hang_timeout=self.hang_timeout,
+                                   restart_timeout=self.restart_timeout,
                                    checkpoint_dir=self._checkpoint_dir() if self.hang_timeout else None,
                                    checkpoint_marker=self.checkpoint_marker,
                                    read_step_logs=bool(self.read_step_logs and self.hang_timeout),
@@ -353,6 +366,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         problems = [*self._common_problems(),
                     *preflight_problems(self._pools(), self.preflight, self.checkpoint_on_notice),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
+                    *seconds_problems("restart_timeout", self.restart_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill), *self._kind().problems(self)]
         hang, poll = self.hang_timeout, self.poll_interval
@@ -360,6 +374,14 @@ class ResilientCustomJobOperator(SupervisedOperator):
                 and hang <= poll):
             problems.append(SpecError("hang_timeout", f"{self.hang_timeout!r} must be more than poll_interval "
                                                       f"({self.poll_interval} s): a hang is judged between looks"))
+        restart = self.restart_timeout
+        if restart is not None and not seconds_problems("restart_timeout", restart):
+            if hang is None or not self.read_step_logs:
+                problems.append(SpecError("restart_timeout", "needs hang_timeout and read_step_logs=True: a replica's "
+                                                             "restart is seen in the logs read with its steps"))
+            elif not seconds_problems("hang_timeout", hang) and restart <= hang:
+                problems.append(SpecError("restart_timeout", f"{restart!r} must be more than hang_timeout ({hang} s): "
+                                                             "it allows a restore that a step time does not"))
         if not self.checkpoint_dir and not self.base_output_dir:
             problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
                                                         "resume from the checkpoints written there"))

@@ -21,6 +21,18 @@ audit entries seen, step progress -- lives in the one persisted run state, updat
   never logs a step is judged by its runner's heartbeat alone. A CustomJob whose chief replica logs steps
   (``step N`` lines in Cloud Logging, clock key :data:`LOGGED`) is judged by them the same way, and from its
   first logged step on, by them instead of its checkpoints.
+* **In-place restart allowance** -- Vertex AI restarts a lost replica in place: the job stays RUNNING while the
+  replica's container starts again and the workload restores its checkpoint, and no step is logged meanwhile. With
+  ``Limits.restart_seconds``, a look that reads a replica's exit (the service's ``The replica workerpool0-0 exited
+  with a non-zero status of N`` entry) newer than the job's newest logged step starts a *restart clock*
+  (:data:`RESTARTING`); until a step is logged after the exit, the job is judged by that clock against
+  ``restart_seconds`` instead of by its progress clocks against ``hang_seconds``. So ``hang_timeout`` can be a few
+  step times while a restore may take minutes -- the split of Kubernetes' startup and liveness probes ("Configure
+  Liveness, Readiness and Startup Probes", https://kubernetes.io/docs/tasks/configure-pod-container/
+  configure-liveness-readiness-startup-probes/). The clock starts at the first exit after a step: exits again
+  and again without a step in between (a crash loop) do not extend it. With ``restart_seconds`` a job's start is
+  judged the same way: a progress clock with no step yet (no step logged by this job, no checkpoint) is judged
+  against ``restart_seconds``, not ``hang_seconds``.
 * **Start-up deadline** -- a worker whose runner has not reported at all (the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.
@@ -48,6 +60,9 @@ CHECKPOINTS = "checkpoints"
 #: the run has seen one, it is the job's progress clock and the checkpoint clock is no longer judged: a step is a
 #: finer sign of progress than a save, so ``hang_timeout`` can be shorter than the checkpoint interval.
 LOGGED = "logged step"
+#: The clock key of a CustomJob restarting a replica in place (see the module's "In-place restart allowance"): since
+#: the look that first read a replica's exit newer than the newest logged step.
+RESTARTING = "restarting"
 #: How many audit entry ids the memory keeps (the newest): enough for any node's events between two looks.
 AUDIT_IDS_KEPT = 500
 
@@ -66,11 +81,15 @@ class Limits:
         queue_seconds: the longest a job may wait for resources (``RetryPolicy.queue_timeout_seconds``).
         startup_seconds: the longest a worker may stay silent -- no report at all from its runner -- on a
             node that is up (``startup_timeout``).
+        restart_seconds: the longest a CustomJob may go from a replica's exit to its next logged step while the
+            replica is restarted in place, and from its start to its first progress (``restart_timeout``); None: no
+            allowance, ``hang_seconds`` throughout.
     """
 
     hang_seconds: float | None = None
     queue_seconds: float | None = None
     startup_seconds: float | None = None
+    restart_seconds: float | None = None
     maintenance: MaintenanceSettings | None = None
     expect_steps: bool = False
 
@@ -160,7 +179,10 @@ class Look:
         checkpoint_acks: per worker, the token of the last checkpoint request it acknowledged (``""``: none).
         step_lines: the lead's logged lines read this time, ``(time, step, start)`` oldest first (epoch seconds;
             ``start``: a process of the workload started then, resuming from ``step``): for the goodput ledger
-            only (:func:`ledger_steps`), never judged.
+            (:func:`ledger_steps`), and to tell whether a step was logged after a replica's exit.
+        replica_exits: when a replica of the job exited, per platform entry read this time (epoch seconds, oldest
+            first): Vertex AI's ``The replica ... exited with a non-zero status`` entries (see "In-place restart
+            allowance").
     """
 
     resource: str
@@ -175,6 +197,7 @@ class Look:
     checkpoint_requested: str | None = None
     checkpoint_acks: Sequence[str] = ()
     step_lines: Sequence[tuple[float, int, bool]] = ()
+    replica_exits: Sequence[float] = ()
 
 
 #: The prefix of a silence clock's key: ``"silent worker 1"``.
@@ -226,6 +249,8 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
     for key in stepless:
         clocks.setdefault(key, ProgressClock(None, now))
     stepping = tuple(sorted((stepped - {CHECKPOINTS}).union(memory.stepping)))
+    if limits.restart_seconds is not None:
+        _restart_clock(clocks, look, now)
     if look.silent is not None:
         silent = {SILENT + key for key in look.silent}
         clocks = {k: c for k, c in clocks.items() if not k.startswith(SILENT) or k in silent}
@@ -237,6 +262,18 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
     ahead = None if failure is not None or limits.maintenance is None else plan(
         look.maintenance, now, limits.maintenance, requested=look.checkpoint_requested, acked=look.checkpoint_acks)
     return memory, Verdict(failure, tuple(progressed), fresh, ahead)
+
+
+def _restart_clock(clocks: dict[str, ProgressClock], look: Look, now: float) -> None:
+    """Start the :data:`RESTARTING` clock in ``clocks`` (in place) on a replica's exit no older than every step line
+    of ``look`` (kept, not restarted, on another exit before a step); stop it on a step line newer than every
+    exit."""
+    stepped_at = max((at for at, _, start in look.step_lines if not start), default=None)
+    exited_at = max(look.replica_exits, default=None)
+    if exited_at is not None and (stepped_at is None or exited_at >= stepped_at):  # shipped together: the exit last
+        clocks.setdefault(RESTARTING, ProgressClock(None, now))
+    elif stepped_at is not None:
+        clocks.pop(RESTARTING, None)
 
 
 def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits, judged: Sequence[str]) -> Failure | None:
@@ -260,18 +297,30 @@ def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits, judged
     for key, beat in sorted(look.heartbeats.items()):
         if beat and now - beat > hang:
             return _hang(look, key, f"{key}: no heartbeat for {now - beat:.0f} s", beat)
+    allowance = limits.restart_seconds
+    restarting = memory.clock(RESTARTING) if allowance is not None else None
+    if allowance is not None and restarting is not None:  # the restart clock alone, until a step after the exit
+        stalled = now - restarting.since
+        if stalled <= allowance:
+            return None
+        return _hang(look, RESTARTING, f"a replica restarted in place and no step was logged in the {stalled:.0f} s "
+                                       f"since its exit was read (restart_timeout {allowance:.0f} s)",
+                     restarting.since)
     for key in judged:
         clock = memory.clock(key)
-        if clock is None or now - clock.since <= hang:
+        # before the job's first progress (its start: the container, the restore), the start-up's allowance
+        limit, name = ((allowance, "restart_timeout") if allowance is not None and clock is not None
+                       and clock.step is None else (hang, "hang_timeout"))
+        if clock is None or now - clock.since <= limit:
             continue
         stalled = now - clock.since
         if key == CHECKPOINTS:
             where = f"step {clock.step}" if clock.step is not None else "no checkpoint"
-            message = f"no new checkpoint past {where} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
+            message = f"no new checkpoint past {where} for {stalled:.0f} s ({name} {limit:.0f} s)"
         elif clock.step is None:
-            message = f"{key}: running {stalled:.0f} s without logging a step (hang_timeout {hang:.0f} s)"
+            message = f"{key}: running {stalled:.0f} s without logging a step ({name} {limit:.0f} s)"
         else:
-            message = f"{key}: no progress past step {clock.step} for {stalled:.0f} s (hang_timeout {hang:.0f} s)"
+            message = f"{key}: no progress past step {clock.step} for {stalled:.0f} s ({name} {limit:.0f} s)"
         return _hang(look, key, message, clock.since)
     return None
 

@@ -58,6 +58,8 @@ class SupervisedTrigger(BaseTrigger):
 
     #: The platform of :func:`~..backends.kill.release_on_kill`: ``"vertex_ai"``, ``"tpu"`` or ``"modelarts"``.
     PLATFORM = ""
+    #: A job trigger's in-place restart allowance (``Limits.restart_seconds``): the Vertex AI trigger's argument.
+    restart_timeout: float | None = None
     gcp_conn_id: str | None
     impersonation_chain: Any
     emulator: str | None
@@ -72,7 +74,8 @@ class SupervisedTrigger(BaseTrigger):
         from ..supervisor.vertex_look import stop_keys
 
         self._memory, verdict = observe(self._memory, look, self._clock(),
-                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout))
+                                        Limits(hang_seconds=self.hang_timeout, queue_seconds=self.queue_timeout,
+                                               restart_seconds=self.restart_timeout))
         self._steps.extend([at, step, 1] if start else [at, step]
                            for at, step, start in ledger_steps(verdict, self._memory, look))
         if verdict.failure is None:

@@ -222,6 +222,9 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
         read_step_logs: with ``hang_timeout``, also read the chief replica's logged steps from Cloud Logging
             (:class:`~..backends.vertex.StepLogReader`, in a worker thread), as the operator does.
+        restart_timeout: seconds from a replica's exit (read with the steps) to the job's next logged step while
+            Vertex AI restarts the replica in place, instead of ``hang_timeout`` (the operator's argument); None
+            (default): ``hang_timeout`` throughout.
         fire_not_before: epoch seconds before which the event is held back, even if the job ended sooner
             (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
@@ -241,7 +244,10 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
     #: The constructor's arguments; ``serialize`` is derived from this one list.
     FIELDS = ("job_name", "poll_interval", "gcp_conn_id", "impersonation_chain", "emulator", "cancel_on_kill",
               "shared_poller", "hang_timeout", "checkpoint_dir", "checkpoint_marker", "queue_timeout",
-              "fire_not_before", "watch", "read_step_logs", "event_topic")
+              "fire_not_before", "watch", "read_step_logs", "event_topic", "restart_timeout")
+    #: Arguments newer than a provider version a triggerer may still run during a rolling upgrade: serialized only
+    #: when set, so a trigger that does not use one can be re-created there.
+    OMIT_WHEN_NONE = frozenset({"restart_timeout"})
 
     def __init__(self, job_name: str, poll_interval: float = 30.0, gcp_conn_id: str | None = "google_cloud_default",
                  impersonation_chain: str | list[str] | None = None, emulator: str | None = None,
@@ -249,8 +255,9 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
                  checkpoint_dir: str | None = None, checkpoint_marker: str | None = None,
                  queue_timeout: float | None = None, fire_not_before: float | None = None,
                  watch: dict[str, Any] | None = None, read_step_logs: bool = False,
-                 event_topic: str | None = None) -> None:
+                 event_topic: str | None = None, restart_timeout: float | None = None) -> None:
         super().__init__()
+        self.restart_timeout = restart_timeout
         self.event_topic = event_topic
         self.read_step_logs = read_step_logs
         self._step_logs: Any = None  # the StepLogReader, made at first use (off the event loop)
@@ -277,7 +284,8 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
         self.shared_poller = shared_poller
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return f"{type(self).__module__}.{type(self).__qualname__}", {f: getattr(self, f) for f in self.FIELDS}
+        return f"{type(self).__module__}.{type(self).__qualname__}", {
+            f: getattr(self, f) for f in self.FIELDS if f not in self.OMIT_WHEN_NONE or getattr(self, f) is not None}
 
     @cached_property
     def _memory(self) -> Any:
@@ -346,7 +354,7 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
 
             hook = self._sync_hook(0.0)
             self._log_hook = hook
-            self._step_logs = StepLogReader(lambda name, since: hook.logged_steps(name, since),
+            self._step_logs = StepLogReader(lambda name, since: hook.logged_progress(name, since),
                                             step_log_seconds(self.hang_timeout), self._clock)
         return self._step_logs
 

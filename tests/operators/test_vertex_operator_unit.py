@@ -298,6 +298,74 @@ def test_a_hung_attempt_is_cancelled_and_resubmitted_from_its_checkpoint(resilie
     assert "checkpoints every" in goodput["checkpoint_advice"]["summary"]
 
 
+#: Vertex AI's restart of a lost replica in place, platform seconds: its VM, its container's start, longer than
+#: HANG_TIMEOUT (the restore of a large model takes minutes).
+SLOW_RESTART = {"restart_seconds": 5 * HANG_TIMEOUT}
+
+
+@manual(latencies=SLOW_RESTART)
+@pytest.mark.parametrize("restart_timeout", [None, 10 * HANG_TIMEOUT], ids=["hang-timeout-only", "restart-timeout"])
+def test_an_in_place_restart_longer_than_hang_timeout_is_waited_for_within_restart_timeout(resilient_emulator,
+                                                                                          restart_timeout):
+    """The replica's VM is lost at step 20; Vertex AI restarts it in place, 300 s of platform time without a
+    logged step while hang_timeout is 60 s. With ``restart_timeout`` the operator reads the service's "The replica
+    workerpool0-0 exited" entry beside the steps and waits for the restarted replica: one attempt to the end.
+    Without it the restart reads as a hang: the job is cancelled and resubmitted."""
+    from pathlib import Path
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "worker_failure", "at_step": 20, "match": {"nth": 1}})
+    op = PlatformTime(resilient_emulator).wire(operator(
+        hang_timeout=HANG_TIMEOUT, restart_timeout=restart_timeout, poll_interval=5.0,
+        base_output_dir="gs://unit-bucket/slow-restart"))
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every", "10",
+                                                            "--step-seconds", "0.02"]
+    result = op.execute(context())
+    assert result["checkpoint"]["step"] == 40
+    if restart_timeout is None:
+        incident = result["attempts"][0]["incidents"][0]
+        assert incident["failure"]["failure_class"] == "hang", incident
+        assert "logged step: no progress past step" in incident["failure"]["message"]
+        assert len(result["attempts"]) == 2
+    else:
+        (attempt,) = result["attempts"]
+        assert not attempt.get("incidents"), attempt
+        assert resilient_emulator.vertex.runs[attempt["resource_name"]].worker_restarts == {"workerpool0-0": 1}
+
+
+@MANUAL
+def test_a_real_hang_is_judged_by_hang_timeout_not_by_restart_timeout(resilient_emulator):
+    """A workload frozen at step 20 (no replica exits): ``restart_timeout`` 600 s does not apply, the hang is
+    judged by the 60 s ``hang_timeout`` and the job resubmitted from its checkpoint."""
+    from pathlib import Path
+
+    workload = str(Path(__file__).parents[1] / "emulator" / "workloads" / "checkpointing.py")
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 20, "match": {"nth": 1}})
+    op = PlatformTime(resilient_emulator).wire(operator(
+        hang_timeout=HANG_TIMEOUT, restart_timeout=10 * HANG_TIMEOUT, poll_interval=5.0,
+        base_output_dir="gs://unit-bucket/real-hang"))
+    op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every", "10",
+                                                            "--step-seconds", "0.02"]
+    ctx = context()
+    result = op.execute(ctx)
+    incident = result["attempts"][0]["incidents"][0]
+    assert "logged step: no progress past step" in incident["failure"]["message"]
+    assert result["attempts"][1]["resumed_from_step"] == 20 and result["checkpoint"]["step"] == 40
+    goodput = ctx["ti"].xcom["goodput"]
+    assert HANG_TIMEOUT <= goodput["hang_detection"] < 10 * HANG_TIMEOUT, goodput  # platform seconds
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"restart_timeout": 600.0}, r"restart_timeout: needs hang_timeout and read_step_logs=True"),
+    ({"restart_timeout": 600.0, "hang_timeout": 60.0, "read_step_logs": False}, r"restart_timeout: needs hang_timeout"),
+    ({"restart_timeout": 30.0, "hang_timeout": 60.0}, r"restart_timeout: 30\.0 must be more than hang_timeout"),
+    ({"restart_timeout": -1.0, "hang_timeout": 60.0}, r"restart_timeout: "),
+])
+def test_restart_timeout_is_refused_before_submit_without_what_it_needs(kwargs, message):
+    with pytest.raises(AirflowFailException, match=message):
+        operator(**kwargs)
+
+
 def test_an_in_place_restart_of_the_replica_is_named_in_the_ledger(resilient_emulator):
     """The replica's VM is lost at step 20 and Vertex AI restarts the worker in place: the job stays RUNNING, one
     attempt. The operator reads every logged line with its time, the restarted process's ``resuming from step N``
@@ -384,7 +452,7 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
 
     def deferrable_operator() -> ResilientCustomJobOperator:
         op = operator(deferrable=True, hang_timeout=HANG_TIMEOUT, poll_interval=5.0,
-                      base_output_dir="gs://unit-bucket/hang-deferred")
+                      base_output_dir="gs://unit-bucket/hang-deferred", restart_timeout=10 * HANG_TIMEOUT)
         op.worker_pool_specs[0]["container_spec"]["command"] = ["python", workload, "--steps", "40", "--every",
                                                                 "10", "--step-seconds", "0.02"]
         return platform.wire(op)
@@ -392,7 +460,7 @@ def test_deferred_the_trigger_detects_the_hang_and_the_operator_resubmits(resili
     with pytest.raises(TaskDeferred) as deferred:
         deferrable_operator().execute(ctx)
     trigger = deferred.value.trigger
-    assert trigger.hang_timeout == HANG_TIMEOUT
+    assert trigger.hang_timeout == HANG_TIMEOUT and trigger.restart_timeout == 10 * HANG_TIMEOUT  # not for a hang
     assert trigger.checkpoint_dir == "gs://unit-bucket/hang-deferred/checkpoints/"
     assert CustomJobTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
 

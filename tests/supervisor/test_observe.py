@@ -15,6 +15,7 @@ from airflow_provider_resilient.supervisor.observe import (
     AUDIT_IDS_KEPT,
     CHECKPOINTS,
     LOGGED,
+    RESTARTING,
     Limits,
     Look,
     ProgressClock,
@@ -145,6 +146,57 @@ def test_once_a_job_has_logged_a_step_its_logged_steps_and_not_its_checkpoints_a
     assert verdict.failure is None and memory.clock(LOGGED) == ProgressClock(None, T0 + 200)
     _, verdict = observe(reload(memory), job(5, None, retried), T0 + 241, limits)
     assert verdict.failure.message == "logged step: running 41 s without logging a step (hang_timeout 40 s)"
+
+
+def test_an_in_place_restart_is_judged_by_restart_timeout_until_a_step_is_logged_after_the_replicas_exit():
+    limits = Limits(hang_seconds=60, restart_seconds=300)  # a few step times; a restore that takes minutes
+
+    def job(logged: int | None, lines: tuple[tuple[float, int, bool], ...] = (),
+            exits: tuple[float, ...] = ()) -> Look:
+        return Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: logged}, step_lines=lines,
+                    replica_exits=exits)
+
+    memory, _ = observe(WatchMemory(), job(9, ((T0, 9, False),)), T0, limits)
+    # the replica was lost at T0 + 5; the look at T0 + 30 reads its exit: the restart clock starts then
+    memory, verdict = observe(reload(memory), job(9, exits=(T0 + 5,)), T0 + 30, limits)
+    assert verdict.failure is None and memory.clock(RESTARTING) == ProgressClock(None, T0 + 30)
+    _, verdict = observe(reload(memory), job(9), T0 + 200, limits)
+    assert verdict.failure is None  # 200 s without a step: a hang by hang_timeout, not while restarting
+    # restored at T0 + 240 ("start step 6", not a step), a second exit before any step: the clock is not restarted
+    memory, verdict = observe(reload(memory), job(9, ((T0 + 240, 6, True),), (T0 + 250,)), T0 + 260, limits)
+    assert memory.clock(RESTARTING) == ProgressClock(None, T0 + 30)
+    _, verdict = observe(reload(memory), job(9), T0 + 331, limits)
+    assert verdict.failure.failure_class is FailureClass.HANG and verdict.failure.timestamp == T0 + 30
+    assert verdict.failure.message == ("a replica restarted in place and no step was logged in the 301 s since its "
+                                       "exit was read (restart_timeout 300 s)")
+    # a step logged after the exit ends the restart: hang_timeout judges again, from that step
+    memory, verdict = observe(reload(memory), job(7, ((T0 + 300, 7, False),)), T0 + 310, limits)
+    assert verdict.failure is None and memory.clock(RESTARTING) is None
+    _, verdict = observe(reload(memory), job(7), T0 + 371, limits)
+    assert verdict.failure.message == "logged step: no progress past step 7 for 61 s (hang_timeout 60 s)"
+    # an exit read beside an older step line still starts the clock; one older than the read's step does not
+    memory, _ = observe(reload(memory), job(8, ((T0 + 380, 8, False),), (T0 + 385,)), T0 + 390, limits)
+    assert memory.clock(RESTARTING) == ProgressClock(None, T0 + 390)
+    memory, _ = observe(reload(memory), job(9, ((T0 + 400, 9, False),), (T0 + 395,)), T0 + 410, limits)
+    assert memory.clock(RESTARTING) is None
+    # the next attempt's start (its container, its restore: no step yet) has the same allowance
+    retried = Look(JOB.replace("/1", "/2"), Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: None})
+    memory, _ = observe(reload(memory), retried, T0 + 500, limits)
+    _, verdict = observe(reload(memory), retried, T0 + 800, limits)
+    assert verdict.failure is None
+    _, verdict = observe(reload(memory), retried, T0 + 801, limits)
+    assert verdict.failure.message == "logged step: running 301 s without logging a step (restart_timeout 300 s)"
+
+
+def test_without_restart_timeout_a_replicas_exit_changes_nothing():
+    limits = Limits(hang_seconds=60)
+    look = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: 9})
+    memory, _ = observe(WatchMemory(), look, T0, limits)
+    exited = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: 9}, replica_exits=(T0 + 5,))
+    memory, _ = observe(memory, exited, T0 + 30, limits)
+    assert memory.clock(RESTARTING) is None
+    _, verdict = observe(memory, look, T0 + 61, limits)
+    assert verdict.failure.message == "logged step: no progress past step 9 for 61 s (hang_timeout 60 s)"
 
 
 def test_a_new_attempt_starts_its_clocks_afresh_and_audit_entries_count_once():

@@ -188,3 +188,14 @@ def test_per_job_polling_stays_available_and_is_serialized(resilient_emulator):
     assert kwargs["shared_poller"] is False and CustomJobTrigger(**kwargs).serialize() == (classpath, kwargs)
     assert run(lambda: first_event(trigger))["job"]["state"] == "JOB_STATE_SUCCEEDED"
     assert resilient_emulator.calls.list("ListCustomJobs") == [] and gets(resilient_emulator, name) >= 2
+
+
+def test_restart_timeout_is_serialized_only_when_set():
+    """A trigger without ``restart_timeout`` serializes without the key, so a triggerer still on a provider version
+    before it can re-create the trigger during a rolling upgrade; with it, it round-trips."""
+    name = "projects/p/locations/us-central1/customJobs/1"
+    _, plain = CustomJobTrigger(name, hang_timeout=60.0, checkpoint_dir="gs://b/c/", read_step_logs=True).serialize()
+    assert "restart_timeout" not in plain and CustomJobTrigger(**plain).restart_timeout is None
+    classpath, kwargs = CustomJobTrigger(name, hang_timeout=60.0, checkpoint_dir="gs://b/c/", read_step_logs=True,
+                                         restart_timeout=600.0).serialize()
+    assert kwargs["restart_timeout"] == 600.0 and CustomJobTrigger(**kwargs).serialize() == (classpath, kwargs)
