@@ -170,13 +170,16 @@ def test_offline_demo_matches_an_uninterrupted_run(tmp_path: Path, uninterrupted
     assert [(r[0], r[-1]) for r in ma_rows] == [("1", "resubmit"), ("2", "resubmit"), ("3", "-")], modelarts[-3000:]
     assert "node_unhealthy" in ma_rows[0] and "queue_timeout" in " ".join(ma_rows[1])
     assert "(after 1 platform re-issue)" in " ".join(ma_rows[0])  # the platform's own, in the history
-    assert ma_rows[2][2] == "1" and all(r[3] == "step" and int(r[4]) >= 12 for r in ma_rows[1:])
+    # A fault "at step N" strikes once step N's checkpoint directory holds an object: step N - 3's save is complete
+    # by then, step N's may be cut short (on a loaded machine it was), so a resume is from N - 3 at least.
+    assert ma_rows[2][2] == "1" and all(r[3] == "step" and int(r[4]) >= 9 for r in ma_rows[1:])
     assert re.search(r"ModelArts digits-mlp-\w+-a1 \(\S+\): Failed, re-issued 1 time\(s\) by its own fault "
                      r"tolerance", modelarts), modelarts[-3000:]
     issues = re.findall(r"^  workload: job \S+-a(\d) issue (\d): resuming from step (\d+); saved up to step (\d+)$",
                         modelarts, re.MULTILINE)
     assert [(i[0], i[1]) for i in issues] == [("1", "1"), ("1", "2"), ("3", "1")], modelarts[-3000:]
-    assert int(issues[0][2]) == 0 and int(issues[1][2]) >= 6 and int(issues[2][2]) >= 12  # each from the newest save
+    assert int(issues[0][2]) == 0 and int(issues[1][2]) >= 3 and int(issues[2][2]) >= 9
+    assert int(issues[1][2]) >= int(issues[0][3]) and int(issues[2][2]) >= int(issues[1][3])  # from the newest save
     ma_accuracy = float(re.search(r"MODELARTS FINAL HELD-OUT ACCURACY: ([0-9.]+) \(checkpoint obs://", modelarts)[1])
 
     baseline = baseline_run.accuracy()
