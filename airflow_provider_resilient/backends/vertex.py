@@ -132,12 +132,12 @@ def wants_checkpoints(summary: dict[str, Any], hang_timeout: float | None) -> bo
     return hang_timeout is not None and summary["state"] == "JOB_STATE_RUNNING"
 
 
-#: What a :class:`StepLogReader` returns: ``(read, step, lines, exits)``.
+#: What a :class:`StepLogReader` returns: ``(read, step, lines, restarts)``.
 StepLogRead = tuple[bool, int | None, tuple[tuple[float, int, bool], ...], tuple[float, ...]]
 
 
 class StepLogReader:
-    """Reads the steps a CustomJob's chief replica logged and its replicas' exits, for the observer's
+    """Reads the steps a CustomJob's chief replica logged and the starts of its restarts, for the observer's
     :data:`LOGGED` and :data:`~..supervisor.observe.RESTARTING` clocks and the goodput ledger: at most once every
     ``every`` seconds (Cloud Logging's read quota is per project), each read asking for
     the lines since the newest one already read, and never again after a ``PermissionDenied`` (said once: the
@@ -145,7 +145,7 @@ class StepLogReader:
     unjudged: it is no evidence of a hang.
 
     Args:
-        read: ``(job name, since) -> ([(time, step, start), ...], [exit time, ...])`` oldest first
+        read: ``(job name, since) -> ([(time, step, start), ...], [restart time, ...])`` oldest first
             (:meth:`~..hooks.vertex_ai.ResilientVertexAIHook.logged_progress`); blocking: a trigger calls the reader
             in a thread.
         every: seconds between two reads (:func:`step_log_seconds`).
@@ -162,13 +162,15 @@ class StepLogReader:
         self.denied = False
         self.newest: dict[str, tuple[float, int, bool]] = {}  # per job: the newest line read so far
         self.step: dict[str, int] = {}  # per job: the step of its newest step line
-        self.exited: dict[str, float] = {}  # per job: the newest replica exit read so far
+        self.restarted: dict[str, float] = {}  # per job: the newest start of a restart read so far
 
     def __call__(self, summary: Mapping[str, Any]) -> StepLogRead:
-        """``(read, step, lines, exits)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no
+        """``(read, step, lines, restarts)`` for the job of ``summary`` (:func:`job_summary`): ``read`` False when no
         read was due or it failed; ``step`` the newest ``step N`` line's step, None when the job has logged none
         since it was created; ``lines`` the step and start lines not returned before, ``(time, step, start)``
-        oldest first; ``exits`` the times of the replica exits not returned before, oldest first."""
+        oldest first; ``restarts`` the times of the restarts' starts not returned before (a replica's exit, the
+        runner starting the command: :meth:`~..hooks.vertex_ai.ResilientVertexAIHook.logged_progress`), oldest
+        first."""
         from datetime import UTC, datetime
 
         from google.api_core import exceptions as gexc
@@ -178,13 +180,13 @@ class StepLogReader:
             return False, None, (), ()
         self.next_at = now + self.every
         name = summary["name"]
-        newest, exited = self.newest.get(name), self.exited.get(name, 0.0)
+        newest, restarted = self.newest.get(name), self.restarted.get(name, 0.0)
         since = datetime.fromtimestamp(max(summary.get("create_time") or 0.0, newest[0] if newest else 0.0,
-                                           exited), UTC)
+                                           restarted), UTC)
         try:
-            read, read_exits = self.read(name, since)
+            read, read_restarts = self.read(name, since)
             lines = tuple(line for line in read if newest is None or line > newest)
-            exits = tuple(at for at in read_exits if at > exited)
+            restarts = tuple(at for at in read_restarts if at > restarted)
         except gexc.PermissionDenied as exc:
             self.denied = True
             log.warning("Cannot read the step lines of %s from Cloud Logging (%s): its hang clock follows its "
@@ -195,12 +197,12 @@ class StepLogReader:
             return False, None, (), ()
         if lines:
             self.newest[name] = lines[-1]
-        if exits:
-            self.exited[name] = exits[-1]
+        if restarts:
+            self.restarted[name] = restarts[-1]
         for _, step, start in lines:
             if not start:
                 self.step[name] = step
-        return True, self.step.get(name), lines, exits
+        return True, self.step.get(name), lines, restarts
 
 
 def step_log_seconds(hang_timeout: float) -> float:
@@ -215,8 +217,8 @@ def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpo
     state and since when it waits (``create_time``); given a ``checkpoint_dir`` (pass one only when
     :func:`wants_checkpoints`), the newest complete checkpoint's step there (None: none yet); given
     ``step_logs`` (a :class:`StepLogReader`), the step the chief replica last logged when a read was due, the
-    step and start lines it read (``Look.step_lines``, for the goodput ledger) and the replicas' exits it read
-    (``Look.replica_exits``, for the in-place restart allowance).
+    step and start lines it read (``Look.step_lines``, for the goodput ledger) and the restarts it read
+    (``Look.restarts``, for the restart allowance).
 
     Both read the platform -- blocking I/O: a trigger calls it in a thread. A listing or read that fails is
     logged and leaves its clock unjudged: it is no evidence of a hang.
@@ -233,10 +235,10 @@ def job_look(summary: dict[str, Any], checkpoint_dir: str | None = None, checkpo
             log.warning("Could not look for checkpoint progress of %s under %s: %s", summary["name"],
                         checkpoint_dir, exc)
     if step_logs is not None:
-        read, step, lines, exits = step_logs(summary)
+        read, step, lines, restarts = step_logs(summary)
         if read:
             progress[LOGGED] = step
-            look = replace(look, step_lines=lines, replica_exits=exits)
+            look = replace(look, step_lines=lines, restarts=restarts)
     return replace(look, progress=progress) if progress else look
 
 

@@ -181,15 +181,18 @@ class ResilientVertexAIHook(GoogleApiHook):
     def logged_progress(self, job_name: str, since: datetime, task_name: str = CHIEF_TASK,
                         timeout: float = 30.0) -> tuple[list[tuple[float, int, bool]], list[float]]:
         """What CustomJob ``job_name`` logged since ``since`` (an aware datetime: the job's creation) that tells its
-        progress, as ``(lines, exits)``, both oldest first:
+        progress, as ``(lines, restarts)``, both oldest first:
 
         * ``lines``: the ``step N`` lines (:data:`~..worker.protocol.DEFAULT_STEP_PATTERN`) and ``start step N``
           lines (:data:`~..worker.protocol.DEFAULT_START_PATTERN`: a process started, resuming from step N) of
           replica ``task_name``, as ``(time, step, start)``: ``time`` the entry's timestamp (epoch seconds),
           ``start`` True for a start line;
-        * ``exits``: the timestamps (epoch seconds) of the Vertex AI service's entries saying a replica -- any
-          replica -- exited with a non-zero status (``The replica workerpool0-0 exited with a non-zero status of
-          N``): the start of an in-place restart when the job stays RUNNING.
+        * ``restarts``: the timestamps (epoch seconds) of the entries that begin a restart while the job stays
+          RUNNING: the Vertex AI service's saying a replica -- any replica -- exited with a non-zero status (``The
+          replica workerpool0-0 exited with a non-zero status of N``: restarted in place, or the job retried), and
+          replica ``task_name``'s worker runner starting the command (:data:`~..worker.protocol.RUNNER_START_TEXT`,
+          when the command runs under the runner: ``checkpoint_on_notice``, ``preflight``) -- the one sign of a
+          restart that the service does not log, a job retried after an internal error.
 
         The newest :data:`STEP_LINES_READ` matching entries only: one ``ListLogEntries`` call, not retried (a
         caller that polls looks again later), over what Vertex AI ships of a job's stdout and stderr and its own
@@ -204,32 +207,36 @@ class ResilientVertexAIHook(GoogleApiHook):
                 ``logging.logEntries.list``, e.g. ``roles/logging.viewer``).
         """
         from ..policy.messages import EXIT_RE
-        from ..worker.protocol import DEFAULT_START_PATTERN, DEFAULT_STEP_PATTERN
+        from ..worker.protocol import DEFAULT_START_PATTERN, DEFAULT_STEP_PATTERN, RUNNER_START_TEXT
 
         match = JOB_NAME_RE.match(job_name)
         if not match:
             raise ValueError(f"not a CustomJob name: {job_name!r}")
         text = (f'resource.type="ml_job" AND resource.labels.job_id="{match["id"]}" '
-                f'AND ((resource.labels.task_name="{task_name}" AND textPayload=~"step[ =:]+[0-9]+") '
+                f'AND ((resource.labels.task_name="{task_name}" AND (textPayload=~"step[ =:]+[0-9]+" '
+                f'OR textPayload:"{RUNNER_START_TEXT.strip()}")) '
                 f'OR (resource.labels.task_name="service" AND textPayload:"exited with a non-zero status")) '
                 f'AND timestamp>="{since.isoformat()}"')
         request = {"resource_names": [f"projects/{match['project']}"], "filter": text, "order_by": "timestamp desc",
                    "page_size": STEP_LINES_READ}
         pager = self.logging().list_log_entries(request=request, retry=None, timeout=timeout)
         step, start = re.compile(DEFAULT_STEP_PATTERN), re.compile(DEFAULT_START_PATTERN)
-        lines, exits = [], []
+        lines, restarts = [], []
         for entry in next(iter(pager.pages)).entries:  # the newest page only: one call
             at = entry.timestamp.timestamp()
             if entry.resource.labels.get("task_name") == "service":
                 if EXIT_RE.search(entry.text_payload):
-                    exits.append(at)
+                    restarts.append(at)
+                continue
+            if entry.text_payload.startswith(RUNNER_START_TEXT):
+                restarts.append(at)
                 continue
             for pattern, starting in ((start, True), (step, False)):
                 found = pattern.search(entry.text_payload)
                 if found:
                     lines.append((at, int(found.group(1)), starting))
                     break
-        return sorted(lines), sorted(exits)
+        return sorted(lines), sorted(restarts)
 
     def cancel_custom_job(self, name: str) -> None:
         """Cancel a job; a job already in a terminal state (FAILED_PRECONDITION) is fine (:meth:`cancel_job`)."""

@@ -93,10 +93,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
             not applied. Seen from the service's ``The replica ... exited with a non-zero status`` entry in the
             job's Cloud Logging logs ("Understand the custom training service",
             https://cloud.google.com/vertex-ai/docs/training/understanding-training-service), read with the steps
-            (``read_step_logs``). It also bounds an attempt's start, from its first look RUNNING to its first
-            logged step. With it, ``hang_timeout`` can be a few step times, so a real hang is caught sooner, while
-            a restore may take minutes (Kubernetes' startup probe beside its liveness probe). None (default):
-            ``hang_timeout`` throughout. Must be more than ``hang_timeout``.
+            (``read_step_logs``), or, for a command under the worker runner (``checkpoint_on_notice``,
+            ``preflight``), from the runner's line at each start of the container (a job the platform retries after
+            an internal error logs no exit; a bare command's such retry must fit in ``hang_timeout``). It also
+            bounds an attempt's start, from its first look RUNNING to its first logged step. With it,
+            ``hang_timeout`` can be a few step times, so a real hang is caught sooner, while a restore may take
+            minutes (Kubernetes' startup probe beside its liveness probe). None (default): ``hang_timeout``
+            throughout. Must be more than ``hang_timeout``.
         read_step_logs: with a ``hang_timeout``, read the chief replica's (``workerpool0-0``) newest ``step N``
             line from Cloud Logging every ``hang_timeout / 6`` seconds (default True). Needs
             ``logging.logEntries.list`` (``roles/logging.viewer``) for the connection's credentials; without

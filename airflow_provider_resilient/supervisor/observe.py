@@ -23,14 +23,16 @@ audit entries seen, step progress -- lives in the one persisted run state, updat
   first logged step on, by them instead of its checkpoints.
 * **In-place restart allowance** -- Vertex AI restarts a lost replica in place: the job stays RUNNING while the
   replica's container starts again and the workload restores its checkpoint, and no step is logged meanwhile. With
-  ``Limits.restart_seconds``, a look that reads a replica's exit (the service's ``The replica workerpool0-0 exited
-  with a non-zero status of N`` entry) newer than the job's newest logged step starts a *restart clock*
-  (:data:`RESTARTING`); until a step is logged after the exit, the job is judged by that clock against
+  ``Limits.restart_seconds``, a look that reads the start of a restart (``Look.restarts``: a replica's exit, the
+  service's ``The replica workerpool0-0 exited with a non-zero status of N`` entry; or the worker runner starting
+  the command again, the one sign of a job retried after an internal error, which the service does not log) no
+  older than the job's newest logged step starts a *restart clock* (:data:`RESTARTING`); until a step is logged
+  after it, the job is judged by that clock against
   ``restart_seconds`` instead of by its progress clocks against ``hang_seconds``. So ``hang_timeout`` can be a few
   step times while a restore may take minutes -- the split of Kubernetes' startup and liveness probes ("Configure
   Liveness, Readiness and Startup Probes", https://kubernetes.io/docs/tasks/configure-pod-container/
-  configure-liveness-readiness-startup-probes/). The clock starts at the first exit after a step: exits again
-  and again without a step in between (a crash loop) do not extend it. With ``restart_seconds`` a job's start is
+  configure-liveness-readiness-startup-probes/). The clock starts at the first restart after a step: restarts
+  again and again without a step in between (a crash loop) do not extend it. With ``restart_seconds`` a job's start is
   judged the same way: a progress clock with no step yet (no step logged by this job, no checkpoint) is judged
   against ``restart_seconds``, not ``hang_seconds``.
 * **Start-up deadline** -- a worker whose runner has not reported at all (the setup script broke
@@ -180,9 +182,9 @@ class Look:
         step_lines: the lead's logged lines read this time, ``(time, step, start)`` oldest first (epoch seconds;
             ``start``: a process of the workload started then, resuming from ``step``): for the goodput ledger
             (:func:`ledger_steps`), and to tell whether a step was logged after a replica's exit.
-        replica_exits: when a replica of the job exited, per platform entry read this time (epoch seconds, oldest
-            first): Vertex AI's ``The replica ... exited with a non-zero status`` entries (see "In-place restart
-            allowance").
+        restarts: when a restart of the job's replicas began, per entry read this time (epoch seconds, oldest
+            first): Vertex AI's ``The replica ... exited with a non-zero status`` entries, the worker runner's
+            start of the command (see "In-place restart allowance").
     """
 
     resource: str
@@ -197,7 +199,7 @@ class Look:
     checkpoint_requested: str | None = None
     checkpoint_acks: Sequence[str] = ()
     step_lines: Sequence[tuple[float, int, bool]] = ()
-    replica_exits: Sequence[float] = ()
+    restarts: Sequence[float] = ()
 
 
 #: The prefix of a silence clock's key: ``"silent worker 1"``.
@@ -265,12 +267,12 @@ def observe(memory: WatchMemory, look: Look, now: float, limits: Limits) -> tupl
 
 
 def _restart_clock(clocks: dict[str, ProgressClock], look: Look, now: float) -> None:
-    """Start the :data:`RESTARTING` clock in ``clocks`` (in place) on a replica's exit no older than every step line
-    of ``look`` (kept, not restarted, on another exit before a step); stop it on a step line newer than every
-    exit."""
+    """Start the :data:`RESTARTING` clock in ``clocks`` (in place) on a restart no older than every step line of
+    ``look`` (kept, not restarted, on another restart before a step); stop it on a step line newer than every
+    restart."""
     stepped_at = max((at for at, _, start in look.step_lines if not start), default=None)
-    exited_at = max(look.replica_exits, default=None)
-    if exited_at is not None and (stepped_at is None or exited_at >= stepped_at):  # shipped together: the exit last
+    restarted_at = max(look.restarts, default=None)
+    if restarted_at is not None and (stepped_at is None or restarted_at >= stepped_at):  # shipped together: it last
         clocks.setdefault(RESTARTING, ProgressClock(None, now))
     elif stepped_at is not None:
         clocks.pop(RESTARTING, None)

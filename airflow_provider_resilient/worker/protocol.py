@@ -146,6 +146,10 @@ CHECKPOINT_ON_NOTICE_ENV = "RESILIENT_CHECKPOINT_ON_NOTICE"
 #: A training step in the command's output (``step 120``, ``step=120``): the runner's default ``--step-pattern``
 #: (the ``step`` it reports is the first group), and how a Vertex AI replica's log is read for its step.
 DEFAULT_STEP_PATTERN = r"(?m)^\s*step[ =:]+(\d+)"
+#: What the runner writes (stderr) each time it starts the command: in a Vertex AI replica's log, a process of the
+#: replica starting -- before the workload's own start-up and restore -- which the operator reads as the start of a
+#: restart (``restart_timeout``: the platform restarted the replica's container, or the whole job).
+RUNNER_START_TEXT = "runner: running "
 #: A process of the workload starting, resuming from a step (``start step 120``, ``resuming from step 120``,
 #: printed once the checkpoint is restored and before the first step): how a Vertex AI replica's log shows that the
 #: replica was restarted in place -- the goodput ledger's ``in_place_restart`` (:mod:`..goodput.ledger`). A

@@ -177,6 +177,7 @@ from .protocol import (
     PREFLIGHT_EXIT_CODE,
     RESTARTABLE_CLASSES,
     RESTARTS_ENV,
+    RUNNER_START_TEXT,
     SECRET_EXIT_CODE,
     START_FAILED_EXIT_CODE,
     STATUS_FAILED,
@@ -844,7 +845,7 @@ class Runner:
             while True:
                 if restarts:
                     self._report(**{KEY_RESTARTS: restarts, KEY_STATUS: STATUS_RUNNING})
-                _log(f"running {self.command} (restarts so far: {restarts})")
+                print(f"{RUNNER_START_TEXT}{self.command} (restarts so far: {restarts})", file=sys.stderr, flush=True)
                 status = self._run_once(restarts)
                 self._publish_step()
                 self._report_ack()

@@ -99,3 +99,35 @@ def test_the_emulator_variable_alone_points_no_hook_at_the_emulator(resilient_em
     assert hook.emulator is None
     assert hook.endpoint_summary() == "Using Google Cloud APIs with the credentials of connection plain_gcp"
     assert ResilientVertexAIHook(gcp_conn_id=None).emulator is None
+
+
+def test_logged_progress_reads_steps_and_the_starts_of_restarts_in_one_call(resilient_emulator):
+    """A job's log as Vertex AI ships it: the chief replica's lines (the worker runner starting the command, the
+    workload's ``start step`` and ``step`` lines, other output) and the service's own entries. One ListLogEntries
+    call returns the steps as ``(time, step, start)`` and the starts of restarts: the runner's line (a job retried
+    after an internal error logs nothing else) and a replica's exit -- not the service's end-of-job entry, not
+    another replica's lines."""
+    from datetime import UTC, datetime
+
+    project, job_id = "test-project", "123"
+    name = f"projects/{project}/locations/us-central1/customJobs/{job_id}"
+    base = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+    def write(task: str, *texts: tuple[int, str]) -> None:
+        log_id = f"ml.googleapis.com%2F{job_id}" if task == "service" else task
+        resource = {"type": "ml_job", "labels": {"project_id": project, "job_id": job_id, "task_name": task}}
+        resilient_emulator.logging.write_log_entries(f"projects/{project}/logs/{log_id}", resource, None, [
+            {"text_payload": text, "timestamp": base.replace(second=at).isoformat()} for at, text in texts])
+
+    write("workerpool0-0", (1, "runner: running ['python3', 'train.py', '--steps', '40'] (restarts so far: 0)"),
+          (2, "start step 0"), (3, "step 1"), (4, "loss 0.5"), (5, "step 2"),
+          (20, "runner: running ['python3', 'train.py', '--steps', '40'] (restarts so far: 0)"), (22, "start step 2"))
+    write("workerpool1-0", (6, "step 99"), (7, "runner: running ['python3', 'train.py']"))
+    write("service", (10, "The replica workerpool0-0 exited with a non-zero status of 139. Termination reason: "
+                          "Error."), (30, "Job completed successfully."))
+    calls = len(resilient_emulator.calls.list("ListLogEntries"))
+    lines, restarts = ResilientVertexAIHook().logged_progress(name, base)
+    t = base.timestamp()
+    assert lines == [(t + 2, 0, True), (t + 3, 1, False), (t + 5, 2, False), (t + 22, 2, True)]
+    assert restarts == [t + 1, t + 10, t + 20]
+    assert len(resilient_emulator.calls.list("ListLogEntries")) == calls + 1

@@ -16,6 +16,7 @@ from airflow_provider_resilient.compat import AirflowFailException
 from airflow_provider_resilient.specs.preflight import wrap_container_command
 from airflow_provider_resilient.specs.vertex import build_custom_job
 from airflow_provider_resilient.worker import helper_source, runner_source
+from airflow_provider_resilient.worker.protocol import RUNNER_START_TEXT
 
 from .test_vertex_operator_unit import context, operator
 
@@ -94,6 +95,9 @@ def test_a_preempted_spot_replica_resumes_from_the_step_saved_on_its_notice(resi
     first, restarted = resumed_steps(resilient_emulator, result["job_name"])
     assert first == 0
     assert restarted >= 15 if on_notice else restarted == 10
+    # each start of the replica's container says so first, under the runner (read as a restart: restart_timeout)
+    log = resilient_emulator.replica_log(result["job_name"])
+    assert log.count(RUNNER_START_TEXT) == (2 if on_notice else 0)
 
 
 def test_a_hang_under_the_runner_freezes_the_training_command_not_only_the_runner(resilient_emulator):
@@ -111,3 +115,4 @@ def test_a_hang_under_the_runner_freezes_the_training_command_not_only_the_runne
     assert [i["failure"]["failure_class"] for a in result["attempts"] for i in a["incidents"]] == ["hang"]
     (resumed,) = resumed_steps(resilient_emulator, result["job_name"])
     assert 4 <= resumed <= 6, resumed  # the step the hang froze it at (a save of step 6 may have been under way)
+

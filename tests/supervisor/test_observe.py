@@ -154,7 +154,7 @@ def test_an_in_place_restart_is_judged_by_restart_timeout_until_a_step_is_logged
     def job(logged: int | None, lines: tuple[tuple[float, int, bool], ...] = (),
             exits: tuple[float, ...] = ()) -> Look:
         return Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: logged}, step_lines=lines,
-                    replica_exits=exits)
+                    restarts=exits)
 
     memory, _ = observe(WatchMemory(), job(9, ((T0, 9, False),)), T0, limits)
     # the replica was lost at T0 + 5; the look at T0 + 30 reads its exit: the restart clock starts then
@@ -192,7 +192,7 @@ def test_without_restart_timeout_a_replicas_exit_changes_nothing():
     limits = Limits(hang_seconds=60)
     look = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: 9})
     memory, _ = observe(WatchMemory(), look, T0, limits)
-    exited = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: 9}, replica_exits=(T0 + 5,))
+    exited = Look(JOB, Platform.VERTEX_AI, "JOB_STATE_RUNNING", T0, progress={LOGGED: 9}, restarts=(T0 + 5,))
     memory, _ = observe(memory, exited, T0 + 30, limits)
     assert memory.clock(RESTARTING) is None
     _, verdict = observe(memory, look, T0 + 61, limits)
