@@ -35,10 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from goodput import (
-    HANG_SECONDS,
+    BARE_HANG_SECONDS,
     PRIMARY,
     PROJECT,
-    RESTART_SECONDS,
     Outcome,
     Trace,
     arm_failures,
@@ -64,19 +63,18 @@ BUDGET_RETRIES = 30
 
 
 def run_way(outcome: Outcome, args: list[str], way: str, policy: RetryPolicy, poll: float, hang_timeout: float,
-            restart_timeout: float, stop: threading.Event) -> None:
+            stop: threading.Event) -> None:
     """Our operator for ``way`` in this thread (platform retries off); stopped at the horizon by ``on_kill``. The
     trace's hangs (goodput.py's mix) are caught as goodput.py's ours catches them: ``hang_timeout`` real seconds
-    without a new ``step N`` line read from Cloud Logging (``restart_timeout`` from a replica's exit or a job's start
-    to its next step) -- without it a hang is never seen and holds the way until the horizon."""
+    without a new ``step N`` line read from Cloud Logging -- without it a hang is never seen and holds the way until
+    the horizon."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
         task_id=f"interval-{way}", project_id=PROJECT, region=PRIMARY, display_name=f"interval-{way}",
         worker_pool_specs=worker_pool([*args, "--resume", "scan"]), base_output_dir=f"gs://bench/interval-{way}",
         labels={"bench-way": way}, resilience_policy=policy, poll_interval=poll, deferrable=False,
-        disable_retries=True, checkpoint_marker="COMMITTED", hang_timeout=hang_timeout,
-        restart_timeout=restart_timeout)
+        disable_retries=True, checkpoint_marker="COMMITTED", hang_timeout=hang_timeout)
     threading.Thread(target=lambda: stop.wait() and op.on_kill(), daemon=True).start()
     result = op.execute(standalone_context(f"interval-{way}"))
     outcome.history = result["attempts"]
@@ -141,8 +139,8 @@ def one_seed(seed: int, a: argparse.Namespace) -> dict[str, Any]:
 
             def work(outcome: Outcome = outcomes[name], way_args: list[str] = way_args, way: str = way) -> None:
                 try:
-                    run_way(outcome, way_args, way, policy, a.poll_interval * s, HANG_SECONDS * s,
-                            RESTART_SECONDS * s, stop_all)
+                    run_way(outcome, way_args, way, policy, a.poll_interval * s, BARE_HANG_SECONDS * s,
+                            stop_all)
                 except Exception as exc:  # a way that gives up is a result
                     outcome.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
                 finally:

@@ -6,8 +6,9 @@
   scale like every other delay) but a ``queue_timeout_seconds`` of 150 s (:data:`QUEUE_SECONDS`: a job still
   PENDING then is being re-provisioned after a stockout, so it fails over then), one fallback region, the
   workload resuming from the checkpoint; ours reads its ``step N`` lines from Cloud Logging (``read_step_logs``):
-  ``hang_timeout`` = 120 s without a new logged step, ``restart_timeout`` = 300 s from a replica's exit (or a job's
-  start) to its next step.
+  ``restart_timeout`` = 300 s from the start of a restart (or a job's start) to its next step, ``hang_timeout`` =
+  180 s without a new logged step otherwise when its command runs under the worker runner (Spot replicas with
+  ``checkpoint_on_notice``), 300 s for a bare command.
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -115,14 +116,20 @@ def vertex_faults(notice: float) -> dict[str, dict[str, Any]]:
             for kind, fault in FAULT.items()}
 
 
-#: Ours' hang_timeout, platform seconds without a new logged step while the job runs steadily: a step (6 s) and a
-#: save (C = 30 s) between two step lines, one poll (30 s) between two looks, Cloud Logging's delay.
-HANG_SECONDS = 120.0
-#: Ours' restart_timeout, platform seconds from a replica's exit (the service's entry) or a job's start to its next
-#: logged step: the platform's restart (10 s), the workload's start-up and restore (R - 10 s, about 60-80 s, more
-#: on a loaded machine: the time scale multiplies Python's start-up by 50), a save (C = 30 s), Cloud Logging's delay
-#: and one read interval (hang_timeout / 6). 150 s did not fit, beside other load (false hangs).
+#: Ours' restart_timeout, platform seconds from the start of a restart (a replica's exit, the runner's start line)
+#: or a job's start to its next logged step: the platform's restart (10 s), the workload's start-up and restore
+#: (R - 10 s, about 60-80 s, more on a loaded machine: the time scale multiplies Python's start-up by 50), a save
+#: (C = 30 s), Cloud Logging's delay and one read interval (hang_timeout / 6). 150 s did not fit, beside other load
+#: (false hangs).
 RESTART_SECONDS = 300.0
+#: Ours' hang_timeout, platform seconds without a new logged step, when the workload runs under the worker runner
+#: (``checkpoint_on_notice``): a step (6 s) and a save (C = 30 s) between two step lines while it runs, and, after
+#: a job retry the service does not log (an internal error), the platform's restart and the runner's own start-up
+#: (10 s + about 30-50 s) before the runner's start line -- plus one poll (30 s) and one read interval between looks.
+HANG_SECONDS = 180.0
+#: Ours' hang_timeout for a bare command (no runner): a job retried after an internal error shows nothing until
+#: its first step, so the whole restart must fit, as :data:`RESTART_SECONDS` does.
+BARE_HANG_SECONDS = RESTART_SECONDS
 #: Ours' ``RetryPolicy.queue_timeout_seconds``, platform seconds a job may stay QUEUED or PENDING: 2.5 times the
 #: platform's provisioning latency (60 s). A job still PENDING then is being re-provisioned after a stockout (seed
 #: 003: "Vertex AI retries the job up to 3 times", 60 s each, then the error a minute later), so ours cancels it and
@@ -861,9 +868,10 @@ class Plan:
                 "--keep", "0"]  # every save stays listed: ours' ledger times each (checkpoint_save), not as a stall
         return cls(trace, steps, interval, every, horizon, args)
 
-    def hang_timeout(self, a: argparse.Namespace) -> float:
-        """Ours' ``hang_timeout``, real seconds: :data:`HANG_SECONDS`."""
-        return HANG_SECONDS * a.time_scale
+    def hang_timeout(self, a: argparse.Namespace, runner: bool) -> float:
+        """Ours' ``hang_timeout``, real seconds: :data:`HANG_SECONDS` under the worker runner (``runner``), else
+        :data:`BARE_HANG_SECONDS`."""
+        return (HANG_SECONDS if runner else BARE_HANG_SECONDS) * a.time_scale
 
 
 def one_seed(a: argparse.Namespace) -> dict[str, Any]:
@@ -924,9 +932,10 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             emulator.add_fault({"kind": "stockout", "times": None, "match": {"location": PRIMARY},
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
-        ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a), stop_all,
-                           EVENT_TOPIC if a.events else None, on_notice=bool(spot_share) and notice_on,
-                           restart_timeout=RESTART_SECONDS * s)
+        on_notice = bool(spot_share) and notice_on
+        ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a, runner=on_notice), stop_all,
+                           EVENT_TOPIC if a.events else None, on_notice=on_notice,
+                           restart_timeout=RESTART_SECONDS * s if on_notice else None)
         outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all,
                                 vertex_faults(a.notice * s) if spot_share else None)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,

@@ -83,9 +83,9 @@ def test_a_replicas_last_lines_are_stamped_before_the_services_entry_about_its_e
     entries = list(logging_client(project).list_entries(
         filter_=f'resource.labels.job_id="{job_id}"', order_by="timestamp asc"))
     texts = [entry.payload for entry in entries]
-    assert texts[:3] == ["step 1", "The replica workerpool0-0 exited with a non-zero status of 139. Termination "
-                         "reason: Error.", "step 2"], texts
-    assert entries[0].timestamp <= entries[1].timestamp < entries[2].timestamp
+    assert texts == ["step 1", "The replica workerpool0-0 exited with a non-zero status of 139. Termination "
+                     "reason: Error.", "step 2", "Job completed successfully."], texts
+    assert entries[0].timestamp <= entries[1].timestamp < entries[2].timestamp <= entries[3].timestamp
 
 
 def test_user_code_error_fails_the_job_without_retry(submit, resilient_emulator):

@@ -254,13 +254,13 @@ class JobRun:
     def _ship_logs(self, now: bool = False) -> None:
         """Hand the complete lines each replica wrote since the last call to :attr:`log_sink`, at most every
         :data:`LOG_SHIP_SECONDS` of real time (the replicas write in real time; ``now``: at once -- before the
-        service's entry about a replica's exit, so what the replica wrote is stamped before its exit, as it was
-        written) and once more when the job has ended (then everything, an unfinished last line too). Each entry's
-        timestamp is when it was shipped: within :data:`LOG_SHIP_SECONDS` of when the line was written, as a
-        container runtime stamps a line when it sees it (the goodput ledger times steps and in-place restarts by
-        these timestamps). What Vertex AI does with a CustomJob's stdout and stderr: an entry per line in Cloud
-        Logging (the emulator's replicas write both to one file, so every entry is INFO; the header lines the
-        emulator adds at each start are not the workload's and are left out)."""
+        service's entry about a replica's exit or the job's end, so what the replicas wrote is stamped before it,
+        as it was written) and once more when the job has ended (then everything, an unfinished last line too).
+        Each entry's timestamp is when it was shipped: within :data:`LOG_SHIP_SECONDS` of when the line was
+        written, as a container runtime stamps a line when it sees it (the goodput ledger times steps and in-place
+        restarts by these timestamps). What Vertex AI does with a CustomJob's stdout and stderr: an entry per line
+        in Cloud Logging (the emulator's replicas write both to one file, so every entry is INFO; the header lines
+        the emulator adds at each start are not the workload's and are left out)."""
         if self.log_sink is None or self.logs_closed:
             return
         real, done = time.monotonic(), self.phase == "done"
@@ -341,6 +341,7 @@ class JobRun:
         if code:
             self.job.error = {"code": code, "message": message}
         self._set_state(state)
+        self._ship_logs(now=True)  # what the replicas wrote comes before the end's entry (the rest: the last ship)
         self.phase = "done"
         self._service_entry("INFO", END_TEXTS[state])
 
