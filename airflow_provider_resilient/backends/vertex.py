@@ -153,8 +153,7 @@ class StepLogReader:
     """
 
     def __init__(self, read: Callable[[str, Any], tuple[Sequence[tuple[float, int, bool]], Sequence[float]]],
-                 every: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 every: float, clock: Callable[[], float] = time.time) -> None:
         self.read = read
         self.every = every
         self.clock = clock
@@ -277,8 +276,8 @@ class VertexCustomJobBackend:
         clock: epoch seconds now.
         read_step_logs: with a ``hang_timeout``, read the chief replica's ``step N`` lines from Cloud Logging
             (:class:`StepLogReader`, every :func:`step_log_seconds`).
-        restart_timeout: seconds from a replica's exit to the job's next logged step while the replica is restarted
-            in place (``Limits.restart_seconds``; None: ``hang_timeout`` throughout).
+        restart_timeout: seconds from the start of a restart (a replica's exit, the runner's start line) or of an
+            attempt to the job's next logged step (``Limits.restart_seconds``; None: ``hang_timeout`` throughout).
     """
 
     platform = Platform.VERTEX_AI

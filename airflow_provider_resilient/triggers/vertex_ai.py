@@ -222,9 +222,9 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
         checkpoint_dir, checkpoint_marker: where to look for progress, as for the operator.
         read_step_logs: with ``hang_timeout``, also read the chief replica's logged steps from Cloud Logging
             (:class:`~..backends.vertex.StepLogReader`, in a worker thread), as the operator does.
-        restart_timeout: seconds from a replica's exit (read with the steps) to the job's next logged step while
-            Vertex AI restarts the replica in place, instead of ``hang_timeout`` (the operator's argument); None
-            (default): ``hang_timeout`` throughout.
+        restart_timeout: seconds from the start of a restart (a replica's exit, the runner's start line: read with
+            the steps) or of the attempt to the job's next logged step, instead of ``hang_timeout`` (the operator's
+            argument); None (default): ``hang_timeout`` throughout.
         fire_not_before: epoch seconds before which the event is held back, even if the job ended sooner
             (see ``operators.base.DEFAULT_MIN_DEFER_SECONDS``); None: fire at once.
         queue_timeout: seconds the job may be QUEUED or PENDING, counted from its ``create_time``, before
@@ -237,7 +237,8 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
             poller's next cycle, or this trigger's own read (:mod:`..backends.events`); None (default): polling only.
 
     Raises:
-        ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` that is not positive.
+        ValueError: ``hang_timeout`` without ``checkpoint_dir``, or a ``queue_timeout`` or ``restart_timeout`` that
+            is not positive.
     """
 
     PLATFORM = "vertex_ai"
@@ -268,6 +269,8 @@ class CustomJobTrigger(EventListening, SupervisedTrigger):
             raise ValueError("CustomJobTrigger: hang_timeout needs checkpoint_dir, where progress is seen")
         if queue_timeout is not None and queue_timeout <= 0:
             raise ValueError(f"CustomJobTrigger: queue_timeout must be > 0 seconds, got {queue_timeout}")
+        if restart_timeout is not None and restart_timeout <= 0:
+            raise ValueError(f"CustomJobTrigger: restart_timeout must be > 0 seconds, got {restart_timeout}")
         self.queue_timeout = queue_timeout
         #: Seconds since the epoch, now (replaced in tests).
         self._clock: Callable[[], float] = time.time

@@ -199,3 +199,5 @@ def test_restart_timeout_is_serialized_only_when_set():
     classpath, kwargs = CustomJobTrigger(name, hang_timeout=60.0, checkpoint_dir="gs://b/c/", read_step_logs=True,
                                          restart_timeout=600.0).serialize()
     assert kwargs["restart_timeout"] == 600.0 and CustomJobTrigger(**kwargs).serialize() == (classpath, kwargs)
+    with pytest.raises(ValueError, match="restart_timeout must be > 0 seconds, got 0"):
+        CustomJobTrigger(name, restart_timeout=0)
