@@ -27,8 +27,8 @@ audit entries seen, step progress -- lives in the one persisted run state, updat
   service's ``The replica workerpool0-0 exited with a non-zero status of N`` entry; or the worker runner starting
   the command again, the one sign of a job retried after an internal error, which the service does not log) no
   older than the job's newest logged step starts a *restart clock* (:data:`RESTARTING`); until a step is logged
-  after it, the job is judged by that clock against
-  ``restart_seconds`` instead of by its progress clocks against ``hang_seconds``. So ``hang_timeout`` can be a few
+  after it, the job is judged by that clock against ``restart_seconds`` instead of by its progress clocks against
+  ``hang_seconds``. So ``hang_timeout`` can be a few
   step times while a restore may take minutes -- the split of Kubernetes' startup and liveness probes ("Configure
   Liveness, Readiness and Startup Probes", https://kubernetes.io/docs/tasks/configure-pod-container/
   configure-liveness-readiness-startup-probes/). The clock starts at the first restart after a step: restarts
@@ -62,8 +62,8 @@ CHECKPOINTS = "checkpoints"
 #: the run has seen one, it is the job's progress clock and the checkpoint clock is no longer judged: a step is a
 #: finer sign of progress than a save, so ``hang_timeout`` can be shorter than the checkpoint interval.
 LOGGED = "logged step"
-#: The clock key of a CustomJob restarting a replica in place (see the module's "In-place restart allowance"): since
-#: the look that first read a replica's exit newer than the newest logged step.
+#: The clock key of a CustomJob restarting (see the module's "In-place restart allowance"): since the look that first
+#: read the start of a restart no older than the newest logged step.
 RESTARTING = "restarting"
 #: How many audit entry ids the memory keeps (the newest): enough for any node's events between two looks.
 AUDIT_IDS_KEPT = 500
@@ -83,8 +83,8 @@ class Limits:
         queue_seconds: the longest a job may wait for resources (``RetryPolicy.queue_timeout_seconds``).
         startup_seconds: the longest a worker may stay silent -- no report at all from its runner -- on a
             node that is up (``startup_timeout``).
-        restart_seconds: the longest a CustomJob may go from a replica's exit to its next logged step while the
-            replica is restarted in place, and from its start to its first progress (``restart_timeout``); None: no
+        restart_seconds: the longest a CustomJob may go from the start of a restart (``Look.restarts``) to its next
+            logged step, and from its start to its first progress (``restart_timeout``); None: no
             allowance, ``hang_seconds`` throughout.
     """
 
@@ -301,13 +301,12 @@ def _failure(memory: WatchMemory, look: Look, now: float, limits: Limits, judged
             return _hang(look, key, f"{key}: no heartbeat for {now - beat:.0f} s", beat)
     allowance = limits.restart_seconds
     restarting = memory.clock(RESTARTING) if allowance is not None else None
-    if allowance is not None and restarting is not None:  # the restart clock alone, until a step after the exit
+    if allowance is not None and restarting is not None:  # the restart clock alone, until a step after the restart
         stalled = now - restarting.since
         if stalled <= allowance:
             return None
-        return _hang(look, RESTARTING, f"a replica restarted in place and no step was logged in the {stalled:.0f} s "
-                                       f"since its exit was read (restart_timeout {allowance:.0f} s)",
-                     restarting.since)
+        return _hang(look, RESTARTING, f"restarting: no step logged in the {stalled:.0f} s since a restart was read "
+                                       f"(restart_timeout {allowance:.0f} s)", restarting.since)
     for key in judged:
         clock = memory.clock(key)
         # before the job's first progress (its start: the container, the restore), the start-up's allowance
