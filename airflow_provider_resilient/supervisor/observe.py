@@ -28,13 +28,12 @@ audit entries seen, step progress -- lives in the one persisted run state, updat
   the command again, the one sign of a job retried after an internal error, which the service does not log) no
   older than the job's newest logged step starts a *restart clock* (:data:`RESTARTING`); until a step is logged
   after it, the job is judged by that clock against ``restart_seconds`` instead of by its progress clocks against
-  ``hang_seconds``. So ``hang_timeout`` can be a few
-  step times while a restore may take minutes -- the split of Kubernetes' startup and liveness probes ("Configure
-  Liveness, Readiness and Startup Probes", https://kubernetes.io/docs/tasks/configure-pod-container/
-  configure-liveness-readiness-startup-probes/). The clock starts at the first restart after a step: restarts
-  again and again without a step in between (a crash loop) do not extend it. With ``restart_seconds`` a job's start is
-  judged the same way: a progress clock with no step yet (no step logged by this job, no checkpoint) is judged
-  against ``restart_seconds``, not ``hang_seconds``.
+  ``hang_seconds``. So ``hang_timeout`` can be a few step times while a restore may take minutes -- the split of
+  Kubernetes' startup and liveness probes ("Configure Liveness, Readiness and Startup Probes",
+  https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/). The clock
+  starts at the first restart after a step: restarts again and again without a step in between (a crash loop) do not
+  extend it. With ``restart_seconds`` a job's start is judged the same way: a progress clock with no step yet (no
+  step logged by this job, no checkpoint) is judged against ``restart_seconds``, not ``hang_seconds``.
 * **Start-up deadline** -- a worker whose runner has not reported at all (the setup script broke
   PATH, the runner never started) gets a *silence clock* from the first look that finds it silent; past
   ``Limits.startup_seconds`` that is a WORKER_SILENT failure, and the node is released.

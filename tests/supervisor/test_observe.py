@@ -169,7 +169,7 @@ def test_an_in_place_restart_is_judged_by_restart_timeout_until_a_step_is_logged
     assert verdict.failure.failure_class is FailureClass.HANG and verdict.failure.timestamp == T0 + 30
     assert verdict.failure.message == ("restarting: no step logged in the 301 s since a restart was read "
                                        "(restart_timeout 300 s)")
-    # a step logged after the exit ends the restart: hang_timeout judges again, from that step
+    # a step logged after the restart's start ends the restart clock: hang_timeout judges again, from that step
     memory, verdict = observe(reload(memory), job(7, ((T0 + 300, 7, False),)), T0 + 310, limits)
     assert verdict.failure is None and memory.clock(RESTARTING) is None
     _, verdict = observe(reload(memory), job(7), T0 + 371, limits)
