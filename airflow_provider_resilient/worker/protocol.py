@@ -113,6 +113,9 @@ KEY_PREFLIGHT = "preflight"
 KEY_ERROR = "error"
 #: ``faulty: <item>: <detail>`` once a device check (``gpu-check`` / ``tpu-check``) failed.
 KEY_HARDWARE = "hardware"
+#: ``no step line for <seconds> s after <step N | its start> (restarts so far: <n>)``: the runner's liveness
+#: watchdog (``--hang-seconds``) aborted the command.
+KEY_HANG = "hang"
 #: The token of the checkpoint request passed on to the command, and of the last one it acknowledged.
 KEY_CHECKPOINT_REQUEST = "checkpoint_request"
 KEY_CHECKPOINT_ACK = "checkpoint_ack"

@@ -17,7 +17,7 @@ Command line::
                       [--hardware-check-seconds S]
                       [--max-restarts N] [--restart-delay S] [--grace-seconds S]
                       [--namespace NS] [--heartbeat-seconds S] [--step-pattern REGEX]
-                      [--checkpoint-signal NAME]
+                      [--checkpoint-signal NAME] [--hang-seconds S] [--start-seconds S]
                       -- COMMAND [ARGS...]
 
 Theory of operation:
@@ -42,6 +42,21 @@ Theory of operation:
    already set, so step lines arrive as they are printed). Its stdout is read line by line, copied to ours
    (flushed) and matched against ``--step-pattern``; its stderr is copied to ours too, its last line kept for
    the ``error`` report.
+2b. Liveness watchdog (``--hang-seconds``, off by default). A command that writes no ``--step-pattern`` line for
+   ``--hang-seconds`` -- counted from its last step line, or from its start with ``--start-seconds`` (the start-up
+   and the checkpoint's restore; 0, the default: no watch before the first step line) -- hangs: a collective that
+   never returns, a deadlocked data loader. The runner logs ``hang: no step line for ...``, reports guest
+   attribute ``hang``, sends the command's process group SIGABRT (a Python workload with ``faulthandler`` enabled
+   prints every thread's stack) and SIGKILL ``min(--grace-seconds, --hang-seconds / 10)`` seconds later, and counts
+   the command's end as an abort, :data:`HANG_EXIT_CODE` (134 = 128 + SIGABRT) whatever signal ended it -- as
+   PyTorch's NCCL watchdog aborts a process whose collective timed out (PyTorch, "Distributed communication
+   package - torch.distributed", ``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
+   https://pytorch.org/docs/stable/distributed.html). 134 is a ``transient_crash``: on a Cloud TPU VM the runner
+   restarts the command in place (3); on Vertex AI (``--max-restarts 0``) the container exits 134 and Vertex AI
+   retries the job at once (Vertex AI, "Understand the custom training service": exit codes of a crash are
+   retried). The runner's own process is not part of the hang, so it sees one in ``--hang-seconds`` instead of
+   the provider's poll of the logs, and the platform restarts the command instead of the provider making a new
+   job or node. A hang of the whole VM (the runner frozen too) is still the provider's ``hang_timeout`` to find.
 3. Restart in place. The exit status is classified by :func:`classify_exit_status` of :mod:`.protocol`, the
    rule ``airflow_provider_resilient.policy.classify.classify_exit_status`` builds on (a test checks every code):
    6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
@@ -92,6 +107,7 @@ Exit codes (the operator classifies them with the same policy):
   restarts are spent. A child killed by signal ``n`` counts as ``128 + n`` (Python reports ``-n``).
   A command that cannot be started counts as 127 (not found), 126 (not executable) or 128 (other).
 * :data:`PREFLIGHT_EXIT_CODE` (78, sysexits ``EX_CONFIG``) -- preflight failed, the command never ran.
+* :data:`HANG_EXIT_CODE` (134 = 128 + SIGABRT) -- the watchdog (2b) aborted a hung command and no restart was left.
 * :data:`TERMINATED_EXIT_CODE` (143 = 128 + SIGTERM) -- the runner received SIGTERM.
 * :data:`USAGE_EXIT_CODE` (2) -- bad usage, e.g. no command after ``--``.
 
@@ -117,6 +133,8 @@ reporting error never stops the runner; it prints one warning. Keys (namespace d
 * ``error``: on a failed end, the last line the command wrote to stderr (a traceback's exception, e.g.
   ``_pickle.UnpicklingError: invalid load key``), at most 300 characters; the operator puts it in the failure.
 * ``hardware``: ``faulty: <item>: <detail>`` once a device check failed (preflight or while running).
+* ``hang``: ``no step line for <S> s after <step N | its start> (restarts so far: <n>)``, each time the watchdog
+  (2b) aborted the command.
 * ``checkpoint_request``: the checkpoint request token passed on to the command (4b).
 * ``checkpoint_ack``: the token of the last request the command acknowledged after saving (4b).
 
@@ -161,6 +179,7 @@ from .protocol import (
     KEY_ERROR,
     KEY_EXIT_CODE,
     KEY_FAILURE_CLASS,
+    KEY_HANG,
     KEY_HARDWARE,
     KEY_HEARTBEAT,
     KEY_NOTICE_ACK,
@@ -217,6 +236,8 @@ DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_HEARTBEAT_SECONDS = 10.0
 #: How often the main loop looks at the child and at the SIGTERM flag.
 POLL_SECONDS = 0.05
+#: The status a command aborted by the liveness watchdog counts as (128 + SIGABRT): a ``transient_crash``.
+HANG_EXIT_CODE = 128 + signal.SIGABRT
 
 
 def normalize_exit_status(returncode: int) -> int:
@@ -582,6 +603,8 @@ class Runner:
         self._child: subprocess.Popen[bytes] | None = None
         self._child_spoke = False  # the running command wrote a line to stdout (its handlers are in place)
         self._signal_pending = False
+        self._progress_at = 0.0  # the watchdog's clock (:meth:`_now`) at the command's start or its last step line
+        self._stepped = False  # the running command wrote a step line
 
     def request_stop(self) -> None:
         self._stop_requested = True
@@ -680,12 +703,14 @@ class Runner:
         stream.close()
 
     def _pump(self, stream: IO[bytes]) -> None:
-        """The child's stdout: copied to ours, each line matched against ``--step-pattern``."""
+        """The child's stdout: copied to ours, each line matched against ``--step-pattern`` (a step line also
+        resets the liveness watchdog)."""
         def step_of(line: str) -> None:
             self._child_spoke = True
             match = self.step_re.search(line)
             if match:
                 value = match.group(1) if self.step_re.groups else match.group(0)
+                self._progress_at, self._stepped = self._now(), True  # before the step is seen anywhere
                 with self._step_lock:
                     self._step = value.strip()
 
@@ -723,24 +748,58 @@ class Runner:
             _log(f"cannot start {self.command[0]!r}: {exc}")
             return START_FAILED_EXIT_CODE
         self._child, self._child_spoke = proc, False
+        self._progress_at, self._stepped = self._now(), False
         pump = threading.Thread(target=self._pump, args=(proc.stdout,), name="runner-stdout", daemon=True)
         errors = threading.Thread(target=self._pump_errors, args=(proc.stderr,), name="runner-stderr", daemon=True)
         self._last_error = ""
         pump.start()
         errors.start()
-        returncode = self._wait(proc)
+        returncode = self._wait(proc, restarts)
         # Leftovers of the group would hold the accelerator and the pipes: end them.
         self._killpg(proc.pid, signal.SIGKILL)
         pump.join(timeout=5)
         errors.join(timeout=5)
         return normalize_exit_status(returncode)
 
-    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+    def _now(self) -> float:
+        """The watchdog's clock, seconds: the emulated VM's clock when there is one (:func:`vm_time`), else
+        ``time.monotonic()``."""
+        return vm_time(self.environ) if self.environ.get(EMULATED_CLOCK_ENV) else time.monotonic()
+
+    def _quiet_too_long(self) -> float | None:
+        """Seconds the command has gone without a step line, when that passed its allowance (2b: ``--hang-seconds``
+        after a step line, ``--start-seconds`` before the first); None otherwise or with the watchdog off."""
+        hang = self.options.hang_seconds
+        allowance = hang if self._stepped else self.options.start_seconds
+        if not hang or not allowance:
+            return None
+        quiet = self._now() - self._progress_at
+        return quiet if quiet >= allowance else None
+
+    def _abort_hung(self, proc: subprocess.Popen[bytes], quiet: float, restarts: int) -> int:
+        """End a hung command (2b): SIGABRT to its group, SIGKILL a short grace later; its status counts as an
+        abort (``-SIGABRT``, normalized to :data:`HANG_EXIT_CODE`)."""
+        grace = min(self.options.grace_seconds, self.options.hang_seconds / 10)
+        since = f"step {self._step}" if self._stepped else "its start"
+        what = f"no step line for {quiet:.1f} s after {since} (restarts so far: {restarts})"
+        _log(f"hang: {what}: SIGABRT to process group {proc.pid}, SIGKILL in {grace:.1f} s")
+        self._report(**{KEY_HANG: what})
+        self._killpg(proc.pid, signal.SIGABRT)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self._killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return -signal.SIGABRT
+
+    def _wait(self, proc: subprocess.Popen[bytes], restarts: int = 0) -> int:
         while not self._stop_requested:
             try:
                 return proc.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
-                continue
+                quiet = self._quiet_too_long()
+                if quiet is not None:
+                    return self._abort_hung(proc, quiet, restarts)
         grace = self.options.grace_seconds
         if getattr(self.options, "notice_checkpoint", True):
             self._pass_on(f"{NOTICE_TOKEN_PREFIX}{vm_time(self.environ):.0f}", self._request_files()[0])
@@ -977,6 +1036,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="on SIGTERM, forward it only (default: first pass a checkpoint request 'notice-<time>')")
     parser.add_argument("--step-pattern", type=_regex, default=DEFAULT_STEP_PATTERN,
                         help="regex on stdout lines; its first group is the step")
+    parser.add_argument("--hang-seconds", type=_non_negative(float), default=0.0,
+                        help="abort the command (SIGABRT, exit 134) after this many seconds without a step line "
+                             "(default 0: no watchdog)")
+    parser.add_argument("--start-seconds", type=_non_negative(float), default=0.0,
+                        help="with --hang-seconds: seconds from the command's start to its first step line "
+                             "(start-up and restore; default 0: no watch before the first step line)")
     return parser
 
 

@@ -18,7 +18,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -731,3 +731,98 @@ def test_a_failed_command_reports_its_last_stderr_line(metadata: MetadataServer)
     assert metadata.last("error").startswith("_pickle.UnpicklingError: invalid load key")
     ok = run_runner([], script("import sys; print('fine', file=sys.stderr)"))
     assert ok.returncode == 0 and "fine" in ok.stderr
+
+
+# -- liveness watchdog (--hang-seconds) -----------------------------------------------------------------
+
+
+def run_acting(options: list[str], command: list[str], metadata: MetadataServer, act: Callable[[], object],
+               clock: Path) -> tuple[subprocess.Popen[str], str]:
+    """Run the runner on an emulated VM clock (the file ``clock``), call ``act`` while it runs, wait for its end;
+    the process and its stderr."""
+    env = runner_env(metadata, RESILIENT_EMULATED_CLOCK=str(clock))
+    proc = subprocess.Popen(runner_argv(options, command), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        act()
+        _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc, stderr
+
+
+def _wait_for_value(metadata: MetadataServer, key: str, value: str) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while metadata.last(key) != value:
+        assert time.monotonic() < deadline, f"{key} never became {value!r}: {metadata.values(key)}"
+        time.sleep(0.01)
+
+
+def test_a_command_quiet_past_hang_seconds_is_aborted_and_restarted_in_place(tmp_path: Path,
+                                                                            metadata: MetadataServer) -> None:
+    """The first run logs step 5 and hangs; once the (emulated) VM clock passes ``--hang-seconds`` after that line
+    the runner aborts it (134, a transient crash) and restarts it in place; the second run finishes."""
+    clock, counter = tmp_path / "clock", tmp_path / "runs"
+    clock.write_text("1000")
+    command = counting(counter, """
+        print(f"step {5 + n}", flush=True)
+        if n == 0:
+            time.sleep(60)  # hung: no step line follows
+    """)
+    def hang() -> None:
+        _wait_for_value(metadata, "step", "5")  # the runner has read the step line
+        clock.write_text("1029")  # 29 s after the step line: still within the allowance
+        clock.write_text("1031")
+
+    proc, stderr = run_acting(["--hang-seconds", "30"], command, metadata, hang, clock)
+    assert proc.returncode == 0, stderr
+    assert counter.read_text() == "2"
+    assert metadata.statuses() == ["running", "restarting", "running", "succeeded"]
+    assert metadata.values("exit_code") == ["134", "0"]
+    assert metadata.values("failure_class") == ["transient_crash"]
+    assert metadata.values("hang") == ["no step line for 31.0 s after step 5 (restarts so far: 0)"]
+    assert "hang: no step line for 31.0 s after step 5" in stderr and "SIGABRT" in stderr
+
+
+def test_a_hung_command_that_ignores_sigabrt_is_killed_and_counts_as_aborted(tmp_path: Path,
+                                                                             metadata: MetadataServer) -> None:
+    """``--max-restarts 0`` (a Vertex AI replica's runner): the abort ends the runner with 134, which Vertex AI
+    retries as a crash; a command that ignores SIGABRT is SIGKILLed and still counts as aborted. Before its first
+    step line the allowance is ``--start-seconds``."""
+    clock, ready, pid_file = tmp_path / "clock", tmp_path / "ready", tmp_path / "pid"
+    clock.write_text("1000")
+    command = script(f"""
+        import os, signal, time
+        from pathlib import Path
+        signal.signal(signal.SIGABRT, signal.SIG_IGN)
+        Path({str(pid_file)!r}).write_text(str(os.getpid()))
+        Path({str(ready)!r}).write_text("1")
+        time.sleep(60)
+    """)
+    options = ["--max-restarts", "0", "--hang-seconds", "2", "--start-seconds", "50", "--grace-seconds", "0.1"]
+    proc, stderr = run_acting(options, command, metadata, lambda: (wait_for(ready), clock.write_text("1050")), clock)
+    assert proc.returncode == runner.HANG_EXIT_CODE == 134, stderr
+    assert metadata.statuses() == ["running", "failed"]
+    assert metadata.last("failure_class") == "transient_crash"
+    assert metadata.values("hang") == ["no step line for 50.0 s after its start (restarts so far: 0)"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.parametrize(("options", "stepped", "quiet", "due"), [
+    ([], True, 10_000.0, None),  # no --hang-seconds: no watchdog
+    (["--hang-seconds", "30"], True, 29.9, None),
+    (["--hang-seconds", "30"], True, 30.0, 30.0),
+    (["--hang-seconds", "30"], False, 10_000.0, None),  # no --start-seconds: no watch before the first step
+    (["--hang-seconds", "30", "--start-seconds", "120"], False, 119.0, None),
+    (["--hang-seconds", "30", "--start-seconds", "120"], False, 120.0, 120.0),
+])
+def test_the_watchdogs_allowance(tmp_path: Path, options: list[str], stepped: bool, quiet: float,
+                                 due: float | None) -> None:
+    clock = tmp_path / "clock"
+    clock.write_text(str(5000.0 + quiet))
+    parsed, command = runner.parse_command_line([*options, "--", "true"])
+    run = runner.Runner(command, parsed, runner.GuestAttributes(None), {"RESILIENT_EMULATED_CLOCK": str(clock)})
+    run._progress_at, run._stepped = 5000.0, stepped
+    assert run._quiet_too_long() == due
