@@ -26,7 +26,8 @@ get time       ``unavailable`` (a Get call -- or with ``calls: list`` a ListCust
 provisioning   ``stockout`` (one provisioning attempt of the job finds no capacity)
 running        ``crash`` (exit ``exit_code``), ``oom``, ``worker_failure`` (the VM is lost: the
                platform restarts the worker in place), ``internal_error``, ``hang`` (the
-               processes stop making progress: SIGSTOP), ``preemption`` (a Spot VM reclaimed: the
+               workload stops making progress: SIGSTOP of the command's tree -- under the worker runner of the
+               training command it started, the runner living on), ``preemption`` (a Spot VM reclaimed: the
                replica's processes get SIGTERM, ``grace_seconds`` later SIGKILL, then the platform
                restarts the worker on another VM as for ``worker_failure``); TPU: ``maintenance``, ``preemption``,
                ``unhealthy``, ``crash``, ``hang``, ``hardware`` (chips vanish), ``scheduled_maintenance``

@@ -94,6 +94,17 @@ def freeze_tree(root: int) -> list[int]:
     return tree
 
 
+def workload_root(root: int) -> int:
+    """The process a hang freezes below a replica's ``root``: the first process under it that leads a session of its
+    own -- the training command the worker runner started (the runner, the container's main process, is not the
+    workload) -- else ``root`` itself (a bare command, or a runner that has not started its command yet)."""
+    for pid in descendants(root):
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == pid:
+                return pid
+    return root
+
+
 class ReplicaProcess:
     """One run of one replica's command.
 
@@ -155,11 +166,13 @@ class ReplicaProcess:
             os.killpg(self._proc.pid, sig)
 
     def suspend(self) -> None:
-        """Freeze the command's whole process tree (a hang: alive, no progress) -- under a worker runner the training
-        command runs in a session of its own, and a hang freezes it, not only the runner (:func:`freeze_tree`)."""
+        """Freeze the workload's whole process tree (a hang: alive, no progress; :func:`freeze_tree`): under a worker
+        runner the training command, which runs in a session of its own (:func:`workload_root`) -- the runner lives
+        on, as beside a collective that never returns, and its watchdog may abort the command --, else the
+        command's. Cloud TPU workers' hangs strike the training command too (``tpu/workers.py``)."""
         if self._proc is None or self._proc.poll() is not None:
             return
-        freeze_tree(self._proc.pid)
+        freeze_tree(workload_root(self._proc.pid))
         self._suspended = True
 
     def kill(self) -> None:
