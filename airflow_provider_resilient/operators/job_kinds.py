@@ -150,16 +150,19 @@ class StudyKind:
                 "attempts": history_to_json(state.history)}
 
     def problems(self, op: Any) -> list[SpecError]:
-        """:func:`~..specs.tuning.study_problems`, and the arguments a study does not take: ``hang_timeout`` (a
-        study's progress is its trials: bound each with ``timeout``), ``preflight`` (its wrapper would swallow the
-        ``--<parameter>=<value>`` arguments the platform appends) and ``goodput_job_name`` (each trial is its own
-        goodput job)."""
+        """:func:`~..specs.tuning.study_problems`, and the arguments a study does not take: ``hang_timeout`` and
+        ``worker_hang_timeout`` (a study's progress is its trials: bound each with ``timeout``), ``preflight`` (its
+        wrapper would swallow the ``--<parameter>=<value>`` arguments the platform appends) and ``goodput_job_name``
+        (each trial is its own goodput job)."""
         from ..specs.tuning import study_problems
 
         problems = []
         if op.hang_timeout is not None:
             problems.append(SpecError("hang_timeout", "not taken by a study (its progress is its trials): bound each "
                                                       "trial with timeout= (scheduling.timeout) instead"))
+        if op.worker_hang_timeout is not None:
+            problems.append(SpecError("worker_hang_timeout", "not taken by a study (as hang_timeout): bound each trial "
+                                                             "with timeout= (scheduling.timeout) instead"))
         if op.preflight:
             problems.append(SpecError("preflight", "not taken by a study: the wrapper would swallow the "
                                                    "--<parameter>=<value> arguments the platform appends"))

@@ -46,8 +46,8 @@ from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import history_to_json
 from ..policy.rules import align_worker_restarts
-from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
-from ..specs.preflight import Preflight, preflight_of
+from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError, seconds_problems
+from ..specs.preflight import Preflight, preflight_of, watchdog_args
 from ..specs.tpu import (
     chips_per_host,
     node_id_for,
@@ -98,6 +98,13 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             has reported one, on any attempt of the run, a later attempt's worker that runs ``hang_timeout``
             without reporting its first step is hung too (restore and compile time count: size the timeout for
             them).
+        worker_hang_timeout: seconds a worker's command may go without a step line before the worker runner
+            aborts it (SIGABRT, exit 134, a transient crash) and restarts it in place on the same VM (the runner's
+            liveness watchdog, as PyTorch's NCCL watchdog aborts a process whose collective timed out): a hang
+            costs this many seconds and an in-place restart instead of ``hang_timeout`` and a new node. Before a
+            command's first step line the allowance is ``hang_timeout`` (its start-up and restore). Set it above a
+            step plus a checkpoint save; it must be less than ``hang_timeout``, which stays the fallback for a hang
+            of the whole VM (the runner frozen too). None (default): no watchdog.
         expect_steps: every worker's workload reports steps from its very first attempt, so one that hangs
             before its first step on attempt 1 is caught too (default False: a workload is only expected to
             report steps once it has; one that never does is judged by its runner's heartbeat alone).
@@ -190,7 +197,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                  maintenance_policy: str = "ride_out", maintenance_lead_seconds: float = 600.0,
                  maintenance_move_seconds: float = 600.0, slices: int = 1, expect_steps: bool = False,
                  checkpoint_on_notice: bool = True, spare_node: str = "never", spare_risk_seconds: float = 3600.0,
-                 **kwargs: Any) -> None:
+                 worker_hang_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(checkpoint_dir=checkpoint_dir, **kwargs)  # required here: new nodes resume from it
         # Bad types are kept as given, for _validate to name -- the constructor never fails on them itself.
         self.max_worker_restarts_argument = max_worker_restarts
@@ -215,6 +222,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                                 or (type(slices) is int and slices > 1))
         self.reserved = reserved
         self.hang_timeout = hang_timeout
+        self.worker_hang_timeout = worker_hang_timeout
         self.expect_steps = expect_steps
         self.heartbeat_seconds = heartbeat_seconds
         self.startup_timeout = startup_timeout
@@ -373,6 +381,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         ``--no-notice-checkpoint`` with ``checkpoint_on_notice=False``."""
         checks = preflight_of(self.preflight)
         args = checks.runner_args(expect_tpu_chips=chips_per_host(accelerator)) if checks else []
+        args += watchdog_args(self.worker_hang_timeout, self.hang_timeout)
         return args if self.checkpoint_on_notice else [*args, "--no-notice-checkpoint"]
 
     def _node(self, spec: AttemptSpec, accelerator: str) -> dict[str, Any]:
@@ -502,8 +511,18 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems = [*exc.errors, *problems]
-        problems += self._spare_problems()
+        problems += self._spare_problems() + self._watchdog_problems()
         self._refuse(problems, skip)
+
+    def _watchdog_problems(self) -> list[SpecError]:
+        """``worker_hang_timeout``: None, or seconds > 0 and less than ``hang_timeout``."""
+        worker, hang = self.worker_hang_timeout, self.hang_timeout
+        problems = seconds_problems("worker_hang_timeout", worker, optional=True)
+        if worker is not None and not problems and not seconds_problems("hang_timeout", hang) and worker >= hang:
+            problems.append(SpecError("worker_hang_timeout", f"{worker!r} must be less than hang_timeout ({hang} s): "
+                                                             "the runner sees a step line at once, the provider "
+                                                             "only at its next look"))
+        return problems
 
     def _spare_problems(self) -> list[SpecError]:
         """``spare_node`` and ``spare_risk_seconds`` checked (:class:`~..supervisor.spare.SpareSettings`), and a spare

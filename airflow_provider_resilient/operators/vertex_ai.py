@@ -43,7 +43,7 @@ from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, 
 from ..policy import history_to_json
 from ..specs.common import SpecError
 from ..specs.messages import message_as_dict
-from ..specs.preflight import Preflight, preflight_of
+from ..specs.preflight import Preflight, preflight_of, watchdog_args
 from ..specs.vertex import (
     build_custom_job,
     env_entries,
@@ -126,6 +126,16 @@ class ResilientCustomJobOperator(SupervisedOperator):
             workload that calls ``save_if_requested`` once per step saves at once, so the restarted worker resumes
             from the step it reached instead of the last periodic checkpoint. A step and a save must fit in the
             30 s; a longer save is cut off and the periodic checkpoint stands.
+        worker_hang_timeout: seconds a replica's command may go without a ``step N`` line on stdout before the
+            worker runner on the replica aborts it (SIGABRT, exit 134; the runner's liveness watchdog, as PyTorch's
+            NCCL watchdog aborts a process whose collective timed out), and Vertex AI retries the job at once, as
+            after any crash ("Understand the custom training service"): a hang costs this many seconds and a
+            restart instead of ``hang_timeout``, the logs' delay, a poll and a new job. Before a command's first
+            step line the allowance is ``restart_timeout`` (else ``hang_timeout``; neither: no watch then). Each
+            container's command runs under the worker runner, as with ``preflight`` (the image needs ``python3``
+            and every pool a ``container_spec.command``). Set it above a step plus a checkpoint save; it must be
+            less than ``hang_timeout``, which stays the fallback for a hang of the whole machine (the runner
+            frozen too). None (default): no watchdog.
         checkpoint_dir: as on :class:`~.base.SupervisedOperator`; default ``<base_output_dir>/checkpoints/``
             (Vertex AI's ``AIP_CHECKPOINT_DIR``).
         resilience_policy: as on :class:`~.base.SupervisedOperator`. On Vertex AI its ``queue_timeout_seconds``
@@ -181,6 +191,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         cancel_on_kill: bool = True,
         preflight: Preflight | Mapping[str, Any] | bool | None = False,
         checkpoint_on_notice: bool = False,
+        worker_hang_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -195,6 +206,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
         self.disable_retries = disable_retries
         self.hang_timeout = hang_timeout
         self.restart_timeout = restart_timeout
+        self.worker_hang_timeout = worker_hang_timeout
         self.read_step_logs = read_step_logs
         self.cancel_on_kill = cancel_on_kill
         self.preflight = preflight
@@ -266,12 +278,13 @@ class ResilientCustomJobOperator(SupervisedOperator):
         from ..worker import helper_source, runner_source  # read only when the runner wraps the command
 
         checks, notice = preflight_of(self.preflight), self.checkpoint_on_notice is True
+        watchdog = watchdog_args(self.worker_hang_timeout, self.restart_timeout or self.hang_timeout)
         return build_custom_job(
             display_name=self.display_name, worker_pool_specs=self._pools(), labels=dict(spec.labels),
             base_output_dir=self.base_output_dir, scheduling=self._scheduling(), service_account=self.service_account,
             network=self.network, fallback=spec.fallback, env=dict(spec.env), preflight=checks,
-            runner_source=runner_source() if checks or notice else "", checkpoint_on_notice=notice,
-            helper_source=helper_source() if notice else "")
+            runner_source=runner_source() if checks or notice or watchdog else "", checkpoint_on_notice=notice,
+            helper_source=helper_source() if notice else "", watchdog=watchdog)
 
     def _recover(self, context: Any, state: RunState) -> RunState:
         """Rebuild the run from this task instance's jobs when the task state store holds none
@@ -367,8 +380,10 @@ class ResilientCustomJobOperator(SupervisedOperator):
     def _problems(self) -> list[SpecError]:
         """Every problem of the arguments (empty: none), templated ones included."""
         problems = [*self._common_problems(),
-                    *preflight_problems(self._pools(), self.preflight, self.checkpoint_on_notice),
+                    *preflight_problems(self._pools(), self.preflight, self.checkpoint_on_notice,
+                                        self.worker_hang_timeout),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
+                    *seconds_problems("worker_hang_timeout", self.worker_hang_timeout, optional=True),
                     *seconds_problems("restart_timeout", self.restart_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill), *self._kind().problems(self)]
@@ -385,6 +400,12 @@ class ResilientCustomJobOperator(SupervisedOperator):
             elif not seconds_problems("hang_timeout", hang) and restart <= hang:
                 problems.append(SpecError("restart_timeout", f"{restart!r} must be more than hang_timeout ({hang} s): "
                                                              "it allows a restore that a step time does not"))
+        worker = self.worker_hang_timeout
+        if (worker is not None and hang is not None and not seconds_problems("worker_hang_timeout", worker)
+                and not seconds_problems("hang_timeout", hang) and worker >= hang):
+            problems.append(SpecError("worker_hang_timeout", f"{worker!r} must be less than hang_timeout ({hang} s): "
+                                                             "the runner sees a step line at once, the provider only "
+                                                             "through the logs and a poll"))
         if not self.checkpoint_dir and not self.base_output_dir:
             problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
                                                         "resume from the checkpoints written there"))

@@ -92,6 +92,18 @@ class Preflight(BaseModel):
         return args
 
 
+def watchdog_args(hang_seconds: float | None, start_seconds: float | None = None) -> list[str]:
+    """The worker runner's liveness watchdog options: ``--hang-seconds`` (seconds a running command may go without
+    a step line before the runner aborts it: SIGABRT, exit 134, a transient crash the platform or the runner
+    restarts in place) and ``--start-seconds`` (seconds from the command's start to its first step line: the
+    start-up and the checkpoint's restore); [] when ``hang_seconds`` is None or 0 (no watchdog). ``start_seconds``
+    None or 0: no watch before the first step line. See the runner's module docstring, 2b."""
+    if not hang_seconds:
+        return []
+    args = ["--hang-seconds", repr(float(hang_seconds))]
+    return [*args, "--start-seconds", repr(float(start_seconds))] if start_seconds else args
+
+
 #: Ends the runner's text in the wrapper's heredoc (the runner's text must not hold it).
 RUNNER_HEREDOC = "RESILIENT_RUNNER_EOF"
 
@@ -155,4 +167,4 @@ def _fix(error: Mapping[str, Any]) -> str:
     return f"{error['msg']} (got {error.get('input')!r})"
 
 
-__all__ = ["GB", "RUNNER_HEREDOC", "Preflight", "preflight_of", "wrap_container_command"]
+__all__ = ["GB", "RUNNER_HEREDOC", "Preflight", "preflight_of", "watchdog_args", "wrap_container_command"]

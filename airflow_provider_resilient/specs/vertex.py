@@ -207,6 +207,7 @@ def build_custom_job(
     runner_source: str = "",
     checkpoint_on_notice: bool = False,
     helper_source: str = "",
+    watchdog: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The CustomJob (dict form) for one attempt: the user's spec, the fallback's changes, our labels
     and the resume environment on every pool. With ``preflight`` or ``checkpoint_on_notice`` every container's
@@ -214,7 +215,8 @@ def build_custom_job(
     runner's text): ``preflight`` runs the fault-tolerance checks first, a pool with NVIDIA accelerators expecting
     to see its ``accelerator_count`` GPUs (``gpu-check``); ``checkpoint_on_notice`` puts the checkpoint-request
     helper (``helper_source``) on the command's ``PYTHONPATH``, so the runner's request on the replica's SIGTERM
-    reaches the workload."""
+    reaches the workload; ``watchdog``, the runner's liveness watchdog options (:func:`~.preflight.watchdog_args`),
+    wraps the command too."""
     pools = copy.deepcopy([dict(p) for p in worker_pool_specs])
     for pool in pools:
         if not pool:
@@ -228,13 +230,13 @@ def build_custom_job(
         spec = pool[_pool_code(pool)]
         own = [e for e in spec.get("env", []) if e.get("name") not in env]
         spec["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
-        if (preflight is not None or checkpoint_on_notice) and "container_spec" in pool:
+        if (preflight is not None or checkpoint_on_notice or watchdog) and "container_spec" in pool:
             machine = pool.get("machine_spec") or {}
             gpus = int(machine.get("accelerator_count") or 0) if str(
                 machine.get("accelerator_type") or "").startswith("NVIDIA_") else 0
             spec["command"] = wrap_container_command(
                 list(spec.get("command") or []), list(spec.get("args") or []), runner_source=runner_source,
-                runner_args=preflight.runner_args(expect_gpus=gpus) if preflight is not None else [],
+                runner_args=[*(preflight.runner_args(expect_gpus=gpus) if preflight is not None else []), *watchdog],
                 helper_source=helper_source if checkpoint_on_notice else "")
             spec.pop("args", None)
     sched = {k: v for k, v in scheduling.items() if v is not None}
@@ -256,12 +258,14 @@ def build_custom_job(
 
 
 def preflight_problems(worker_pool_specs: Any, preflight: object,
-                       checkpoint_on_notice: object = False) -> list[SpecError]:
+                       checkpoint_on_notice: object = False, worker_hang_timeout: object = None) -> list[SpecError]:
     """What stops the worker runner from wrapping these pools' commands: a bad ``preflight`` value
-    (:func:`~.preflight.preflight_of`) or ``checkpoint_on_notice`` flag, and -- with either on -- a
+    (:func:`~.preflight.preflight_of`) or ``checkpoint_on_notice`` flag, and -- with either on, or a
+    ``worker_hang_timeout`` -- a
     ``python_package_spec`` pool (its command is Vertex AI's, it cannot be wrapped; a ``container_spec`` always has
     a command: :func:`validate_custom_job`)."""
     problems: list[SpecError] = []
+    off = {"worker_hang_timeout": "None"}  # each argument's "off" value, for the fix
     try:
         checks = preflight_of(preflight)
     except SpecError as exc:
@@ -270,8 +274,8 @@ def preflight_problems(worker_pool_specs: Any, preflight: object,
     if not isinstance(checkpoint_on_notice, bool):
         problems.append(SpecError("checkpoint_on_notice", f"give True or False, got {checkpoint_on_notice!r}"))
         checkpoint_on_notice = False
-    wanted = [name for name, on in (("preflight", checks is not None), ("checkpoint_on_notice", checkpoint_on_notice))
-              if on]
+    wanted = [name for name, on in (("preflight", checks is not None), ("checkpoint_on_notice", checkpoint_on_notice),
+                                    ("worker_hang_timeout", worker_hang_timeout is not None)) if on]
     if not wanted or not isinstance(worker_pool_specs, list | tuple):
         return problems
     for i, pool in enumerate(worker_pool_specs):
@@ -281,7 +285,7 @@ def preflight_problems(worker_pool_specs: Any, preflight: object,
             problems.append(SpecError(f"worker_pool_specs[{i}].python_package_spec", f"{' and '.join(wanted)} "
                                       "wraps a container_spec's command in the worker runner; Vertex AI runs a python "
                                       "package itself: use a container_spec with the pre-built image and its command, "
-                                      f"or set {' and '.join(f'{w}=False' for w in wanted)}"))
+                                      "or set " + " and ".join(f"{w}={off.get(w, 'False')}" for w in wanted)))
     return problems
 
 

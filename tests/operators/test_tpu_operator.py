@@ -525,6 +525,31 @@ def test_a_workload_hung_before_its_first_step_is_detected_once_it_logged_steps(
     assert hung_twice.left == [] and hung_twice.processes == []
 
 
+def test_the_worker_watchdog_restarts_a_hung_command_in_place_on_the_same_node(resilient_emulator, platform_time):
+    """With ``worker_hang_timeout`` the runner aborts the command the hang froze (no step line for 10 s of the VM's
+    clock after step 2) and restarts it in place; the restarted command ends. One node, no hang for the provider to
+    judge -- without the watchdog the same fault costs a new node (``hung_twice`` above)."""
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 2, "match": {"nth": 1}})
+    command = (f'if [ "$RESILIENT_WORKER_RESTARTS" = 0 ]; then echo "step 1"; echo "step 2"; sleep 120; '
+               f'else {THREE_STEPS}; fi')
+    op = operator(command, hang_timeout=HANG, worker_hang_timeout=10.0)
+    result = platform_time.drive(op).execute(context())
+    assert result["state"] == "SUCCEEDED"
+    assert decisions(result) == [] and len(result["attempts"]) == 1
+    assert created(resilient_emulator) == [A1]
+    log = (resilient_emulator.work_dir / "tpu" / A1 / "worker-0.log").read_text(errors="replace")
+    assert re.search(r"hang: no step line for 1\d\.\d s after step 2 \(restarts so far: 0\)", log)
+    assert "restart 1 of 2" in log and re.findall(r"^step \d+$", log, re.M) == ["step 1", "step 2"] * 2 + ["step 3"]
+
+
+def test_the_worker_watchdog_must_be_shorter_than_hang_timeout():
+    with pytest.raises(AirflowFailException, match=r"worker_hang_timeout: 30.0 must be less than hang_timeout"):
+        operator("true", hang_timeout=HANG, worker_hang_timeout=30.0)
+    assert "--hang-seconds" not in operator("true")._runner_args("v4-8")
+    assert operator("true", worker_hang_timeout=60.0)._runner_args("v4-8")[-4:] == [
+        "--hang-seconds", "60.0", "--start-seconds", "1800.0"]
+
+
 def test_a_workload_declared_to_log_steps_is_detected_hung_before_its_first_step(resilient_emulator, platform_time):
     # With expect_steps declared, attempt 1 -- which never logged a step -- is judged before its first step too.
     op = operator(hang_command("sleep 120"), hang_timeout=HANG, expect_steps=True)

@@ -107,6 +107,7 @@ def test_permanent_trial_failures_count_toward_max_failed_trial_count_and_fail_t
      "study_spec.parameters[0].double_value_spec"),
     ({"parallel_trial_count": 0}, "parallel_trial_count"),
     ({"goodput_job_name": "study"}, "goodput_job_name"),  # each trial is its own goodput job
+    ({"worker_hang_timeout": 60.0}, "worker_hang_timeout: not taken by a study"),
 ])
 def test_bad_study_arguments_are_refused_when_the_dag_is_parsed(overrides, field):
     with pytest.raises(AirflowFailException, match=re.escape(field)):

@@ -23,6 +23,13 @@ from .test_vertex_operator_unit import context, operator
 WORKLOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "workloads" / "steady_training.py"
 
 
+#: A pool whose command is Vertex AI's own (a Python package): the worker runner cannot wrap it.
+PACKAGE_POOLS = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+                  "python_package_spec": {"executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/"
+                                                                "tf-cpu.2-12.py310:latest",
+                                          "package_uris": ["gs://b/p.tar.gz"], "python_module": "trainer.task"}}]
+
+
 def container_of(checkpoint_on_notice: bool) -> dict:
     job = build_custom_job(display_name="j", worker_pool_specs=[{
         "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
@@ -61,13 +68,9 @@ def test_the_wrapped_helper_turns_a_sigterm_into_a_saved_checkpoint(tmp_path):
 
 
 def test_the_notice_needs_a_container_command_and_a_flag():
-    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
-              "python_package_spec": {"executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-12.py310:"
-                                                            "latest", "package_uris": ["gs://b/p.tar.gz"],
-                                      "python_module": "trainer.task"}}]
     with pytest.raises(AirflowFailException, match=r"worker_pool_specs\[0\]\.python_package_spec: "
                                                    r"checkpoint_on_notice .*checkpoint_on_notice=False"):
-        operator(worker_pool_specs=pools, checkpoint_on_notice=True)
+        operator(worker_pool_specs=PACKAGE_POOLS, checkpoint_on_notice=True)
     with pytest.raises(AirflowFailException, match=r"checkpoint_on_notice: give True or False, got 'yes'"):
         operator(checkpoint_on_notice="yes")
 
@@ -116,3 +119,47 @@ def test_a_hang_under_the_runner_freezes_the_training_command_not_only_the_runne
     (resumed,) = resumed_steps(resilient_emulator, result["job_name"])
     assert 4 <= resumed <= 6, resumed  # the step the hang froze it at (a save of step 6 may have been under way)
 
+
+
+def test_the_worker_watchdog_restarts_a_hung_command_in_place_instead_of_a_new_job(resilient_emulator):
+    """The hang freezes the training command, not the runner; with ``worker_hang_timeout`` the runner aborts the
+    command after 1 s without a step line (exit 134) and Vertex AI retries the job in place: one job, no hang for
+    the provider to judge, resumed from the step the hang froze it at. Without the watchdog (the test above) the
+    provider's ``hang_timeout`` finds it and a new job is made."""
+    resilient_emulator.add_fault({"kind": "hang", "at_step": 5, "step_source": "log",
+                                  "match": {"display_name": "watched"}})
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+              "container_spec": {"image_uri": "python:3.11", "command": [
+                  sys.executable, str(WORKLOAD), "--steps", "60", "--step-seconds", "0.05", "--every", "2",
+                  "--log-steps", "--resume", "scan"]}}]
+    result = operator(display_name="watched", worker_pool_specs=pools, hang_timeout=6.0,
+                      worker_hang_timeout=1.0).execute(context())
+    assert result["state"] == "JOB_STATE_SUCCEEDED"
+    assert len(result["attempts"]) == 1
+    assert "hang" not in [i["failure"]["failure_class"] for a in result["attempts"] for i in a["incidents"]]
+    first, resumed = resumed_steps(resilient_emulator, result["job_name"])
+    assert first == 0 and 4 <= resumed <= 6, resumed
+    log = resilient_emulator.replica_log(result["job_name"])
+    assert "hang: no step line for" in log and "after step 5" in log
+
+
+def test_the_worker_watchdog_is_shorter_than_hang_timeout_and_needs_a_container_command():
+    with pytest.raises(AirflowFailException, match=r"worker_hang_timeout: 60.0 must be less than hang_timeout"):
+        operator(hang_timeout=60.0, worker_hang_timeout=60.0)
+    with pytest.raises(AirflowFailException, match=r"worker_hang_timeout: -1 must be > 0 seconds"):
+        operator(worker_hang_timeout=-1)
+    with pytest.raises(AirflowFailException, match=r"python_package_spec: worker_hang_timeout .*"
+                                                   r"worker_hang_timeout=None"):
+        operator(worker_pool_specs=PACKAGE_POOLS, worker_hang_timeout=30.0)
+
+
+def test_the_watchdog_wraps_the_command_with_its_allowances():
+    job = build_custom_job(display_name="j", worker_pool_specs=[{
+        "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+        "container_spec": {"image_uri": "i", "command": ["python3", "t.py"]}}],
+        labels={}, base_output_dir=None, scheduling={}, service_account=None, network=None, fallback=None, env={},
+        runner_source=runner_source(), watchdog=["--hang-seconds", "60.0", "--start-seconds", "300.0"])
+    command = job["job_spec"]["worker_pool_specs"][0]["container_spec"]["command"]
+    assert command[3:] == ["resilient-runner", "--hang-seconds", "60.0", "--start-seconds", "300.0",
+                           "--max-restarts", "0", "--", "python3", "t.py"]
+    assert "resilient_checkpoint.py" not in command[2]  # no notice asked: no helper
