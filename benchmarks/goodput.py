@@ -8,7 +8,9 @@
   workload resuming from the checkpoint; ours reads its ``step N`` lines from Cloud Logging (``read_step_logs``):
   ``restart_timeout`` = 300 s from the start of a restart (or a job's start) to its next step, ``hang_timeout`` =
   180 s without a new logged step otherwise when its command runs under the worker runner (Spot replicas with
-  ``checkpoint_on_notice``), 300 s for a bare command.
+  ``checkpoint_on_notice``), 300 s for a bare command; under the runner also ``worker_hang_timeout`` = 60 s
+  (:data:`WORKER_HANG_SECONDS`: the runner on the replica aborts a command that logged no step for that long, and
+  Vertex AI retries the job in place; ``--no-worker-watchdog``: off).
 * **task retries** -- the usual practice: a plain submit-and-wait operator; a failed job fails the task
   and Airflow's task retries (``retry_delay`` 300 s, its default) submit it again, starting from scratch
   each time because nothing hands the job its checkpoint (``--resume none``).
@@ -127,6 +129,11 @@ RESTART_SECONDS = 300.0
 #: a job retry the service does not log (an internal error), the platform's restart and the runner's own start-up
 #: (10 s + about 30-50 s) before the runner's start line -- plus one poll (30 s) and one read interval between looks.
 HANG_SECONDS = 180.0
+#: Ours' worker_hang_timeout under the worker runner, platform seconds without a step line before the runner on the
+#: replica aborts the command (exit 134: Vertex AI retries the job in place): a step (6 s) and a save (C = 20 or 30
+#: s) lie between two step lines; the rest is room for this machine's jitter, which the time scale multiplies by 50
+#: (0.5 real s of a busy core is 25 platform s). Off with --no-worker-watchdog.
+WORKER_HANG_SECONDS = 60.0
 #: Ours' hang_timeout for a bare command (no runner): a job retried after an internal error shows nothing until
 #: its first step, so the whole restart must fit, as :data:`RESTART_SECONDS` does.
 BARE_HANG_SECONDS = RESTART_SECONDS
@@ -210,10 +217,11 @@ def worker_pool(args: list[str]) -> list[dict[str, Any]]:
 
 def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float, hang_timeout: float,
              stop: threading.Event, event_topic: str | None = None, on_notice: bool = False,
-             restart_timeout: float | None = None) -> None:
+             restart_timeout: float | None = None, worker_hang_timeout: float | None = None) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` cancels the live job.
     ``event_topic``: it also listens for the platform's failure entries there (docs/detection.md). ``on_notice``:
-    Spot replicas (``strategy="SPOT"``) that checkpoint on a preemption notice (``checkpoint_on_notice``)."""
+    Spot replicas (``strategy="SPOT"``) that checkpoint on a preemption notice (``checkpoint_on_notice``).
+    ``worker_hang_timeout``: the worker runner's liveness watchdog, real seconds (None: off)."""
     from airflow_provider_resilient.operators.vertex_ai import ResilientCustomJobOperator
 
     op = ResilientCustomJobOperator(
@@ -222,7 +230,8 @@ def run_ours(outcome: Outcome, args: list[str], policy: RetryPolicy, poll: float
         labels={"bench-way": "ours"}, fallbacks=[{"region": FALLBACK}], resilience_policy=policy,
         poll_interval=poll, hang_timeout=hang_timeout, restart_timeout=restart_timeout, deferrable=False,
         event_topic=event_topic,
-        strategy="SPOT" if on_notice else None, checkpoint_on_notice=on_notice)
+        strategy="SPOT" if on_notice else None, checkpoint_on_notice=on_notice,
+        worker_hang_timeout=worker_hang_timeout)
     execute_ours(outcome, op, stop, "goodput", (PRIMARY, FALLBACK))
 
 
@@ -504,14 +513,16 @@ LABEL = {"ours": "ours", "task retries": "retries", "retry loop": "loop", "Googl
 
 def vertex_ways(args: list[str], scale: float, poll: float, hang_timeout: float,
                 stop: threading.Event, event_topic: str | None = None,
-                on_notice: bool = False, restart_timeout: float | None = None) -> dict[str, Callable[[Outcome], None]]:
-    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout`` and ``restart_timeout`` real
-    seconds; listening on
+                on_notice: bool = False, restart_timeout: float | None = None,
+                worker_hang_timeout: float | None = None) -> dict[str, Callable[[Outcome], None]]:
+    """The Vertex AI ways, each a body for :func:`race`: ours (``hang_timeout``, ``restart_timeout`` and
+    ``worker_hang_timeout`` real seconds; listening on
     ``event_topic`` when given; checkpointing on a Spot reclaim's notice with ``on_notice``), task retries, the retry
     loop and, when installed, the Google provider; workload ``args``, real ``poll`` seconds."""
     ways: dict[str, Callable[[Outcome], None]] = {
         "ours": lambda o: run_ours(o, args, scaled_policy(RetryPolicy(queue_timeout_seconds=QUEUE_SECONDS), scale),
-                                   poll, hang_timeout, stop, event_topic, on_notice, restart_timeout),
+                                   poll, hang_timeout, stop, event_topic, on_notice, restart_timeout,
+                                   worker_hang_timeout),
         "task retries": lambda o: run_resubmitting(o, [*args, "--resume", "none"], "retries",
                                                    AIRFLOW_RETRY_DELAY * scale, poll, stop),
         "retry loop": lambda o: run_resubmitting(o, [*args, "--resume", "scan"], "loop", LOOP_SLEEP * scale,
@@ -567,6 +578,9 @@ def main() -> int:
                              "the worker is restarted on another VM), the other classes scaled down (default 0: none)")
     parser.add_argument("--notice", type=float, default=30.0, help="seconds from a Spot reclaim's SIGTERM to the "
                                                                    "machine's stop (Compute Engine: 30 s)")
+    parser.add_argument("--no-worker-watchdog", dest="worker_watchdog", action="store_false",
+                        help="ours without the worker runner's liveness watchdog (worker_hang_timeout; it needs the "
+                             "runner: --spot-share > 0)")
     parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
                         help="ours does not checkpoint on a Spot reclaim's notice (checkpoint_on_notice=False)")
     a = parser.parse_args()
@@ -911,6 +925,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             *([("Spot reclaims", f"{spot_share:.0%} of the failures: SIGTERM {a.notice:g} s before the VM stops; "
                                  + ("ours checkpoints on it" if notice_on else "ours does not save on it"))]
               if spot_share else []),
+            *([("ours' worker watchdog", f"the runner aborts a command {WORKER_HANG_SECONDS:.0f} s without a step line "
+                                         "(worker_hang_timeout)" if getattr(a, "worker_watchdog", True) else "off")]
+              if spot_share and notice_on else []),
             ("Young/Daly ceiling", f"{ceiling:.3f} = 1 - sqrt(2C/MTBF) - R/MTBF"),
             ("ceiling of the failures that struck", f"{struck_ceiling:.3f} (the best fixed interval for this trace's "
                                                    f"failures, {struck_interval:.0f} s; restart R; no capacity wait)"),
@@ -933,9 +950,11 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
                                 "active_seconds": [lo * s, hi * s]})
         stop_all = threading.Event()
         on_notice = bool(spot_share) and notice_on
+        watchdog = on_notice and getattr(a, "worker_watchdog", True)
         ways = vertex_ways(args, s, a.poll_interval * s, plan.hang_timeout(a, runner=on_notice), stop_all,
                            EVENT_TOPIC if a.events else None, on_notice=on_notice,
-                           restart_timeout=RESTART_SECONDS * s if on_notice else None)
+                           restart_timeout=RESTART_SECONDS * s if on_notice else None,
+                           worker_hang_timeout=WORKER_HANG_SECONDS * s if watchdog else None)
         outcomes, struck = race(emulator, ways, LABEL, trace, s, a.work, horizon, stop_all,
                                 vertex_faults(a.notice * s) if spot_share else None)
         result: dict[str, Any] = {"seed": a.seed, "ceiling": ceiling, "trace_ceiling": struck_ceiling,

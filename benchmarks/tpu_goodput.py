@@ -5,7 +5,9 @@
 * **ours** -- ``ResilientTPUWorkloadOperator`` on a spot node with its default policy (backoffs compressed by the
   time scale), one fallback zone, ``hang_timeout`` = 5 heartbeats without a new step (the workload logs its step,
   the worker runner reports it; ``expect_steps``: also before its first step, so a hang during the start-up is
-  caught); the workload resumes from the checkpoint the operator hands it, and saves when the runner asks
+  caught), ``worker_hang_timeout`` = 60 s (the runner on the worker aborts a command that logged no step for that
+  long and restarts it in place; ``--no-worker-watchdog``: off); the workload resumes from the checkpoint the
+  operator hands it, and saves when the runner asks
   (``--on-request``): on a maintenance event's or a preemption's SIGTERM (``checkpoint_on_notice``, default on;
   ``--no-notice-checkpoint``: off). From its second attempt on it checkpoints at the interval the operator hands it
   (``--handed-interval``; ``--fixed-interval``: the trace's Young/Daly interval throughout, as the other ways):
@@ -75,6 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from goodput import (
     EVENT_TOPIC,
     STEP_SECONDS,
+    WORKER_HANG_SECONDS,
     WORKLOAD,
     Outcome,
     Plan,
@@ -175,10 +178,12 @@ def baseline_script(way: str, args: list[str], loop: bool) -> str:
 
 def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryPolicy, poll: float,
              hang_timeout: float, stop: threading.Event, on_notice: bool = True, spare: str = "never",
-             spare_risk: float = 3600.0, event_topic: str | None = None) -> None:
+             spare_risk: float = 3600.0, event_topic: str | None = None,
+             worker_hang_timeout: float | None = None) -> None:
     """Our operator, in this thread; stopped at the horizon as a user would: ``on_kill`` deletes the node (and its
     spare). ``spare``, ``spare_risk``: its ``spare_node`` and ``spare_risk_seconds`` (already scaled);
-    ``event_topic``: it also listens for Cloud TPU's system events there (docs/detection.md)."""
+    ``event_topic``: it also listens for Cloud TPU's system events there (docs/detection.md);
+    ``worker_hang_timeout``: the worker runner's liveness watchdog, real seconds (None: off)."""
     from airflow_provider_resilient.operators.tpu import ResilientTPUWorkloadOperator
 
     command = " ".join(['AIP_CHECKPOINT_DIR="$RESILIENT_CHECKPOINT_DIR"', "python3", WORKLOAD, *args,
@@ -189,7 +194,8 @@ def run_ours(outcome: Outcome, accelerator: str, args: list[str], policy: RetryP
         checkpoint_marker="COMMITTED", labels={"bench-way": "ours"}, fallbacks=[{"zone": FALLBACK}],
         resilience_policy=policy, poll_interval=poll, heartbeat_seconds=poll, hang_timeout=hang_timeout,
         expect_steps=True, startup_timeout=max(60.0, 40 * poll), preflight=False, deferrable=False,
-        checkpoint_on_notice=on_notice, spare_node=spare, spare_risk_seconds=spare_risk, event_topic=event_topic)
+        checkpoint_on_notice=on_notice, spare_node=spare, spare_risk_seconds=spare_risk, event_topic=event_topic,
+        worker_hang_timeout=worker_hang_timeout)
     execute_ours(outcome, op, stop, "tpu-goodput", (PRIMARY, FALLBACK))
 
 
@@ -328,6 +334,9 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
             ("poll interval", f"{a.poll_interval:g} s (every way)"),
             ("ours detects", "by poll and by event (--events: Pub/Sub fed by a Cloud Logging sink)" if a.events
              else "by poll"),
+            ("ours' worker watchdog", f"the runner aborts a command {WORKER_HANG_SECONDS:.0f} s without a step line "
+                                      "and restarts it in place (worker_hang_timeout)" if a.worker_watchdog
+             else "off (--no-worker-watchdog)"),
             ("ours' spare node", a.spare + (f" (spare_risk_seconds {a.spare_risk:g})" if a.spare == "at_risk" else "")),
             ("ours' maintenance_wait", ("the policy's default (900 s)" if a.maintenance_wait is None
                                         else f"{a.maintenance_wait:g} s")
@@ -360,7 +369,8 @@ def one_seed(a: argparse.Namespace) -> dict[str, Any]:
         ways: dict[str, Callable[[Outcome], None]] = {
             "ours": lambda o: run_ours(o, a.accelerator_type, ours_args, scaled_policy(ours_policy(a), s), poll,
                                        hang_timeout, stop_all, a.notice_checkpoint, a.spare, a.spare_risk * s,
-                                       EVENT_TOPIC if a.events else None),
+                                       EVENT_TOPIC if a.events else None,
+                                       WORKER_HANG_SECONDS * s if a.worker_watchdog else None),
             "recreate loop": lambda o: run_baseline(o, "recreate", a.accelerator_type,
                                                     baseline_script("recreate", args, loop=False), poll,
                                                     a.create_retry * s, True, stop_all),
@@ -420,6 +430,8 @@ def main() -> int:
                              "against a new node (RetryPolicy(weigh_repairs=False))")
     parser.add_argument("--notice", type=float, default=30.0, help="seconds from a maintenance event's or a "
                                                                      "preemption's SIGTERM to the kill")
+    parser.add_argument("--no-worker-watchdog", dest="worker_watchdog", action="store_false",
+                        help="ours without the worker runner's liveness watchdog (worker_hang_timeout)")
     parser.add_argument("--no-notice-checkpoint", dest="notice_checkpoint", action="store_false",
                         help="ours does not save on the notice (checkpoint_on_notice=False)")
     parser.add_argument("--fixed-interval", dest="handed_interval", action="store_false",
