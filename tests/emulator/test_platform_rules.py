@@ -289,6 +289,8 @@ def test_replicas_get_the_environment_vertex_gives(submit, resilient_emulator, t
     assert [envs[r]["RANK"] for r in ("workerpool0-0", "workerpool1-0", "workerpool1-1")] == ["0", "1", "2"]
     assert {e["WORLD_SIZE"] for e in envs.values()} == {"3"}
     assert len({e["MASTER_ADDR"] + e["MASTER_PORT"] for e in envs.values()}) == 1
+    # a temporary directory that goes with the emulator's work directory, as a container's /tmp goes with it
+    assert {e["TMPDIR"] for e in envs.values()} == {str(resilient_emulator.work_dir / "tmp")}
 
 
 def test_quota_exceeded_refuses_the_create_call(client, resilient_emulator):

@@ -338,10 +338,16 @@ class Emulator:
         return env
 
     def workload_env(self) -> dict[str, str]:
-        """The environment every replica starts from: the emulator's own, plus storage and unbuffered output."""
+        """The environment every replica starts from: the emulator's own, plus storage and unbuffered output, and
+        ``TMPDIR`` in the work directory -- a container's or a VM's ``/tmp`` ends with it, so what the worker runner
+        and its wrapper write there (the runner's text, the checkpoint helper, request files) never piles up in this
+        machine's ``/tmp``; the work directory goes at stop."""
         env = dict(os.environ)
         env.update(self.env())
         env["PYTHONUNBUFFERED"] = "1"
+        tmp = self.work_dir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmp)
         if self._secret_manager is not None:  # what a worker's runner reads secrets from (worker/runner.py)
             env["RESILIENT_SECRET_MANAGER_ENDPOINT"] = f"http://{self.advertise_host}:{self._secret_manager.port}"
         # "python3" on an emulated VM is the emulator's interpreter (with the workload's libraries).
