@@ -101,10 +101,12 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         worker_hang_timeout: seconds a worker's command may go without a step line before the worker runner
             aborts it (SIGABRT, exit 134, a transient crash) and restarts it in place on the same VM (the runner's
             liveness watchdog, as PyTorch's NCCL watchdog aborts a process whose collective timed out): a hang
-            costs this many seconds and an in-place restart instead of ``hang_timeout`` and a new node. Before a
-            command's first step line the allowance is ``hang_timeout`` (its start-up and restore). Set it above a
-            step plus a checkpoint save; it must be less than ``hang_timeout``, which stays the fallback for a hang
-            of the whole VM (the runner frozen too). None (default): no watchdog.
+            costs this many seconds and an in-place restart instead of ``hang_timeout`` and a new node. A command
+            is watched from its first step line on; with ``expect_steps`` from its start, with ``hang_timeout`` for
+            its start-up and restore (a worker whose workload prints no steps -- only process 0 logs -- is then
+            never aborted). Set it above the longest gap between two step lines (a step and a checkpoint save, an
+            evaluation); it must be less than ``hang_timeout``, which stays the fallback for a hang of the whole VM
+            (the runner frozen too). None (default): no watchdog.
         expect_steps: every worker's workload reports steps from its very first attempt, so one that hangs
             before its first step on attempt 1 is caught too (default False: a workload is only expected to
             report steps once it has; one that never does is judged by its runner's heartbeat alone).
@@ -381,7 +383,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
         ``--no-notice-checkpoint`` with ``checkpoint_on_notice=False``."""
         checks = preflight_of(self.preflight)
         args = checks.runner_args(expect_tpu_chips=chips_per_host(accelerator)) if checks else []
-        args += watchdog_args(self.worker_hang_timeout, self.hang_timeout)
+        args += watchdog_args(self.worker_hang_timeout, self.hang_timeout if self.expect_steps else None)
         return args if self.checkpoint_on_notice else [*args, "--no-notice-checkpoint"]
 
     def _node(self, spec: AttemptSpec, accelerator: str) -> dict[str, Any]:

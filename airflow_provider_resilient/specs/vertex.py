@@ -216,11 +216,16 @@ def build_custom_job(
     to see its ``accelerator_count`` GPUs (``gpu-check``); ``checkpoint_on_notice`` puts the checkpoint-request
     helper (``helper_source``) on the command's ``PYTHONPATH``, so the runner's request on the replica's SIGTERM
     reaches the workload; ``watchdog``, the runner's liveness watchdog options (:func:`~.preflight.watchdog_args`),
-    wraps the command too."""
-    pools = copy.deepcopy([dict(p) for p in worker_pool_specs])
-    for pool in pools:
+    wraps the chief's command (the first pool, ``workerpool0``) too: the chief prints the steps the provider reads,
+    and a collective that never returns stops every rank, the chief with them -- the other pools' ranks often print
+    no steps at all (only rank 0 logs), and a watchdog there would abort them."""
+    # Each pool copied on its own: pools that share a dict (``[pool, {**pool, "replica_count": 2}]``) must not
+    # share the copy, or one pool's wrapped command would be the other's too.
+    pools = [copy.deepcopy(dict(p)) for p in worker_pool_specs]
+    for index, pool in enumerate(pools):
         if not pool:
             continue
+        watch = list(watchdog) if index == 0 else []
         if fallback is not None:
             machine = pool.setdefault("machine_spec", {})
             for key in ("machine_type", "accelerator_type", "accelerator_count"):
@@ -230,13 +235,13 @@ def build_custom_job(
         spec = pool[_pool_code(pool)]
         own = [e for e in spec.get("env", []) if e.get("name") not in env]
         spec["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
-        if (preflight is not None or checkpoint_on_notice or watchdog) and "container_spec" in pool:
+        if (preflight is not None or checkpoint_on_notice or watch) and "container_spec" in pool:
             machine = pool.get("machine_spec") or {}
             gpus = int(machine.get("accelerator_count") or 0) if str(
                 machine.get("accelerator_type") or "").startswith("NVIDIA_") else 0
             spec["command"] = wrap_container_command(
                 list(spec.get("command") or []), list(spec.get("args") or []), runner_source=runner_source,
-                runner_args=[*(preflight.runner_args(expect_gpus=gpus) if preflight is not None else []), *watchdog],
+                runner_args=[*(preflight.runner_args(expect_gpus=gpus) if preflight is not None else []), *watch],
                 helper_source=helper_source if checkpoint_on_notice else "")
             spec.pop("args", None)
     sched = {k: v for k, v in scheduling.items() if v is not None}
@@ -263,7 +268,7 @@ def preflight_problems(worker_pool_specs: Any, preflight: object,
     (:func:`~.preflight.preflight_of`) or ``checkpoint_on_notice`` flag, and -- with either on, or a
     ``worker_hang_timeout`` -- a
     ``python_package_spec`` pool (its command is Vertex AI's, it cannot be wrapped; a ``container_spec`` always has
-    a command: :func:`validate_custom_job`)."""
+    a command: :func:`validate_custom_job`) -- for ``worker_hang_timeout`` the first pool's only (the chief's)."""
     problems: list[SpecError] = []
     off = {"worker_hang_timeout": "None"}  # each argument's "off" value, for the fix
     try:
@@ -281,11 +286,12 @@ def preflight_problems(worker_pool_specs: Any, preflight: object,
     for i, pool in enumerate(worker_pool_specs):
         if not isinstance(pool, Mapping) or not pool:
             continue
-        if "python_package_spec" in pool:
-            problems.append(SpecError(f"worker_pool_specs[{i}].python_package_spec", f"{' and '.join(wanted)} "
+        here = [w for w in wanted if i == 0 or w != "worker_hang_timeout"]  # the watchdog wraps the chief's only
+        if "python_package_spec" in pool and here:
+            problems.append(SpecError(f"worker_pool_specs[{i}].python_package_spec", f"{' and '.join(here)} "
                                       "wraps a container_spec's command in the worker runner; Vertex AI runs a python "
                                       "package itself: use a container_spec with the pre-built image and its command, "
-                                      "or set " + " and ".join(f"{w}={off.get(w, 'False')}" for w in wanted)))
+                                      "or set " + " and ".join(f"{w}={off.get(w, 'False')}" for w in here)))
     return problems
 
 

@@ -546,7 +546,9 @@ def test_the_worker_watchdog_must_be_shorter_than_hang_timeout():
     with pytest.raises(AirflowFailException, match=r"worker_hang_timeout: 30.0 must be less than hang_timeout"):
         operator("true", hang_timeout=HANG, worker_hang_timeout=30.0)
     assert "--hang-seconds" not in operator("true")._runner_args("v4-8")
-    assert operator("true", worker_hang_timeout=60.0)._runner_args("v4-8")[-4:] == [
+    # watched from the first step line on; with expect_steps from the start (hang_timeout for start-up and restore)
+    assert operator("true", worker_hang_timeout=60.0)._runner_args("v4-8")[-2:] == ["--hang-seconds", "60.0"]
+    assert operator("true", worker_hang_timeout=60.0, expect_steps=True)._runner_args("v4-8")[-4:] == [
         "--hang-seconds", "60.0", "--start-seconds", "1800.0"]
 
 

@@ -153,13 +153,19 @@ def test_the_worker_watchdog_is_shorter_than_hang_timeout_and_needs_a_container_
         operator(worker_pool_specs=PACKAGE_POOLS, worker_hang_timeout=30.0)
 
 
-def test_the_watchdog_wraps_the_command_with_its_allowances():
-    job = build_custom_job(display_name="j", worker_pool_specs=[{
-        "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
-        "container_spec": {"image_uri": "i", "command": ["python3", "t.py"]}}],
-        labels={}, base_output_dir=None, scheduling={}, service_account=None, network=None, fallback=None, env={},
-        runner_source=runner_source(), watchdog=["--hang-seconds", "60.0", "--start-seconds", "300.0"])
-    command = job["job_spec"]["worker_pool_specs"][0]["container_spec"]["command"]
-    assert command[3:] == ["resilient-runner", "--hang-seconds", "60.0", "--start-seconds", "300.0",
-                           "--max-restarts", "0", "--", "python3", "t.py"]
-    assert "resilient_checkpoint.py" not in command[2]  # no notice asked: no helper
+def test_the_watchdog_wraps_the_chiefs_command_with_its_allowances():
+    """Only the chief's (the first pool's): its steps are the ones the provider reads, and other ranks often print
+    none; a collective's hang stops the chief too."""
+    pool = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+            "container_spec": {"image_uri": "i", "command": ["python3", "t.py"]}}
+    job = build_custom_job(display_name="j", worker_pool_specs=[pool, {**pool, "replica_count": 2}],
+                           labels={}, base_output_dir=None, scheduling={}, service_account=None, network=None,
+                           fallback=None, env={}, runner_source=runner_source(),
+                           watchdog=["--hang-seconds", "60.0", "--start-seconds", "300.0"])
+    chief, workers = (p["container_spec"]["command"] for p in job["job_spec"]["worker_pool_specs"])
+    assert chief[3:] == ["resilient-runner", "--hang-seconds", "60.0", "--start-seconds", "300.0",
+                         "--max-restarts", "0", "--", "python3", "t.py"]
+    assert "resilient_checkpoint.py" not in chief[2]  # no notice asked: no helper
+    assert workers == ["python3", "t.py"]  # not wrapped
+    # a python package in a pool the watchdog does not wrap is fine
+    operator(worker_pool_specs=[pool, *PACKAGE_POOLS], worker_hang_timeout=30.0, hang_timeout=60.0)
