@@ -100,7 +100,7 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
             them).
         worker_hang_timeout: seconds a worker's command may go without a step line before the worker runner
             aborts it (SIGABRT, exit 134, a transient crash) and restarts it in place on the same VM (the runner's
-            liveness watchdog, as PyTorch's NCCL watchdog aborts a process whose collective timed out): a hang
+            liveness watchdog, as PyTorch's NCCL watchdog tears down a process whose collective timed out): a hang
             costs this many seconds and an in-place restart instead of ``hang_timeout`` and a new node. A command
             is watched from its first step line on; with ``expect_steps`` from its start, with ``hang_timeout`` for
             its start-up and restore (a worker whose workload prints no steps -- only process 0 logs -- is then

@@ -126,18 +126,19 @@ class ResilientCustomJobOperator(SupervisedOperator):
             workload that calls ``save_if_requested`` once per step saves at once, so the restarted worker resumes
             from the step it reached instead of the last periodic checkpoint. A step and a save must fit in the
             30 s; a longer save is cut off and the periodic checkpoint stands.
-        worker_hang_timeout: seconds a replica's command may go without a ``step N`` line on stdout before the
-            worker runner on the replica aborts it (SIGABRT, exit 134; the runner's liveness watchdog, as PyTorch's
-            NCCL watchdog aborts a process whose collective timed out), and Vertex AI retries the job at once, as
-            after any crash ("Understand the custom training service"): a hang costs this many seconds and a
-            restart instead of ``hang_timeout``, the logs' delay, a poll and a new job. Before a command's first
-            step line the allowance is ``restart_timeout`` (else ``hang_timeout``; neither: no watch then). The
-            chief's command (the first pool, ``workerpool0``, whose steps the provider reads) runs under the worker
-            runner, as with ``preflight`` (the image needs ``python3`` and the pool a ``container_spec.command``);
-            a collective that never returns stops the chief with every other rank. Set it above the longest gap
-            between two step lines (a step and a checkpoint save, an evaluation); it must be less than
-            ``hang_timeout``, which stays the fallback for a hang of the whole machine (the runner frozen too).
-            None (default): no watchdog.
+        worker_hang_timeout: seconds a replica's command may go without a ``step N`` line on stdout before the worker
+            runner on the replica aborts it (SIGABRT, exit 134; the runner's liveness watchdog, as PyTorch's NCCL
+            watchdog tears down a process whose collective timed out), and Vertex AI retries the job, as after any
+            exit it names potentially transient, SIGABRT among them ("Understand the custom training service",
+            https://cloud.google.com/vertex-ai/docs/training/understanding-training-service): a hang costs this many
+            seconds and a restart instead of ``hang_timeout``, the logs' delay, a poll and a new job. Before a
+            command's first step line the allowance is ``restart_timeout`` (else ``hang_timeout``; neither: no watch
+            then). The chief's command (the first pool, ``workerpool0``, whose steps the provider reads) runs under
+            the worker runner, as with ``preflight`` (the image needs ``python3`` and the pool a
+            ``container_spec.command``); a collective that never returns stops the chief with every other rank. Set
+            it above the longest gap between two step lines (a step and a checkpoint save, an evaluation); it must be
+            less than ``hang_timeout``, which stays the fallback for a hang of the whole machine (the runner frozen
+            too). None (default): no watchdog.
         checkpoint_dir: as on :class:`~.base.SupervisedOperator`; default ``<base_output_dir>/checkpoints/``
             (Vertex AI's ``AIP_CHECKPOINT_DIR``).
         resilience_policy: as on :class:`~.base.SupervisedOperator`. On Vertex AI its ``queue_timeout_seconds``

@@ -45,18 +45,18 @@ Theory of operation:
 2b. Liveness watchdog (``--hang-seconds``, off by default). A command that writes no ``--step-pattern`` line for
    ``--hang-seconds`` -- counted from its last step line, or from its start with ``--start-seconds`` (the start-up
    and the checkpoint's restore; 0, the default: no watch before the first step line) -- hangs: a collective that
-   never returns, a deadlocked data loader. The runner logs ``hang: no step line for ...``, reports guest
-   attribute ``hang``, sends the command's process group SIGABRT (a Python workload with ``faulthandler`` enabled
-   prints every thread's stack) and SIGKILL ``min(--grace-seconds, --hang-seconds / 10)`` seconds later, and counts
-   the command's end as an abort, :data:`HANG_EXIT_CODE` (134 = 128 + SIGABRT) whatever signal ended it -- as
-   PyTorch's NCCL watchdog aborts a process whose collective timed out (PyTorch, "Distributed communication
-   package - torch.distributed", ``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
-   https://pytorch.org/docs/stable/distributed.html). 134 is a ``transient_crash``: on a Cloud TPU VM the runner
-   restarts the command in place (3); on Vertex AI (``--max-restarts 0``) the container exits 134 and Vertex AI
-   retries the job at once (Vertex AI, "Understand the custom training service": exit codes of a crash are
-   retried). The runner's own process is not part of the hang, so it sees one in ``--hang-seconds`` instead of
-   the provider's poll of the logs, and the platform restarts the command instead of the provider making a new
-   job or node. A hang of the whole VM (the runner frozen too) is still the provider's ``hang_timeout`` to find.
+   never returns, a deadlocked data loader. The runner logs ``hang: no step line for ...``, reports guest attribute
+   ``hang``, sends the command's process group SIGABRT (a Python workload with ``faulthandler`` enabled prints every
+   thread's stack) and SIGKILL ``min(--grace-seconds, --hang-seconds / 10)`` seconds later, and counts the command's
+   end as an abort, :data:`HANG_EXIT_CODE` (134 = 128 + SIGABRT) whatever signal ended it -- as PyTorch's NCCL
+   watchdog tears down a process whose collective timed out (PyTorch, "PYTORCH ProcessGroupNCCL Environment
+   Variables", ``TORCH_NCCL_ASYNC_ERROR_HANDLING``,
+   https://pytorch.org/docs/stable/torch_nccl_environment_variables.html). 134 is a ``transient_crash``: on a Cloud
+   TPU VM the runner restarts the command in place (3); on Vertex AI (``--max-restarts 0``) the container exits 134,
+   which Vertex AI's "Understand the custom training service" names potentially transient (SIGABRT, 6 or 134), and it
+   retries the job. The runner's own process is not part of the hang, so it sees one in ``--hang-seconds`` instead of
+   the provider's poll of the logs, and the platform restarts the command instead of the provider making a new job or
+   node. A hang of the whole VM (the runner frozen too) is still the provider's ``hang_timeout`` to find.
 3. Restart in place. The exit status is classified by :func:`classify_exit_status` of :mod:`.protocol`, the
    rule ``airflow_provider_resilient.policy.classify.classify_exit_status`` builds on (a test checks every code):
    6/134/11/139 -> ``transient_crash``; 78 -> ``preflight_failure``; 126/127/128 ->
