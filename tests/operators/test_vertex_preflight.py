@@ -38,8 +38,8 @@ def test_the_wrapper_runs_the_checks_then_the_command_with_its_args_and_exit_sta
                                                         hardware_check_seconds=0).runner_args())
     assert argv[:2] == ["/bin/sh", "-c"] and argv[3] == "resilient-runner"
     assert argv[argv.index("--") + 1:][-2:] == ["a b", "it's"] and "--max-restarts" in argv
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
-                          check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})  # the wrapper's files go there
     assert done.returncode == 3, done.stderr
     assert "args ['a b', \"it's\"]" in done.stdout
     assert "preflight ok: item disk-size root" in done.stderr and "no restart" in done.stderr  # --max-restarts 0
