@@ -46,8 +46,8 @@ from ..backends.base import AttemptSpec
 from ..links.tpu import TPUAuditLogLink, TPUNodeLink, push_node_links
 from ..policy import history_to_json
 from ..policy.rules import align_worker_restarts
-from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError, seconds_problems
-from ..specs.preflight import Preflight, preflight_of, watchdog_args
+from ..specs.common import ENV_CHECKPOINT_DIR, LABEL_KEEP, SpecError
+from ..specs.preflight import Preflight, preflight_of, watchdog_args, watchdog_problems
 from ..specs.tpu import (
     chips_per_host,
     node_id_for,
@@ -513,18 +513,8 @@ class ResilientTPUWorkloadOperator(SupervisedOperator):
                 fallback_problems=self.fallback_problems)
         except SpecError as exc:
             problems = [*exc.errors, *problems]
-        problems += self._spare_problems() + self._watchdog_problems()
+        problems += self._spare_problems() + watchdog_problems(self.worker_hang_timeout, self.hang_timeout)
         self._refuse(problems, skip)
-
-    def _watchdog_problems(self) -> list[SpecError]:
-        """``worker_hang_timeout``: None, or seconds > 0 and less than ``hang_timeout``."""
-        worker, hang = self.worker_hang_timeout, self.hang_timeout
-        problems = seconds_problems("worker_hang_timeout", worker, optional=True)
-        if worker is not None and not problems and not seconds_problems("hang_timeout", hang) and worker >= hang:
-            problems.append(SpecError("worker_hang_timeout", f"{worker!r} must be less than hang_timeout ({hang} s): "
-                                                             "the runner sees a step line at once, the provider "
-                                                             "only at its next look"))
-        return problems
 
     def _spare_problems(self) -> list[SpecError]:
         """``spare_node`` and ``spare_risk_seconds`` checked (:class:`~..supervisor.spare.SpareSettings`), and a spare

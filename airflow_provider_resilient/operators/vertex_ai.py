@@ -43,7 +43,7 @@ from ..links.vertex_ai import VertexAICustomJobLink, VertexAICustomJobLogsLink, 
 from ..policy import history_to_json
 from ..specs.common import SpecError
 from ..specs.messages import message_as_dict
-from ..specs.preflight import Preflight, preflight_of, watchdog_args
+from ..specs.preflight import Preflight, preflight_of, watchdog_args, watchdog_problems
 from ..specs.vertex import (
     build_custom_job,
     env_entries,
@@ -386,7 +386,7 @@ class ResilientCustomJobOperator(SupervisedOperator):
                     *preflight_problems(self._pools(), self.preflight, self.checkpoint_on_notice,
                                         self.worker_hang_timeout),
                     *seconds_problems("hang_timeout", self.hang_timeout, optional=True),
-                    *seconds_problems("worker_hang_timeout", self.worker_hang_timeout, optional=True),
+                    *watchdog_problems(self.worker_hang_timeout, self.hang_timeout),
                     *seconds_problems("restart_timeout", self.restart_timeout, optional=True),
                     *flag_problems("read_step_logs", self.read_step_logs),
                     *flag_problems("cancel_on_kill", self.cancel_on_kill), *self._kind().problems(self)]
@@ -403,12 +403,6 @@ class ResilientCustomJobOperator(SupervisedOperator):
             elif not seconds_problems("hang_timeout", hang) and restart <= hang:
                 problems.append(SpecError("restart_timeout", f"{restart!r} must be more than hang_timeout ({hang} s): "
                                                              "it allows a restore that a step time does not"))
-        worker = self.worker_hang_timeout
-        if (worker is not None and hang is not None and not seconds_problems("worker_hang_timeout", worker)
-                and not seconds_problems("hang_timeout", hang) and worker >= hang):
-            problems.append(SpecError("worker_hang_timeout", f"{worker!r} must be less than hang_timeout ({hang} s): "
-                                                             "the runner sees a step line at once, the provider only "
-                                                             "through the logs and a poll"))
         if not self.checkpoint_dir and not self.base_output_dir:
             problems.append(SpecError("checkpoint_dir", "set checkpoint_dir or base_output_dir: new attempts "
                                                         "resume from the checkpoints written there"))

@@ -34,12 +34,13 @@ Pure: no I/O; importing it imports pydantic only.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..worker import runner
-from .common import SpecError
+from .common import SpecError, seconds_problems
 
 # The thresholds are the worker runner's own defaults (ModelArts' thresholds, in decimal gigabytes).
 GB = runner.GB
@@ -102,6 +103,22 @@ def watchdog_args(hang_seconds: float | None, start_seconds: float | None = None
         return []
     args = ["--hang-seconds", repr(float(hang_seconds))]
     return [*args, "--start-seconds", repr(float(start_seconds))] if start_seconds else args
+
+
+def watchdog_problems(worker_hang_timeout: object, hang_timeout: object) -> list[SpecError]:
+    """Problems of an operator's ``worker_hang_timeout``: None, or seconds > 0 and -- with a ``hang_timeout`` --
+    less than it (the runner sees a step line at once, the provider only at a later look: a longer one never acts
+    first)."""
+    worker, hang = worker_hang_timeout, hang_timeout
+    problems = seconds_problems("worker_hang_timeout", worker, optional=True)
+    if worker is None or problems or hang is None or seconds_problems("hang_timeout", hang):
+        return problems
+    seconds = [v.total_seconds() if isinstance(v, timedelta) else float(v) for v in (worker, hang)]  # type: ignore[arg-type]
+    if seconds[0] >= seconds[1]:
+        problems.append(SpecError("worker_hang_timeout", f"{worker_hang_timeout!r} must be less than hang_timeout "
+                                                         f"({hang_timeout} s): the runner sees a step line at once, "
+                                                         "the provider only at a later look"))
+    return problems
 
 
 #: Ends the runner's text in the wrapper's heredoc (the runner's text must not hold it).
@@ -167,4 +184,5 @@ def _fix(error: Mapping[str, Any]) -> str:
     return f"{error['msg']} (got {error.get('input')!r})"
 
 
-__all__ = ["GB", "RUNNER_HEREDOC", "Preflight", "preflight_of", "watchdog_args", "wrap_container_command"]
+__all__ = ["GB", "RUNNER_HEREDOC", "Preflight", "preflight_of", "watchdog_args", "watchdog_problems",
+           "wrap_container_command"]
